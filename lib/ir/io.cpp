@@ -1,0 +1,36 @@
+// File I/O with typed errors; see io.h for the atomic-write contract.
+#include "ir/io.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace poot {
+
+Expected<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(ErrorKind::Io, {path}, std::string("cannot open file: ") + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return makeError(ErrorKind::Io, {path}, "cannot read file");
+  return buf.str();
+}
+
+Status writeFileAtomic(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return makeError(ErrorKind::Io, {path}, std::string("cannot create output: ") + std::strerror(errno));
+  bool good = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  good = (std::fclose(f) == 0) && good;
+  if (!good || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return makeError(ErrorKind::Io, {path}, "cannot write output: " + why);
+  }
+  return ok();
+}
+
+}  // namespace poot

@@ -1,0 +1,51 @@
+// The pass pipeline, in order. The full order is canonicalize -> rope ->
+// ranges -> attention-rewrite -> selection -> cleanup: recognition passes
+// need canonical chains, the attention rewrite needs RoPE already formed
+// (so its q and k chains end in one eqn) and the value ranges that prove
+// lengths and maps; selection runs on what attention left; cleanup last
+// removes what the rewrites orphaned. Passes join this list as they land.
+#include "passes/pass.h"
+
+namespace poot {
+
+const std::vector<Pass>& pipeline() {
+  static const std::vector<Pass> passes = {
+      {"canonicalize", "fold constants, shorten reshape/broadcast/transpose chains, merge common eqns, drop dead ones",
+       runCanonicalize},
+      {"rope", "replace the tracer's rotary-embedding chains (rotate-half, interleaved) with Rope", runRope},
+      {"ranges", "compute the value ranges of integer values (slots, guards with a witness) for the passes after it",
+       runRanges},
+      {"attention-rewrite", "replace the tracer's attention chains with Attention (dense, split, paged key; live bound)",
+       runAttentionRewrite},
+      {"selection", "replace the sparse indexer's block selection and its attention with BlockTopK and SelectedAttention",
+       runSelection},
+      {"cleanup", "remove eqns whose results reach no output, state or validation", runCleanup},
+  };
+  return passes;
+}
+
+const Pass* findPass(const std::string& name) {
+  for (const Pass& p : pipeline())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+void PassContext::remark(const char* pass, const Graph& g, const Eqn& anchor, std::string message) {
+  std::string name = anchor.results.empty() ? "" : "%" + g.value(anchor.results[0]).name;
+  remarks.push_back(Remark{pass, anchor.loc, std::move(name), std::move(message)});
+}
+
+Status runPipeline(Graph& g, PassContext& ctx, const PipelineOptions& opts) {
+  for (const Pass& p : pipeline()) {
+    auto changed = p.run(g, ctx);
+    if (!changed) return changed.error();
+    if (auto s = verify(g); !s)
+      return makeError(s.error().kind, s.error().loc,
+                       std::string("internal: pass '") + p.name + "' broke the graph: " + s.error().message);
+    if (opts.afterPass) opts.afterPass(p, g, *changed);
+    if (opts.stopAfter == p.name) break;
+  }
+  return ok();
+}
+
+}  // namespace poot

@@ -1,0 +1,47 @@
+// A device profile: what one device can hold, as data. The planner reads only
+// these figures; no target logic lives anywhere else. Profiles are YAML files
+// (targets/*.yaml); loading validates every field and names the file, the
+// field and its line on any problem. The format is specified in
+// docs/device-profile.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+
+namespace poot {
+
+enum class Target { Spirv, Ptx, Hsaco };
+
+const char* targetName(Target t);
+
+// Which operations on a two-byte float type the target's code generator can
+// lower. A SPIR-V device without shaderFloat16 may still load and store f16.
+struct TwoByteOps {
+  bool storage = false;  // load, store and convert to/from f32
+  bool arith = false;    // arithmetic in the two-byte type itself
+  bool select = false;   // select between two-byte values
+};
+
+struct DeviceProfile {
+  std::string name;
+  Target target = Target::Spirv;
+  std::string arch;  // sm_90, gfx942, vulkan1.2, ...
+  int64_t compute_units = 0;
+  int64_t workgroup_memory_bytes = 0;
+  int64_t max_workgroup_size = 0;
+  int64_t subgroup_size = 0;
+  int64_t grid_limits[3] = {0, 0, 0};  // x, y, z
+  int64_t max_buffer_bytes = 0;
+  int64_t memory_bytes = 0;
+  TwoByteOps f16;
+  TwoByteOps bf16;
+};
+
+// Parses and validates a profile; `file` is used in diagnostics only.
+Expected<DeviceProfile> parseProfile(const std::string& text, const std::string& file);
+Expected<DeviceProfile> loadProfile(const std::string& path);
+
+}  // namespace poot

@@ -1,0 +1,54 @@
+// What the pootc subcommands do, separated from their command-line parsing
+// (main.cpp) so CLI11 stays in one file. Each command returns its exit code:
+// 0 ok, 1 a diagnostic about the input, 2 bad usage, 3 a capability refusal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+
+namespace poot {
+
+struct CompileOptions {
+  std::string graph;
+  std::string device;
+  std::string output;       // empty: standard output (text forms only)
+  std::string emit = "plan";
+  std::string printAfter;   // a pass name or "all"
+  std::string stopAfter;
+  bool remarks = false;     // print why each candidate pattern did not fire
+};
+
+int runCompile(const CompileOptions& opts);
+
+struct EvalOptions {
+  std::string graph;
+  std::string weights;               // .safetensors, optional
+  std::vector<std::string> inputs;   // NAME=FILE.npy
+  std::vector<std::string> slots;    // NAME=VALUE or NAME=FILE.npy
+  std::string outputDir = ".";
+  uint64_t seed = 0;
+};
+
+int runEval(const EvalOptions& opts);
+
+struct TraceOptions {
+  std::string config;
+  std::string phase = "decode";  // decode | prefill
+  std::string kv = "fixed";      // fixed | paged
+  bool live = false;
+  int64_t layers = 0;    // 0: the config's own count
+  int64_t batch = 1;
+  int64_t tokens = 0;    // 0: 1 for decode, a default prompt length for prefill
+  int64_t capacity = 0;  // 0: a default KV capacity
+  std::string output;    // empty: standard output
+};
+
+int runTrace(const TraceOptions& opts);
+
+// Prints a diagnostic and returns the exit code its kind calls for.
+int report(const Error& e);
+
+}  // namespace poot

@@ -1,0 +1,93 @@
+// pootc: the compiler driver. This file holds the command line (CLI11) and
+// nothing else; the commands themselves live beside it.
+#include <CLI/CLI.hpp>
+
+#include "driver.h"
+
+namespace {
+
+// Subcommands of the CLI contract whose implementation has not landed yet say
+// so and exit 2, rather than pretending to work.
+int notYet(const char* command, const char* issue) {
+  std::fprintf(stderr, "error: 'pootc %s' is not implemented yet (%s)\n", command, issue);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pootc: ahead-of-time compiler for transformer inference graphs.\n"
+               "Reads a traced graph (.pg text or .pgb binary) and a device profile (targets/*.yaml),\n"
+               "recognizes attention in the primitive ops, plans kernels for the device and writes a plan.\n"
+               "Exit codes: 0 ok, 1 a diagnostic about the input, 2 bad usage, 3 a capability refusal."};
+  app.require_subcommand(1);
+
+  poot::CompileOptions copts;
+  CLI::App* compile = app.add_subcommand("compile", "compile a graph for a device");
+  compile->footer("Examples:\n"
+                  "  pootc compile examples/graphs/decode-attention.pg --device targets/lavapipe.yaml --emit=graph\n"
+                  "  pootc compile g.pg --device targets/nvidia-h200.yaml --emit=graph -o g.pgb   (binary graph)\n"
+                  "  pootc compile g.pg --device targets/lavapipe.yaml --emit=graph --print-after=all");
+  compile->add_option("GRAPH", copts.graph, "graph file, .pg text or .pgb binary (detected by content)")
+      ->required();
+  compile->add_option("--device", copts.device, "device profile (YAML), e.g. targets/lavapipe.yaml")
+      ->required();
+  compile->add_option("-o,--output", copts.output,
+                      "output file; for --emit=graph a name ending in .pgb gets the binary form, "
+                      "anything else the text form; default: standard output");
+  compile->add_option("--emit", copts.emit, "what to write: graph (the graph after the passes), kir, plan-text, plan")
+      ->check(CLI::IsMember({"graph", "kir", "plan-text", "plan"}));
+  compile->add_option("--print-after", copts.printAfter, "print the graph to stderr after PASS, or after every pass (all)");
+  compile->add_option("--stop-after", copts.stopAfter, "stop the pipeline after PASS");
+  compile->add_flag("--remarks", copts.remarks,
+                    "print, for every candidate chain a pass did not rewrite, the eqn and the check that declined it");
+
+  CLI::App* inspect = app.add_subcommand("inspect", "print a plan: buffers, arena map, kernels, dispatches");
+  std::string planFile;
+  bool json = false;
+  inspect->add_option("PLAN", planFile, "plan file")->required();
+  inspect->add_flag("--json", json, "print JSON");
+
+  poot::EvalOptions eopts;
+  CLI::App* eval = app.add_subcommand("eval", "evaluate a graph on the CPU with the reference interpreter (the oracle)");
+  eval->footer("Parameters not named on the command line come from a seeded generator (--seed).\n"
+               "Examples:\n"
+               "  pootc eval examples/graphs/decode-attention.pg --slot pos=5 --output-dir out/\n"
+               "  pootc eval model.pg --weights model.safetensors --input tokens=t.npy --slot pos=0");
+  eval->add_option("GRAPH", eopts.graph, "graph file (.pg or .pgb)")->required();
+  eval->add_option("--weights", eopts.weights, "weights (.safetensors), bound by tensor name");
+  eval->add_option("--input", eopts.inputs, "NAME=FILE.npy: bind an input (repeatable)");
+  eval->add_option("--slot", eopts.slots, "NAME=VALUE or NAME=FILE.npy: bind a slot (repeatable)");
+  eval->add_option("--output-dir", eopts.outputDir, "where to write one NAME.npy per output (default: .)");
+  eval->add_option("--seed", eopts.seed, "seed of the generator for unnamed parameters (default: 0)");
+
+  poot::TraceOptions topts;
+  CLI::App* trace = app.add_subcommand("trace", "trace a model config (a Hugging Face config.json) into a graph");
+  trace->footer("Examples:\n"
+                "  pootc trace examples/models/llama-3-8b.json --phase decode --layers 1 -o llama.pg\n"
+                "  pootc trace examples/models/tiny-llama.json --phase prefill --tokens 8 --kv paged -o p.pg");
+  trace->add_option("CONFIG", topts.config, "model config (config.json as published)")->required();
+  trace->add_option("--phase", topts.phase, "decode (one token a step) or prefill (the prompt)")
+      ->check(CLI::IsMember({"decode", "prefill"}));
+  trace->add_option("--kv", topts.kv, "KV cache layout: fixed (capacity per layer) or paged (block pools)")
+      ->check(CLI::IsMember({"fixed", "paged"}));
+  trace->add_flag("--live", topts.live, "bound attention by the live length (len = pos + tokens), with its guard");
+  trace->add_option("--layers", topts.layers, "number of layers to trace (default: all of the config's)");
+  trace->add_option("--batch", topts.batch, "batch rows (default: 1)");
+  trace->add_option("--tokens", topts.tokens, "tokens per step (default: 1 for decode, 16 for prefill)");
+  trace->add_option("--capacity", topts.capacity, "KV positions held per row (default: 256)");
+  trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  if (*compile) return poot::runCompile(copts);
+  if (*inspect) return notYet("inspect", "the plan file, issue #5");
+  if (*eval) return poot::runEval(eopts);
+  if (*trace) return poot::runTrace(topts);
+  return 2;
+}
