@@ -228,7 +228,7 @@ std::string ValueRanges::print(const Graph& g) const {
     const Value& val = g.values[v];
     if (!ranges_[v] || (val.storage == Storage::Result && val.def < 0)) continue;
     if (*ranges_[v] == *dtypeRange(val.type.dtype)) continue;
-    out += "%" + val.name + " : " + val.type.str() + " in " + ranges_[v]->str() + "\n";
+    out += "# range %" + val.name + " : " + val.type.str() + " in " + ranges_[v]->str() + "\n";
   }
   return out;
 }

@@ -46,7 +46,7 @@ class ValueRanges {
   bool isFor(const Graph& g) const { return values_ == g.values.size() && eqns_ == g.eqns.size() && computed_; }
 
   // One line per integer or bool value that is narrower than its dtype, in
-  // value order: "%len.guarded : i32[2] in [1, 64]".
+  // value order, as .pg comments: "# range %len.guarded : i32[2] in [1, 64]".
   std::string print(const Graph& g) const;
 
  private:

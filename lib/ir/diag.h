@@ -34,12 +34,17 @@ enum class ErrorKind {
   Usage,    // a command line that cannot be acted on
   Bind,     // a bound input, weight or slot that does not fit the graph
   Range,    // a slot value outside its declared range
+  Capability,  // the device cannot hold what the graph needs (exit code 3)
 };
 
 struct Error {
   ErrorKind kind;
   Loc loc;
   std::string message;
+  // For ErrorKind::Capability, which check refused: AttentionLds,
+  // ScratchBytes, GridLimit, DtypeLowering, MemoryBudget. The figures that
+  // decided it are in the message.
+  std::string capability;
 
   // "file:line:col: error: message" (or "file:item: error: message"),
   // dropping the parts Loc does not have.

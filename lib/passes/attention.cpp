@@ -41,7 +41,7 @@ enum class KeyForm { Dense, Split, Paged };
 
 const char* keyName(KeyForm k) { return k == KeyForm::Split ? "split" : k == KeyForm::Paged ? "paged" : "dense"; }
 
-// One Attention eqn, as match found it: operands (kNone when the form has
+// One Attention eqn, as match found it: operands (-1 when the form has
 // none), attributes and the sizes of its type rule.
 struct Chain {
   ValueId out = -1;  // the chain's last MatMul(p, v), replaced by the Attention

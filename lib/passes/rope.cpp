@@ -6,16 +6,23 @@
 //   interleaved: P = Reshape(x) to [..., D/2, 2], x0 = P[..., 0:1], x1 = P[..., 1:2],
 //                Reshape(Concat(x0 * c - x1 * s, x1 * c + x0 * s)) back to [..., D],
 //                anchored at the pair Reshape.
+// Multiplications and the final Add may take their operands in either order.
 // Rope takes cos and sin D/2 wide (docs/graph-format.md). The half chain's
 // tables are D wide: Concat(t, t) gives t, the narrower table the tracer built
-// them from; a Constant of two equal halves gives a new Constant of one half;
-// a width-1 (or scalar) table is kept as it is. Anything else declines, since
+// them from; a Constant of two equal halves (what canonicalize folds
+// Concat(t, t) of a constant t into) gives a new Constant of one half; a
+// width-1 (or scalar) table is kept as it is. Anything else declines, since
 // halves that cannot be proven equal would change the result. The interleaved
 // chain's tables end in a unit pair axis, dropped by taking the Reshape's
-// operand, a new Constant, or a new Reshape. A candidate that fails a check is
-// left as it is with a remark naming the check. Products, sums and
-// differences are the ones the chain computes, so at f32 the Rope is exact;
-// at two-byte dtypes the chain rounds each product and the Rope does not.
+// operand, a new Constant, or a new Reshape; when canonicalize merged the pair
+// Reshape with a Reshape before it, x is made again as a Reshape of the
+// merged operand. One anchor may carry several chains (canonicalize merges
+// the rotations of one x roped with two table pairs): each forms its Rope.
+// An anchor with no chain is left as it is with a remark naming the first
+// failing check. The Rope takes the chain result's uses and name. Products,
+// sums and differences are the ones the chain computes, so at f32 the Rope
+// is exact; at two-byte dtypes the chain rounds each product and the Rope
+// does not.
 #include <bit>
 #include <map>
 #include <set>
@@ -85,13 +92,6 @@ struct Match {
   ValueId out = -1;  // the chain's result, replaced by the Rope
 };
 
-// The values of a Constant, one per element of its type.
-std::vector<double> constantValues(const Graph& g, const Eqn& c) {
-  const auto& v = std::get<std::vector<double>>(*c.attr("value"));
-  size_t n = size_t(numel(g.type(c.results[0]).shape));
-  return v.size() == 1 ? std::vector<double>(n, v[0]) : v;
-}
-
 // The D/2-wide table of a half chain's D-wide table t, into `out`; the
 // reason it cannot be had otherwise.
 std::string halfTable(const Graph& g, ValueId t, const char* which, Operand& out) {
@@ -109,15 +109,20 @@ std::string halfTable(const Graph& g, ValueId t, const char* which, Operand& out
   if (!d || d->op != Op::Constant)
     return what + " is not Concat(t, t) of one half-width table t, nor a Constant of two equal halves";
   int64_t D = ty.shape.back(), H = D / 2;
-  std::vector<double> full = constantValues(g, *d), half;
+  Type ht = ty;
+  ht.shape.back() = H;
+  const auto& full = std::get<std::vector<double>>(*d->attr("value"));
+  if (full.size() == 1) {  // a splat stays a splat
+    out = Operand{Operand::NewConstant, t, ht, full};
+    return "";
+  }
+  std::vector<double> half;
   for (size_t row = 0; row < full.size(); row += size_t(D))
     for (int64_t j = 0; j < H; ++j) {
       double a = full[row + size_t(j)], b = full[row + size_t(H + j)];
       if (std::bit_cast<uint64_t>(a) != std::bit_cast<uint64_t>(b)) return what + " is a Constant whose two halves differ";
       half.push_back(a);
     }
-  Type ht = ty;
-  ht.shape.back() = H;
   out = Operand{Operand::NewConstant, t, ht, std::move(half)};
   return "";
 }
@@ -136,21 +141,20 @@ std::string pairTable(const Graph& g, ValueId c, const char* which, Operand& out
   if (d && d->op == Op::Reshape && g.type(d->operands[0]) == ht)
     out = existing(g, d->operands[0]);
   else if (d && d->op == Op::Constant)
-    out = Operand{Operand::NewConstant, c, ht, constantValues(g, *d)};
+    out = Operand{Operand::NewConstant, c, ht, std::get<std::vector<double>>(*d->attr("value"))};
   else
     out = Operand{Operand::NewReshape, c, ht, {}};
   return "";
 }
 
-// Whether Rope(x, cos, sin){style} types as x; the type rule's message if not.
+// Whether Rope(x, cos, sin){style} types (as x, by its rule); the rule's message if not.
 std::string ropeTypes(const Match& m) {
   Attrs attrs{Attr{"style", std::string(m.style)}};
   TypeQuery q;
   q.operands = {m.x.type, m.cos.type, m.sin.type};
   q.attrs = &attrs;
   TypeResult r = checkEqn(Op::Rope, q);
-  if (!r.error.empty()) return "the formed Rope does not type: " + r.error;
-  return r.types.size() == 1 && r.types[0] == m.x.type ? "" : "the formed Rope would not have x's type";
+  return r.error.empty() ? "" : "the formed Rope does not type: " + r.error;
 }
 
 // ---------------------------------------------------------------- rotate-half
@@ -162,7 +166,27 @@ bool isHalfCandidate(const Graph& g, const Eqn& e) {
   return n && n->op == Op::Neg;
 }
 
-std::string matchHalf(const Graph& g, const Users& users, const Eqn& cat, Match& m) {
+// The chain from rotated * sin (the Mul `mulSin`) through an Add with x * cos.
+std::string completeHalf(const Graph& g, ValueId x, ValueId rotated, const Eqn& mulSin, const Eqn& add, Match& m) {
+  ValueId rs = mulSin.results[0], xc = otherOperand(add, rs);
+  const Eqn* mulCos = defOf(g, xc);
+  if (!mulCos || mulCos->op != Op::Mul || !hasOperand(*mulCos, x))
+    return "the other operand of the Add is not x times a cos table";
+  const Type& xt = g.type(x);
+  for (ValueId v : {rs, xc, add.results[0]})
+    if (g.type(v) != xt) return "the tables widen x " + xt.str() + " to " + g.type(v).str();
+  if (auto why = halfTable(g, otherOperand(*mulCos, x), "cos", m.cos); !why.empty()) return why;
+  if (auto why = halfTable(g, otherOperand(mulSin, rotated), "sin", m.sin); !why.empty()) return why;
+  m.style = "half";
+  m.x = existing(g, x);
+  m.out = add.results[0];
+  return ropeTypes(m);
+}
+
+// Every chain through the rotate-half Concat `cat` (one per table pair, when
+// canonicalize merged the rotations of one x), into `found`; when there is
+// none, the reason of the first branch that failed.
+std::string matchHalf(const Graph& g, const Users& users, const Eqn& cat, std::vector<Match>& found) {
   ValueId rotated = cat.results[0];
   const Type& rt = g.type(rotated);
   int64_t D = rt.shape.back(), H = D / 2;
@@ -173,23 +197,19 @@ std::string matchHalf(const Graph& g, const Users& users, const Eqn& cat, Match&
            "]) of an x " + rt.str();
   if (sliceOf(g, cat.operands[1], 0, H) != x)
     return "operand 2 of the rotate-half Concat is not Slice(x)[0:" + std::to_string(H) + "] of the same x";
-  auto mulSin = usersOf(g, users, rotated, Op::Mul);
-  if (mulSin.empty()) return "the rotated half feeds no Mul by a sin table";
-  ValueId rs = mulSin[0]->results[0];
-  auto add = usersOf(g, users, rs, Op::Add);
-  if (add.empty()) return "rotated * sin feeds no Add";
-  ValueId xc = otherOperand(*add[0], rs);
-  const Eqn* mulCos = defOf(g, xc);
-  if (!mulCos || mulCos->op != Op::Mul || !hasOperand(*mulCos, x))
-    return "the other operand of the Add is not x times a cos table";
-  for (ValueId v : {rs, xc, add[0]->results[0]})
-    if (g.type(v) != rt) return "the tables widen x " + rt.str() + " to " + g.type(v).str();
-  if (auto why = halfTable(g, otherOperand(*mulCos, x), "cos", m.cos); !why.empty()) return why;
-  if (auto why = halfTable(g, otherOperand(*mulSin[0], rotated), "sin", m.sin); !why.empty()) return why;
-  m.style = "half";
-  m.x = existing(g, x);
-  m.out = add[0]->results[0];
-  return ropeTypes(m);
+  std::string why;  // the first branch's failure
+  for (const Eqn* mulSin : usersOf(g, users, rotated, Op::Mul)) {
+    auto adds = usersOf(g, users, mulSin->results[0], Op::Add);
+    if (adds.empty() && why.empty()) why = "rotated * sin feeds no Add";
+    for (const Eqn* add : adds) {
+      Match m;
+      std::string w = completeHalf(g, x, rotated, *mulSin, *add, m);
+      if (w.empty()) found.push_back(m);
+      else if (why.empty()) why = w;
+    }
+  }
+  if (!found.empty()) return "";
+  return why.empty() ? "the rotated half feeds no Mul by a sin table" : why;
 }
 
 // ---------------------------------------------------------------- interleaved
@@ -204,27 +224,14 @@ bool isInterleavedCandidate(const Graph& g, const Users& users, const Eqn& e) {
   return false;
 }
 
-std::string matchInterleaved(const Graph& g, const Users& users, const Eqn& pairs, Match& m) {
-  ValueId p = pairs.results[0];
-  const Type& pt = g.type(p);
-  ValueId x0 = -1, x1 = -1;
-  for (const Eqn* s : usersOf(g, users, p, Op::Slice)) {
-    if (x0 < 0 && sliceOf(g, s->results[0], 0, 1) == p) x0 = s->results[0];
-    if (x1 < 0 && sliceOf(g, s->results[0], 1, 2) == p) x1 = s->results[0];
-  }
-  if (x0 < 0 || x1 < 0) return "the pair reshape " + pt.str() + " is not sliced into its elements 0 and 1";
-  // even = x0 * c - x1 * s
-  const Eqn* even = nullptr;
-  ValueId c = -1, s = -1;
-  for (const Eqn* mul : usersOf(g, users, x0, Op::Mul))
-    for (const Eqn* sub : usersOf(g, users, mul->results[0], Op::Sub))
-      if (!even && sub->operands[0] == mul->results[0]) even = sub, c = otherOperand(*mul, x0);
-  if (!even) return "no Sub takes element 0 of the pairs times a cos table as its first operand";
-  const Eqn* x1s = defOf(g, even->operands[1]);
+// The chain from even = x0 * c - x1 * s (the Sub `even`) through
+// odd = x1 * c + x0 * s, their Concat and the Reshape back to [..., D].
+std::string completeInterleaved(const Graph& g, const Users& users, const Eqn& pairs, ValueId x0, ValueId x1,
+                                const Eqn& even, ValueId c, Match& m) {
+  const Eqn* x1s = defOf(g, even.operands[1]);
   if (!x1s || x1s->op != Op::Mul || !hasOperand(*x1s, x1))
     return "the Sub's second operand is not element 1 of the pairs times a sin table";
-  s = otherOperand(*x1s, x1);
-  // odd = x1 * c + x0 * s, with the same tables
+  ValueId s = otherOperand(*x1s, x1);
   const Eqn* odd = nullptr;
   for (const Eqn* mul : usersOf(g, users, x1, Op::Mul)) {
     if (otherOperand(*mul, x1) != c) continue;
@@ -234,14 +241,15 @@ std::string matchInterleaved(const Graph& g, const Users& users, const Eqn& pair
     }
   }
   if (!odd) return "no Add forms element 1 times the cos table plus element 0 times the sin table";
-  for (ValueId v : {even->results[0], odd->results[0]})
+  for (ValueId v : {even.results[0], odd->results[0]})
     if (g.type(v) != g.type(x0)) return "the tables widen the pair elements " + g.type(x0).str() + " to " + g.type(v).str();
   const Eqn* cat = nullptr;
-  for (const Eqn* e : usersOf(g, users, even->results[0], Op::Concat))
-    if (!cat && e->operands.size() == 2 && e->operands[1] == odd->results[0] && e->operands[0] == even->results[0] &&
+  for (const Eqn* e : usersOf(g, users, even.results[0], Op::Concat))
+    if (!cat && e->operands.size() == 2 && e->operands[0] == even.results[0] && e->operands[1] == odd->results[0] &&
         onLastAxis(g, *e))
       cat = e;
   if (!cat) return "the rotated elements are not concatenated back into pairs";
+  const Type& pt = g.type(pairs.results[0]);
   Type xt{pt.dtype, Shape(pt.shape.begin(), pt.shape.end() - 1)};
   xt.shape.back() *= 2;
   const Eqn* back = nullptr;
@@ -255,6 +263,29 @@ std::string matchInterleaved(const Graph& g, const Users& users, const Eqn& pair
   m.x = g.type(y) == xt ? existing(g, y) : Operand{Operand::NewReshape, y, xt, {}, ".rows"};
   m.out = back->results[0];
   return ropeTypes(m);
+}
+
+// Every chain through the pair Reshape `pairs` (one per table pair), into
+// `found`; when there is none, the reason of the first branch that failed.
+std::string matchInterleaved(const Graph& g, const Users& users, const Eqn& pairs, std::vector<Match>& found) {
+  ValueId p = pairs.results[0];
+  ValueId x0 = -1, x1 = -1;
+  for (const Eqn* s : usersOf(g, users, p, Op::Slice)) {
+    if (x0 < 0 && sliceOf(g, s->results[0], 0, 1) == p) x0 = s->results[0];
+    if (x1 < 0 && sliceOf(g, s->results[0], 1, 2) == p) x1 = s->results[0];
+  }
+  if (x0 < 0 || x1 < 0) return "the pair reshape " + g.type(p).str() + " is not sliced into its elements 0 and 1";
+  std::string why;  // the first branch's failure
+  for (const Eqn* mul : usersOf(g, users, x0, Op::Mul))
+    for (const Eqn* sub : usersOf(g, users, mul->results[0], Op::Sub)) {
+      if (sub->operands[0] != mul->results[0]) continue;
+      Match m;
+      std::string w = completeInterleaved(g, users, pairs, x0, x1, *sub, otherOperand(*mul, x0), m);
+      if (w.empty()) found.push_back(m);
+      else if (why.empty()) why = w;
+    }
+  if (!found.empty()) return "";
+  return why.empty() ? "no Sub takes element 0 of the pairs times a cos table as its first operand" : why;
 }
 
 // ---------------------------------------------------------------- rewrite
@@ -313,13 +344,11 @@ Expected<bool> runRope(Graph& g, PassContext& ctx) {
   for (const Eqn& e : g.eqns) {
     bool half = isHalfCandidate(g, e);
     if (!half && !isInterleavedCandidate(g, users, e)) continue;
-    Match m;
-    std::string why = half ? matchHalf(g, users, e, m) : matchInterleaved(g, users, e, m);
-    if (why.empty() && !claimed.insert(m.out).second) why = "its result is already the result of another rope chain";
-    if (why.empty())
-      matches.push_back(std::move(m));
-    else
-      ctx.remark("rope", g, e, std::string(half ? "rotate-half" : "interleaved") + " chain: " + why);
+    std::vector<Match> found;
+    std::string why = half ? matchHalf(g, users, e, found) : matchInterleaved(g, users, e, found);
+    for (const Match& m : found)
+      if (claimed.insert(m.out).second) matches.push_back(m);
+    if (!why.empty()) ctx.remark("rope", g, e, std::string(half ? "rotate-half" : "interleaved") + " chain: " + why);
   }
   if (matches.empty()) return false;
   Rewriter rw{g, {}, {}};

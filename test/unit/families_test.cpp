@@ -166,6 +166,12 @@ TEST_CASE("families: every example config traces and verifies in every form") {
                                 << (g ? "" : g.error().str()));
           if (g) CHECK(printGraph(*g) == printGraph(*traceModel(cfg, o)));  // deterministic
         }
+    for (DType dt : {DType::BF16, DType::F16}) {  // two-byte traces type-check too
+      TraceOptions o = prefill(8, 64);
+      o.dtype = dt;
+      auto g = traceModel(cfg, o);
+      CHECK_MESSAGE(g, file << " " << dtypeName(dt) << ": " << (g ? "" : g.error().str()));
+    }
   }
   for (const char* file : {"gemma-2-9b.json", "bloom-560m.json", "deepseek-v2-lite.json"}) {
     ModelConfig cfg = config(file);

@@ -8,6 +8,10 @@
 #include "ir/io.h"
 #include "ir/text.h"
 #include "passes/pass.h"
+#include "plan/buffers.h"
+#include "plan/plan_file.h"
+#include "plan/plan_text.h"
+#include "plan/planner.h"
 #include "plan/profile.h"
 
 namespace poot {
@@ -20,6 +24,18 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 
 Error usage(std::string msg) { return makeError(ErrorKind::Usage, {}, std::move(msg)); }
 
+// The plan stage: kernels and dispatches (planGraph), buffers and the arena
+// (planBuffers), the device's memory budget, then the plan file or its text.
+int emitPlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts) {
+  auto plan = planGraph(g, d);
+  if (!plan) return report(plan.error());
+  plan->target = d.target;
+  plan->deviceArch = d.arch;
+  if (auto s = planBuffers(*plan); !s) return report(s.error());
+  if (auto s = checkMemoryBudget(*plan, d); !s) return report(s.error());
+  return emitBytes(opts.emit == "plan" ? writePlan(*plan) : printPlan(*plan), opts.output);
+}
+
 std::string passNames() {
   std::string out;
   for (const Pass& p : pipeline()) out += std::string(out.empty() ? "" : ", ") + p.name;
@@ -30,7 +46,8 @@ std::string passNames() {
 
 int report(const Error& e) {
   std::fprintf(stderr, "%s\n", e.str().c_str());
-  return e.kind == ErrorKind::Usage ? 2 : 1;
+  if (e.kind == ErrorKind::Usage) return 2;
+  return e.kind == ErrorKind::Capability ? 3 : 1;
 }
 
 int runCompile(const CompileOptions& opts) {
@@ -38,6 +55,8 @@ int runCompile(const CompileOptions& opts) {
     return report(usage("--print-after: unknown pass '" + opts.printAfter + "' (passes: " + passNames() + ", or all)"));
   if (!opts.stopAfter.empty() && !findPass(opts.stopAfter))
     return report(usage("--stop-after: unknown pass '" + opts.stopAfter + "' (passes: " + passNames() + ")"));
+  if (opts.emit == "plan" && (opts.output.empty() || opts.output == "-"))
+    return report(usage("--emit=plan writes a binary plan file: name it with -o FILE.plan (or use --emit=plan-text)"));
   auto graph = loadGraph(opts.graph);
   if (!graph) return report(graph.error());
   auto profile = loadProfile(opts.device);
@@ -50,6 +69,8 @@ int runCompile(const CompileOptions& opts) {
   popts.afterPass = [&](const Pass& p, const Graph& g, bool changed) {
     if (opts.printAfter != "all" && opts.printAfter != p.name) return;
     std::fprintf(stderr, "# after %s (%s)\n%s", p.name, changed ? "changed" : "unchanged", printGraph(g).c_str());
+    // The ranges pass changes no eqn: what it computed is shown as comments.
+    if (std::string(p.name) == "ranges" && ctx.ranges) std::fprintf(stderr, "%s", ctx.ranges->print(g).c_str());
   };
   if (auto s = runPipeline(*graph, ctx, popts); !s) return report(s.error());
   if (opts.remarks)
@@ -59,15 +80,23 @@ int runCompile(const CompileOptions& opts) {
                    r.eqn.c_str(), r.message.c_str());
     }
 
-  if (opts.emit != "graph")
-    return report(usage("--emit=" + opts.emit + " is not available yet: only the graph stage is built (use --emit=graph)"));
-  bool binary = endsWith(opts.output, ".pgb");
-  std::string bytes = binary ? writeBinaryGraph(*graph) : printGraph(*graph);
-  if (opts.output.empty() || opts.output == "-") {
+  if (opts.emit == "kir")
+    return report(usage("--emit=kir is not available yet: kernels are generated in issue 6 (use --emit=graph, plan-text or plan)"));
+  if (opts.emit == "plan" || opts.emit == "plan-text") return emitPlan(*graph, *profile, opts);
+  return emitGraph(*graph, opts.output);
+}
+
+int emitGraph(const Graph& g, const std::string& output) {
+  std::string bytes = endsWith(output, ".pgb") ? writeBinaryGraph(g) : printGraph(g);
+  return emitBytes(bytes, output);
+}
+
+int emitBytes(const std::string& bytes, const std::string& output) {
+  if (output.empty() || output == "-") {
     std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     return 0;
   }
-  if (auto s = writeFileAtomic(opts.output, bytes); !s) return report(s.error());
+  if (auto s = writeFileAtomic(output, bytes); !s) return report(s.error());
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/diag.h"
+#include "ir/graph.h"
 
 namespace poot {
 
@@ -48,7 +49,21 @@ struct TraceOptions {
 
 int runTrace(const TraceOptions& opts);
 
+struct InspectOptions {
+  std::string plan;   // a plan file, read through the runtime's reader
+  bool json = false;  // print JSON instead of the plan text
+  bool dot = false;   // print the arena over time as Graphviz text
+};
+
+int runInspect(const InspectOptions& opts);
+
 // Prints a diagnostic and returns the exit code its kind calls for.
 int report(const Error& e);
+
+// Writes a graph to `output` (standard output when empty or "-"): the binary
+// form when the name ends in .pgb, else the text form; atomically, so a
+// failure leaves no file. Returns the exit code.
+int emitGraph(const Graph& g, const std::string& output);
+int emitBytes(const std::string& bytes, const std::string& output);
 
 }  // namespace poot

@@ -4,17 +4,6 @@
 
 #include "driver.h"
 
-namespace {
-
-// Subcommands of the CLI contract whose implementation has not landed yet say
-// so and exit 2, rather than pretending to work.
-int notYet(const char* command, const char* issue) {
-  std::fprintf(stderr, "error: 'pootc %s' is not implemented yet (%s)\n", command, issue);
-  return 2;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"pootc: ahead-of-time compiler for transformer inference graphs.\n"
                "Reads a traced graph (.pg text or .pgb binary) and a device profile (targets/*.yaml),\n"
@@ -43,10 +32,15 @@ int main(int argc, char** argv) {
                     "print, for every candidate chain a pass did not rewrite, the eqn and the check that declined it");
 
   CLI::App* inspect = app.add_subcommand("inspect", "print a plan: buffers, arena map, kernels, dispatches");
-  std::string planFile;
-  bool json = false;
-  inspect->add_option("PLAN", planFile, "plan file")->required();
-  inspect->add_flag("--json", json, "print JSON");
+  poot::InspectOptions iopts;
+  inspect->footer("The plan file is read and checked as the runtime reads it; the text is what\n"
+                  "'pootc compile --emit=plan-text' prints for the same plan.\n"
+                  "Examples:\n"
+                  "  pootc inspect llama.plan\n"
+                  "  pootc inspect llama.plan --dot | neato -n2 -Tsvg > arena.svg");
+  inspect->add_option("PLAN", iopts.plan, "plan file")->required();
+  inspect->add_flag("--json", iopts.json, "print JSON");
+  inspect->add_flag("--dot", iopts.dot, "print the arena over time as Graphviz text (neato -n2)")->excludes("--json");
 
   poot::EvalOptions eopts;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a graph on the CPU with the reference interpreter (the oracle)");
@@ -86,7 +80,7 @@ int main(int argc, char** argv) {
   }
 
   if (*compile) return poot::runCompile(copts);
-  if (*inspect) return notYet("inspect", "the plan file, issue #5");
+  if (*inspect) return poot::runInspect(iopts);
   if (*eval) return poot::runEval(eopts);
   if (*trace) return poot::runTrace(topts);
   return 2;

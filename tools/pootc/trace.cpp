@@ -3,21 +3,12 @@
 // text (standard output or -o FILE) or, for a .pgb output, in the binary form.
 // The graph goes to stdout and nothing else does; errors are typed and exit 1
 // (2 for a bad option), and a failed trace writes no file.
-#include <cstdio>
-
 #include "driver.h"
-#include "ir/binary.h"
-#include "ir/io.h"
-#include "ir/text.h"
 #include "trace/model.h"
 
 namespace poot {
 
 namespace {
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 trace::TraceOptions traceOptions(const TraceOptions& o) {
   trace::TraceOptions t;
@@ -38,13 +29,7 @@ int runTrace(const TraceOptions& opts) {
   if (!cfg) return report(cfg.error());
   auto graph = trace::traceModel(*cfg, traceOptions(opts));
   if (!graph) return report(graph.error());
-  std::string bytes = endsWith(opts.output, ".pgb") ? writeBinaryGraph(*graph) : printGraph(*graph);
-  if (opts.output.empty() || opts.output == "-") {
-    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-    return 0;
-  }
-  if (auto s = writeFileAtomic(opts.output, bytes); !s) return report(s.error());
-  return 0;
+  return emitGraph(*graph, opts.output);
 }
 
 }  // namespace poot

@@ -1,0 +1,130 @@
+// The plan in memory: plain data that the planner (requests, schedules,
+// refusals), the buffer planner (liveness, arena coloring) and the plan file
+// writer share, and that `pootc inspect` and `--emit=plan-text` print. The
+// runtime never sees this header: it reads the plan file (schemas/plan.fbs).
+//
+// Who fills what: planGraph (planner.h) turns each eqn of a compiled graph
+// into a KernelRequest with its Schedule, dedups identical requests into
+// kernels and emits one or two Dispatches per eqn (split-KV: partials, then
+// combine) plus the scratch each eqn declares; planBuffers (buffers.h) gives
+// every value and scratch a Buffer and places the arena; codegen (issue 6)
+// fills each Kernel's blob; writePlan (plan_file.h) serializes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "ir/graph.h"
+#include "plan/profile.h"
+
+namespace poot {
+
+// How a kernel runs. Streaming attention: one workgroup of `lanes` threads per
+// (batch row, query head, query row); split-KV: `splits` partial workgroups
+// per row, then a combine. Other kernels: `workgroupSize` threads over a grid.
+// The kinds (docs/planner.md has the rules; schedule.h chooses them):
+//   "streaming"          Attention / SelectedAttention, one workgroup per row
+//   "split-kv-partials"  Attention decode, one workgroup per (row, split);
+//                        split i covers keys [i*Lk/splits, (i+1)*Lk/splits)
+//                        (floor division), writes the eqn's Scratch
+//   "split-kv-combine"   one workgroup of `lanes` threads per row, reads the
+//                        Scratch, writes the result
+//   "elementwise"        one thread per result element (every data-movement,
+//                        unary, binary, compare, select, convert and Rope op)
+//   "reduce", "matmul"   one thread per result element
+//   "rows"               TopK, BlockTopK: one thread per result row
+//   "guard"              IndexGuard: one workgroup striding over the elements
+struct Schedule {
+  std::string kind;            // "streaming", "split-kv-partials", "elementwise", ...
+  int64_t lanes = 0;           // attention: threads per workgroup
+  int64_t splits = 1;          // split-KV: chunks of the key range
+  int64_t workgroupSize = 0;   // threads per workgroup
+  int64_t workgroupMemory = 0; // bytes of workgroup memory
+  bool operator==(const Schedule&) const = default;
+};
+
+// Exactly what to generate. Two eqns with equal requests share one kernel.
+struct KernelRequest {
+  Op op;                       // the eqn's op (Attention, Add, MatMul, ...)
+  std::vector<Type> operands;
+  std::vector<Type> results;
+  Attrs attrs;                 // the eqn's attributes (scale, softcap, key, mask, bound, ...)
+  Schedule schedule;
+  bool operator==(const KernelRequest&) const = default;
+};
+
+enum class BufferRole : uint8_t {
+  Input, Weight, State, Slot, Output, Validation, Temp, Scratch, View
+};
+
+struct Buffer {
+  std::string name;      // the value's name, or "<eqn result>.scratch"
+  BufferRole role;
+  Type type;
+  ValueId value = -1;    // -1 for scratch
+  int64_t offset = 0;    // in the arena (Temp, Scratch); views: their base's
+  int64_t bytes = 0;
+  int32_t aliasOf = -1;  // a View's base buffer
+  int64_t lo = 0, hi = 0;  // a Slot's declared range
+  // Lifetime in eqn indices, inclusive, for arena buffers (Temp, Scratch) and
+  // views of them: from the defining eqn to the last eqn that reads it
+  // (through any view). -1 for buffers that live the whole run.
+  int32_t first = -1, last = -1;
+};
+
+struct Kernel {
+  std::string entry;          // entry point name in the blob
+  KernelRequest request;
+  std::vector<uint8_t> blob;  // SPIR-V words, PTX text or HSACO; empty until codegen
+};
+
+// A buffer a dispatch touches, named before buffers exist: a graph value, or
+// (value == -1) the scratch an eqn declares, as an index into Plan::scratch.
+struct Access {
+  ValueId value = -1;
+  int32_t scratch = -1;
+  bool operator==(const Access&) const = default;
+};
+
+struct Dispatch {
+  int32_t kernel;
+  int32_t eqn;                     // the graph eqn it runs
+  int64_t grid[3] = {1, 1, 1};
+  std::vector<int32_t> bindings;   // buffer indices: operands, results, scratch
+  std::vector<int64_t> params;     // push constants / scalar parameters
+  // What it reads and writes, filled by planGraph for the buffer planner:
+  // bindings are the buffers of `reads` then of `writes`, in order. Most
+  // dispatches read their eqn's operands and write its results; a split-KV
+  // partials dispatch reads the operands and writes the scratch, its combine
+  // reads the scratch and writes the results.
+  std::vector<Access> reads;
+  std::vector<Access> writes;
+};
+
+// Plan-local scratch an eqn declares (split-KV partials): `floats` f32
+// elements, rows * splits * (dv + 2), laid out as (o[dv], m, l) per
+// (row * splits + split). Written by the eqn's partials dispatch, read by its
+// combine, dead after it: never an export, never initialized.
+struct Scratch {
+  int32_t eqn;
+  int64_t floats;
+  int64_t bytes() const { return floats * 4; }
+};
+
+struct Plan {
+  std::string deviceName;
+  uint64_t deviceHash = 0;     // of the profile's fields (profileHash)
+  Target target = Target::Spirv;  // the profile's target and arch (kernels are built for them)
+  std::string deviceArch;
+  std::string key;             // hash of the requests and the device, hex
+  std::vector<Buffer> buffers;
+  int64_t arenaBytes = 0;
+  std::vector<Kernel> kernels;
+  std::vector<Dispatch> dispatches;  // in execution order
+  std::vector<Scratch> scratch;      // in eqn order; Access::scratch indexes it
+  Graph source;                // the compiled graph, for checking against the oracle
+};
+
+}  // namespace poot

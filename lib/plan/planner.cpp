@@ -1,0 +1,297 @@
+// How planGraph works: one pass over the eqns in order. Each eqn is first
+// checked against the device's two-byte float support, then planned by its
+// op: attention forms get the streaming or split-KV schedule (schedule.h),
+// everything else a plain schedule with one thread per result element (or
+// row). Requests are deduplicated by their exact text, so kernels are
+// numbered by first use and the plan is the same on every run.
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "plan/request.h"
+#include "plan/schedule.h"
+
+namespace poot {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Error refuse(const char* check, const Loc& loc, std::string message) {
+  Error e = makeError(ErrorKind::Capability, loc, std::move(message));
+  e.capability = check;
+  return e;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = c == '-' ? '_' : char(std::tolower((unsigned char)c));
+  return s;
+}
+
+const std::string& symAttr(const Eqn& e, const char* name) {
+  static const std::string none;
+  const AttrValue* v = e.attr(name);
+  return v && attrKindOf(*v) == AttrKind::Sym ? std::get<std::string>(*v) : none;
+}
+
+class Planner {
+ public:
+  Planner(const Graph& g, const DeviceProfile& d) : g_(g), d_(d) {}
+
+  Expected<Plan> run() {
+    plan_.deviceName = d_.name;
+    plan_.deviceHash = profileHash(d_);
+    plan_.target = d_.target;
+    plan_.deviceArch = d_.arch;
+    for (size_t i = 0; i < g_.eqns.size(); ++i)
+      if (auto s = planEqn(int32_t(i)); !s) return s.error();
+    plan_.source = g_;
+    if (auto s = checkScratch(plan_, d_); !s) return s.error();
+    plan_.key = planKey(plan_);
+    return std::move(plan_);
+  }
+
+ private:
+  const Graph& g_;
+  const DeviceProfile& d_;
+  Plan plan_;
+  std::map<std::string, int32_t> kernels_;  // requestIdentity -> kernel index
+
+  KernelRequest request(const Eqn& e, Schedule s) const {
+    KernelRequest r{e.op, {}, {}, e.attrs, std::move(s)};
+    for (ValueId v : e.operands) r.operands.push_back(g_.type(v));
+    for (ValueId v : e.results) r.results.push_back(g_.type(v));
+    return r;
+  }
+
+  int32_t kernel(KernelRequest r) {
+    auto [it, fresh] = kernels_.emplace(requestIdentity(r), int32_t(plan_.kernels.size()));
+    if (fresh) {
+      std::string entry = lower(opName(r.op)) + "_" + lower(r.schedule.kind) + "_" + str(it->second);
+      plan_.kernels.push_back(Kernel{std::move(entry), std::move(r), {}});
+    }
+    return it->second;
+  }
+
+  std::vector<Access> operands(const Eqn& e) const {
+    std::vector<Access> out;
+    for (ValueId v : e.operands) out.push_back(Access{v, -1});
+    return out;
+  }
+  std::vector<Access> results(const Eqn& e) const {
+    std::vector<Access> out;
+    for (ValueId v : e.results) out.push_back(Access{v, -1});
+    return out;
+  }
+
+  void dispatch(int32_t kernel, int32_t eqn, const std::array<int64_t, 3>& grid, std::vector<Access> reads,
+                std::vector<Access> writes) {
+    Dispatch d{kernel, eqn};
+    for (int i = 0; i < 3; ++i) d.grid[i] = grid[size_t(i)];
+    d.reads = std::move(reads);
+    d.writes = std::move(writes);
+    plan_.dispatches.push_back(std::move(d));
+  }
+
+  Status planEqn(int32_t i) {
+    const Eqn& e = g_.eqns[size_t(i)];
+    if (auto s = checkDtypes(e); !s) return s;
+    switch (e.op) {
+      case Op::Attention: return planAttention(i, e);
+      case Op::SelectedAttention: return planSelected(i, e);
+      default: return planPlain(i, e);
+    }
+  }
+
+  // Two-byte floats: every op that touches one needs the device to load,
+  // store and convert it (kernels compute in f32 and round each result, as
+  // the oracle does); a Select of two-byte values needs a two-byte select,
+  // which no SPIR-V target lowers; the attention generators are f32 only.
+  Status checkDtypes(const Eqn& e) const {
+    for (DType t : {DType::F16, DType::BF16}) {
+      bool uses = false;
+      for (ValueId v : e.operands) uses |= g_.type(v).dtype == t;
+      for (ValueId v : e.results) uses |= g_.type(v).dtype == t;
+      if (!uses) continue;
+      const TwoByteOps& ops = t == DType::F16 ? d_.f16 : d_.bf16;
+      std::string head =
+          "op " + std::string(opName(e.op)) + " on " + dtypeName(t) + " does not lower on " + d_.name + ": ";
+      if (e.op == Op::Attention || e.op == Op::SelectedAttention)
+        return refuse("DtypeLowering", e.loc, head + "the generated attention kernel is f32 only");
+      if (!ops.storage)
+        return refuse("DtypeLowering", e.loc, head + "the device does not list " + dtypeName(t) + " storage");
+      if (e.op == Op::Select && g_.type(e.results[0]).dtype == t) {
+        if (d_.target == Target::Spirv)
+          return refuse("DtypeLowering", e.loc, head + "a spirv target lowers no two-byte select");
+        if (!ops.select)
+          return refuse("DtypeLowering", e.loc, head + "the device does not list " + dtypeName(t) + " select");
+      }
+    }
+    return ok();
+  }
+
+  Expected<int64_t> lanesFor(const Eqn& e, const char* what, int64_t dv) const {
+    int64_t lanes = attentionLanes(dv, d_);
+    if (lanes == 0)
+      return refuse("AttentionLds", e.loc,
+                    std::string(what) + " needs " + str(laneStateBytes(dv)) +
+                        " bytes of workgroup memory for one lane (value width " + str(dv) + ") but the device has " +
+                        str(d_.workgroup_memory_bytes));
+    return lanes;
+  }
+
+  Expected<std::array<int64_t, 3>> gridFor(const Eqn& e, const char* what, int64_t workgroups,
+                                           const std::string& counted) const {
+    auto grid = foldGrid(workgroups, d_);
+    if (!grid)
+      return refuse("GridLimit", e.loc,
+                    std::string(what) + " launches " + str(workgroups) + " workgroups (" + counted +
+                        ") but the device's grid holds " + str(d_.grid_limits[0]) + " x " + str(d_.grid_limits[1]));
+    return *grid;
+  }
+
+  Status planAttention(int32_t i, const Eqn& e) {
+    const Shape& q = g_.type(e.operands[0]).shape;
+    int64_t B = q[0], Hq = q[1], Lq = q[2];
+    int64_t Dv = g_.type(e.results[0]).shape[3];
+    int64_t Lk = symAttr(e, "key") == "paged" ? g_.type(e.operands[3]).shape[1] : g_.type(e.operands[1]).shape[2];
+    auto lanes = lanesFor(e, "attention", Dv);
+    if (!lanes) return lanes.error();
+    int64_t rows = B * Hq;
+    SplitDecision split = chooseSplits(rows, Lq, Lk, Dv, d_);
+    if (split.splits > 1) {
+      int64_t s = split.splits;
+      // chooseSplits has checked that the partials' fold fits; the combine's
+      // rows fit whenever the partials do.
+      auto partials = foldGrid(rows * s, d_);
+      auto combine = foldGrid(rows, d_);
+      int32_t scratch = int32_t(plan_.scratch.size());
+      plan_.scratch.push_back(Scratch{i, rows * s * (Dv + 2)});
+      int32_t kp = kernel(request(e, partialsSchedule(*lanes, s, Dv)));
+      dispatch(kp, i, *partials, operands(e), {Access{-1, scratch}});
+      int32_t kc = kernel(request(e, combineSchedule(*lanes, s)));
+      dispatch(kc, i, *combine, {Access{-1, scratch}}, results(e));
+      return ok();
+    }
+    auto grid = gridFor(e, "attention", B * Hq * Lq, "B * Hq * Lq");
+    if (!grid) return grid.error();
+    dispatch(kernel(request(e, streamingSchedule(*lanes, Dv))), i, *grid, operands(e), results(e));
+    return ok();
+  }
+
+  // The block-selected form streams over its selected blocks with the same
+  // lane state; it is never split.
+  Status planSelected(int32_t i, const Eqn& e) {
+    const Shape& q = g_.type(e.operands[0]).shape;
+    int64_t Dv = g_.type(e.results[0]).shape[3];
+    auto lanes = lanesFor(e, "selected attention", Dv);
+    if (!lanes) return lanes.error();
+    auto grid = gridFor(e, "selected attention", q[0] * q[1] * q[2], "B * Hq * Lq");
+    if (!grid) return grid.error();
+    dispatch(kernel(request(e, streamingSchedule(*lanes, Dv))), i, *grid, operands(e), results(e));
+    return ok();
+  }
+
+  Status planPlain(int32_t i, const Eqn& e) {
+    const Type& r = g_.type(e.results[0]);
+    std::string kind = "elementwise", unit = "elements";
+    int64_t count = numel(r.shape);
+    if (opInfo(e.op).cls == OpClass::Reduce) kind = "reduce";
+    if (e.op == Op::MatMul) kind = "matmul";
+    if (e.op == Op::TopK || e.op == Op::BlockTopK) {
+      kind = "rows";
+      unit = "rows";
+      count /= r.shape.back();
+    }
+    Schedule s = plainSchedule(e.op == Op::IndexGuard ? "guard" : kind, d_);
+    std::array<int64_t, 3> grid = {1, 1, 1};
+    if (e.op != Op::IndexGuard) {
+      int64_t groups = (count + s.workgroupSize - 1) / s.workgroupSize;
+      auto g = gridFor(e, ("op " + std::string(opName(e.op))).c_str(), groups,
+                       str(count) + " " + unit + ", " + str(s.workgroupSize) + " per workgroup");
+      if (!g) return g.error();
+      grid = *g;
+    }
+    dispatch(kernel(request(e, std::move(s))), i, grid, operands(e), results(e));
+    return ok();
+  }
+};
+
+std::string opsStr(const TwoByteOps& o) {
+  return std::string(o.storage ? "storage," : "") + (o.arith ? "arith," : "") + (o.select ? "select," : "");
+}
+
+}  // namespace
+
+Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d) { return Planner(g, d).run(); }
+
+uint64_t profileHash(const DeviceProfile& d) {
+  std::string s;
+  s += "name=" + str(int64_t(d.name.size())) + ":" + d.name + "\n";
+  s += "target=" + std::string(targetName(d.target)) + "\n";
+  s += "arch=" + str(int64_t(d.arch.size())) + ":" + d.arch + "\n";
+  s += "compute_units=" + str(d.compute_units) + "\n";
+  s += "workgroup_memory_bytes=" + str(d.workgroup_memory_bytes) + "\n";
+  s += "max_workgroup_size=" + str(d.max_workgroup_size) + "\n";
+  s += "subgroup_size=" + str(d.subgroup_size) + "\n";
+  s += "grid_limits=" + str(d.grid_limits[0]) + "," + str(d.grid_limits[1]) + "," + str(d.grid_limits[2]) + "\n";
+  s += "max_buffer_bytes=" + str(d.max_buffer_bytes) + "\n";
+  s += "memory_bytes=" + str(d.memory_bytes) + "\n";
+  s += "f16=" + opsStr(d.f16) + "\n";
+  s += "bf16=" + opsStr(d.bf16) + "\n";
+  return fnv1a(s);
+}
+
+std::string planKey(const Plan& plan) {
+  uint64_t h = kFnvOffset;
+  for (const Kernel& k : plan.kernels) h = fnv1a(printRequest(k.request) + "\n", h);
+  h = fnv1a("device " + hex64(plan.deviceHash) + "\n", h);
+  return hex64(h);
+}
+
+Status checkScratch(const Plan& plan, const DeviceProfile& d) {
+  for (const Scratch& s : plan.scratch) {
+    if (s.bytes() <= d.max_buffer_bytes) continue;
+    Loc loc;
+    std::string shape;
+    if (s.eqn >= 0 && size_t(s.eqn) < plan.source.eqns.size()) {
+      const Eqn& e = plan.source.eqns[size_t(s.eqn)];
+      loc = e.loc;
+      const Shape& q = plan.source.type(e.operands[0]).shape;
+      int64_t rows = q[0] * q[1], dv = plan.source.type(e.results[0]).shape.back();
+      shape = " (" + str(rows) + " rows * " + str(s.floats / (rows * (dv + 2))) + " splits * (value width " + str(dv) +
+              " + 2) floats)";
+    }
+    return refuse("ScratchBytes", loc,
+                  "split-kv scratch of " + str(s.bytes()) + " bytes" + shape +
+                      " exceeds the device's single-buffer limit of " + str(d.max_buffer_bytes) + " bytes");
+  }
+  return ok();
+}
+
+Status checkMemoryBudget(const Plan& plan, const DeviceProfile& d) {
+  int64_t weights = 0, state = 0, io = 0;
+  for (const Buffer& b : plan.buffers) {
+    switch (b.role) {
+      case BufferRole::Weight: weights += b.bytes; break;
+      case BufferRole::State: state += b.bytes; break;
+      case BufferRole::Input:
+      case BufferRole::Slot:
+      case BufferRole::Output:
+      case BufferRole::Validation: io += b.bytes; break;
+      case BufferRole::Temp:
+      case BufferRole::Scratch:
+      case BufferRole::View: break;  // in the arena, or no memory of their own
+    }
+  }
+  int64_t total = plan.arenaBytes + weights + state + io;
+  if (total <= d.memory_bytes) return ok();
+  return refuse("MemoryBudget", Loc{plan.source.loc.file},
+                "the plan needs " + str(total) + " bytes of device memory (arena " + str(plan.arenaBytes) +
+                    ", weights " + str(weights) + ", state " + str(state) + ", inputs, slots and outputs " + str(io) +
+                    ") but the device has " + str(d.memory_bytes));
+}
+
+}  // namespace poot

@@ -1,0 +1,95 @@
+// Printing of kernel requests and their attributes, and the FNV-1a hash. The
+// attribute syntax follows the graph text (docs/graph-format.md) so a request
+// reads like the eqn it came from; only over-long lists are abbreviated.
+#include "plan/request.h"
+
+#include <cstring>
+
+#include "ir/text.h"
+#include "plan/schedule.h"
+
+namespace poot {
+
+uint64_t fnv1a(std::string_view bytes, uint64_t h) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[size_t(i)] = digits[v & 15];
+  return s;
+}
+
+namespace {
+
+// The items' 8-byte little-endian patterns, hashed in order.
+template <class T>
+std::string abbreviated(const std::vector<T>& items) {
+  uint64_t h = kFnvOffset;
+  for (T x : items) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = char((bits >> (8 * i)) & 0xff);
+    h = fnv1a(std::string_view(b, 8), h);
+  }
+  return "[" + std::to_string(items.size()) + " values #" + hex64(h) + "]";
+}
+
+std::string printValue(const AttrValue& v, int64_t maxList) {
+  switch (attrKindOf(v)) {
+    case AttrKind::Int: return std::to_string(std::get<int64_t>(v));
+    case AttrKind::Float: return formatNumber(std::get<double>(v));
+    case AttrKind::Bool: return std::get<bool>(v) ? "true" : "false";
+    case AttrKind::Sym: return std::get<std::string>(v);
+    case AttrKind::Ints: {
+      const auto& xs = std::get<std::vector<int64_t>>(v);
+      if (maxList >= 0 && int64_t(xs.size()) > maxList) return abbreviated(xs);
+      std::string out = "[";
+      for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + std::to_string(xs[i]);
+      return out + "]";
+    }
+    case AttrKind::Floats: {
+      const auto& xs = std::get<std::vector<double>>(v);
+      if (maxList >= 0 && int64_t(xs.size()) > maxList) return abbreviated(xs);
+      std::string out = "[";
+      for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + formatNumber(xs[i]);
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+std::string printTypes(const std::vector<Type>& ts) {
+  std::string out;
+  for (size_t i = 0; i < ts.size(); ++i) out += (i ? ", " : "") + ts[i].str();
+  return out;
+}
+
+std::string print(const KernelRequest& r, int64_t maxList) {
+  std::string out = std::string(opName(r.op)) + "(" + printTypes(r.operands) + ") -> " + printTypes(r.results);
+  std::string attrs = printAttrs(r.attrs, maxList);
+  if (!attrs.empty()) out += " " + attrs;
+  return out + " schedule=" + printSchedule(r.schedule);
+}
+
+}  // namespace
+
+std::string printAttrs(const Attrs& attrs, int64_t maxList) {
+  if (attrs.empty()) return "";
+  std::string out = "{";
+  for (size_t i = 0; i < attrs.size(); ++i)
+    out += (i ? ", " : "") + attrs[i].name + "=" + printValue(attrs[i].value, maxList);
+  return out + "}";
+}
+
+std::string printRequest(const KernelRequest& r) { return print(r, 16); }
+
+std::string requestIdentity(const KernelRequest& r) { return print(r, -1); }
+
+}  // namespace poot

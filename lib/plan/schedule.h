@@ -1,0 +1,66 @@
+// The schedule rules: how many lanes an attention workgroup gets, when a
+// decode is split over the keys and into how many chunks, how a workgroup
+// count is laid over the device's grid, and the plain schedule of every other
+// kernel. Each rule reads only the device profile and the shape, so the
+// planner (planner.h) and its tests share one definition; docs/planner.md
+// states them in words. Schedules are plain data (plan.h) and print as one
+// line.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "plan/plan.h"
+#include "plan/profile.h"
+
+namespace poot {
+
+// The widest attention lane count: lanes threads per workgroup, each lane's
+// running state (o[dv], m, l) kept in workgroup memory.
+constexpr int64_t kMaxLanes = 64;
+// Split-KV bounds: at most this many chunks, none shorter than this.
+constexpr int64_t kMaxSplits = 16;
+constexpr int64_t kMinChunkKeys = 128;
+// Threads per workgroup of the plain (non-attention) kernels, at most.
+constexpr int64_t kPlainWorkgroup = 256;
+
+// Bytes of one lane's running state: (dv + 2) f32.
+inline int64_t laneStateBytes(int64_t dv) { return (dv + 2) * 4; }
+
+// The widest power of two, at most 64 and at most max_workgroup_size, with
+// lanes * (dv + 2) * 4 bytes within workgroup_memory_bytes; 0 when even one
+// lane does not fit (the planner refuses with AttentionLds).
+int64_t attentionLanes(int64_t dv, const DeviceProfile& d);
+
+// `workgroups` laid over the grid: x = min(count, limit x),
+// y = ceil(count / x), z = 1; nullopt when y passes the y limit.
+std::optional<std::array<int64_t, 3>> foldGrid(int64_t workgroups, const DeviceProfile& d);
+
+// The split-KV decision for an attention with `rows` = B * Hq query rows of
+// Lq queries each over Lk keys of value width dv. splits == 1 keeps the
+// streaming schedule; `reason` says why (or, when split, how it was chosen),
+// for remarks and tests.
+struct SplitDecision {
+  int64_t splits = 1;
+  std::string reason;
+};
+SplitDecision chooseSplits(int64_t rows, int64_t lq, int64_t lk, int64_t dv, const DeviceProfile& d);
+
+// Bytes of the split-KV partial state: rows * splits * (dv + 2) f32.
+inline int64_t partialStateBytes(int64_t rows, int64_t splits, int64_t dv) { return rows * splits * laneStateBytes(dv); }
+
+// The schedules themselves.
+Schedule streamingSchedule(int64_t lanes, int64_t dv);
+Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv);
+Schedule combineSchedule(int64_t lanes, int64_t splits);
+// kind "elementwise", "reduce", "matmul", "rows" or "guard": min(256,
+// max_workgroup_size) threads, no workgroup memory.
+Schedule plainSchedule(const std::string& kind, const DeviceProfile& d);
+
+// "streaming lanes=64 splits=1 workgroup=64 memory=16896": the kind, then
+// every field, always in this order.
+std::string printSchedule(const Schedule& s);
+
+}  // namespace poot

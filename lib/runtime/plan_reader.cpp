@@ -1,0 +1,344 @@
+// How a plan file is read. In order: the size and the "PPLN" identifier; the
+// schema version, read from a root table that has been verified on its own
+// (so a newer file says which version it is rather than "corrupted"); the
+// FlatBuffers verifier over the whole file, including the nested graph; then
+// record by record into the runtime's own structs, checking every index and
+// figure; last the embedded graph, read and verified like a .pgb file. 8-byte
+// vectors are copied out with memcpy, since FlatBuffers 2.0's verifier does
+// not check their alignment.
+#include "runtime/plan_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "ir/binary.h"
+#include "ir/io.h"
+#include "schemas/plan_generated.h"
+
+namespace poot::rt {
+
+namespace {
+
+namespace fbg = ::poot::fb;
+namespace fbp = ::poot::pfb;
+
+// Arena offsets are multiples of this (the compiler's kArenaAlign; part of the
+// format, so every backend can bind an arena range at any buffer's offset).
+constexpr int64_t kArenaAlign = 256;
+
+template <class T>
+std::vector<T> copyVector(const flatbuffers::Vector<T>* v) {
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+class Reader {
+ public:
+  Reader(const fbp::Plan& fp, const std::string& file) : fp_(fp), file_(file) {}
+
+  Expected<PlanFile> run() {
+    out_.version = fp_.version();
+    // The graph first: buffer values and dispatch eqns are checked against it.
+    if (!fp_.source() || fp_.source()->size() == 0) return fail("source", "the plan carries no source graph");
+    std::string bytes(reinterpret_cast<const char*>(fp_.source()->Data()), fp_.source()->size());
+    auto g = readBinaryGraph(bytes, file_);
+    if (!g) return fail("source", "embedded graph: " + g.error().message);
+    if (auto s = verify(*g); !s) return fail("source", "embedded graph: " + s.error().message);
+    out_.source = g.take();
+
+    const fbp::Device& d = *fp_.device();
+    auto target = readTarget(d.target());
+    if (!target) return fail("device", "unknown target " + str(int(d.target())));
+    out_.device = Device{d.name()->str(), d.hash(), *target, d.arch()->str()};
+    if (out_.device.name.empty()) return fail("device", "the device has no name");
+    out_.key = fp_.key()->str();
+    out_.arenaBytes = fp_.arena_bytes();
+    if (out_.arenaBytes < 0) return fail("plan", "negative arena size " + str(out_.arenaBytes));
+
+    if (fp_.buffers())
+      for (flatbuffers::uoffset_t i = 0; i < fp_.buffers()->size(); ++i)
+        if (auto s = readBuffer(*fp_.buffers()->Get(i), i); !s) return s.error();
+    for (size_t i = 0; i < out_.buffers.size(); ++i)
+      if (auto s = checkBuffer(i); !s) return s.error();
+    if (auto s = checkArena(); !s) return s.error();
+    if (fp_.kernels())
+      for (flatbuffers::uoffset_t i = 0; i < fp_.kernels()->size(); ++i)
+        if (auto s = readKernel(*fp_.kernels()->Get(i), i); !s) return s.error();
+    if (fp_.dispatches())
+      for (flatbuffers::uoffset_t i = 0; i < fp_.dispatches()->size(); ++i)
+        if (auto s = readDispatch(*fp_.dispatches()->Get(i), i); !s) return s.error();
+    if (fp_.slots())
+      for (flatbuffers::uoffset_t i = 0; i < fp_.slots()->size(); ++i) {
+        const fbp::Slot& s = *fp_.slots()->Get(i);
+        Slot slot{s.name()->str(), s.buffer(), s.lo(), s.hi()};
+        if (!validBuffer(slot.buffer) || out_.buffers[size_t(slot.buffer)].role != Role::Slot)
+          return fail(item("slot", i), "slot '" + slot.name + "' names buffer " + str(slot.buffer) + ", not a slot buffer");
+        if (slot.lo > slot.hi) return fail(item("slot", i), "empty declared range [" + str(slot.lo) + ", " + str(slot.hi) + "]");
+        out_.slots.push_back(std::move(slot));
+      }
+    if (auto s = readExports(fp_.outputs(), out_.outputs, "output"); !s) return s.error();
+    if (auto s = readExports(fp_.validations(), out_.validations, "validation"); !s) return s.error();
+    return std::move(out_);
+  }
+
+ private:
+  const fbp::Plan& fp_;
+  std::string file_;
+  PlanFile out_;
+
+  static std::string item(const char* what, size_t i) { return std::string(what) + " " + std::to_string(i); }
+  Error fail(const std::string& where, std::string msg) const {
+    return makeError(ErrorKind::Format, Loc{file_, 0, 0, where}, std::move(msg));
+  }
+  bool validBuffer(int32_t b) const { return b >= 0 && size_t(b) < out_.buffers.size(); }
+
+  static std::optional<Target> readTarget(fbp::Target t) {
+    switch (t) {
+      case fbp::Target::spirv: return Target::Spirv;
+      case fbp::Target::ptx: return Target::Ptx;
+      case fbp::Target::hsaco: return Target::Hsaco;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Type> readType(fbg::DType dt, const flatbuffers::Vector<int64_t>* shape) const {
+    int d = int(dt);
+    if (d < 0 || d > int(DType::Bool)) return std::nullopt;
+    Type t{DType(d), copyVector(shape)};
+    for (int64_t n : t.shape)
+      if (n <= 0 || n > (int64_t(1) << 40)) return std::nullopt;
+    return t;
+  }
+
+  // Element count times element size, or -1 when it would not fit 2^62.
+  static int64_t bytesOf(const Type& t) {
+    int64_t n = dtypeBytes(t.dtype);
+    for (int64_t d : t.shape) {
+      if (n > (int64_t(1) << 62) / d) return -1;
+      n *= d;
+    }
+    return n;
+  }
+
+  Status readBuffer(const fbp::Buffer& b, size_t i) {
+    std::string where = item("buffer", i);
+    int role = int(b.role());
+    if (role < 0 || role > int(Role::View)) return fail(where, "unknown buffer role " + str(role));
+    auto type = readType(b.dtype(), b.shape());
+    if (!type) return fail(where, "buffer '" + b.name()->str() + "' has an invalid type");
+    out_.buffers.push_back(Buffer{b.name()->str(), Role(role), *type, b.value(), b.offset(), b.bytes(), b.alias(),
+                                  b.lo(), b.hi(), b.first(), b.last()});
+    return ok();
+  }
+
+  Status checkBuffer(size_t i) const {
+    const Buffer& b = out_.buffers[i];
+    std::string where = item("buffer", i), name = "buffer '" + b.name + "'";
+    int64_t neqns = int64_t(out_.source.eqns.size());
+    if (b.bytes != bytesOf(b.type))
+      return fail(where, name + " has " + str(b.bytes) + " bytes but its type " + b.type.str() + " needs " +
+                             str(bytesOf(b.type)));
+    if (b.value < -1 || b.value >= int32_t(out_.source.values.size()))
+      return fail(where, name + " names value " + str(b.value) + ", which the source graph does not have");
+    if (b.value < 0 && b.role != Role::Scratch) return fail(where, name + " holds no value");
+    if ((b.role == Role::View) != (b.alias >= 0))
+      return fail(where, b.role == Role::View ? name + " is a view of no buffer" : name + " is not a view but has an alias");
+    if (b.role == Role::View) {
+      if (!validBuffer(b.alias) || out_.buffers[size_t(b.alias)].role == Role::View)
+        return fail(where, name + " is a view of buffer " + str(b.alias) + ", which is not a base buffer");
+      const Buffer& base = out_.buffers[size_t(b.alias)];
+      if (b.bytes > base.bytes || b.offset != (base.inArena() ? base.offset : 0))
+        return fail(where, name + " does not lie within its base '" + base.name + "'");
+    }
+    if (b.inArena() || (b.role == Role::View && out_.buffers[size_t(b.alias)].inArena())) {
+      if (b.first < 0 || b.first > b.last || b.last >= neqns)
+        return fail(where, name + " has lifetime " + str(b.first) + ".." + str(b.last) + " outside the graph's " +
+                               str(neqns) + " eqns");
+    }
+    if (b.inArena()) {
+      if (b.offset < 0 || b.offset % kArenaAlign != 0)
+        return fail(where, name + " has arena offset " + str(b.offset) + ", not a multiple of " + str(kArenaAlign));
+      if (b.offset > out_.arenaBytes - b.bytes)
+        return fail(where, name + " ends at " + str(b.offset + b.bytes) + ", past the arena's " +
+                               str(out_.arenaBytes) + " bytes");
+    }
+    if (b.role == Role::Slot && b.lo > b.hi)
+      return fail(where, name + " has an empty declared range [" + str(b.lo) + ", " + str(b.hi) + "]");
+    return ok();
+  }
+
+  // No two arena buffers may share bytes while both are live.
+  Status checkArena() const {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < out_.buffers.size(); ++i)
+      if (out_.buffers[i].inArena()) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return out_.buffers[a].offset != out_.buffers[b].offset ? out_.buffers[a].offset < out_.buffers[b].offset : a < b;
+    });
+    for (size_t i = 0; i < order.size(); ++i) {
+      const Buffer& a = out_.buffers[order[i]];
+      for (size_t j = i + 1; j < order.size(); ++j) {
+        const Buffer& b = out_.buffers[order[j]];
+        if (b.offset >= a.offset + a.bytes) break;
+        if (a.first <= b.last && b.first <= a.last)
+          return fail(item("buffer", std::max(order[i], order[j])),
+                      "buffers '" + a.name + "' and '" + b.name + "' share arena bytes while both are live");
+      }
+    }
+    return ok();
+  }
+
+  static std::optional<AttrValue> readAttr(const fbg::Attr& a) {
+    switch (a.data_type()) {
+      case fbg::AttrData::IntAttr: return AttrValue(a.data_as_IntAttr()->v());
+      case fbg::AttrData::FloatAttr: return AttrValue(a.data_as_FloatAttr()->v());
+      case fbg::AttrData::BoolAttr: return AttrValue(a.data_as_BoolAttr()->v());
+      case fbg::AttrData::SymAttr: return AttrValue(a.data_as_SymAttr()->v()->str());
+      case fbg::AttrData::IntsAttr: return AttrValue(copyVector(a.data_as_IntsAttr()->v()));
+      case fbg::AttrData::FloatsAttr: return AttrValue(copyVector(a.data_as_FloatsAttr()->v()));
+      default: return std::nullopt;
+    }
+  }
+
+  Status readTypes(const flatbuffers::Vector<flatbuffers::Offset<fbp::TensorType>>* ts, std::vector<Type>& out,
+                   const std::string& where) const {
+    if (!ts) return ok();
+    for (const fbp::TensorType* t : *ts) {
+      auto type = readType(t->dtype(), t->shape());
+      if (!type) return fail(where, "the request has an invalid operand or result type");
+      out.push_back(*type);
+    }
+    return ok();
+  }
+
+  Status readKernel(const fbp::Kernel& k, size_t i) {
+    std::string where = item("kernel", i);
+    auto target = readTarget(k.target());
+    if (!target) return fail(where, "unknown target " + str(int(k.target())));
+    if (*target != out_.device.target)
+      return fail(where, std::string("kernel for ") + targetName(*target) + " in a plan for " +
+                             targetName(out_.device.target));
+    const fbp::Request& r = *k.request();
+    auto op = parseOp(r.op()->str());
+    if (!op) return fail(where, "unknown op '" + r.op()->str() + "'");
+    Kernel out;
+    out.target = *target;
+    out.entry = k.entry()->str();
+    if (out.entry.empty()) return fail(where, "the kernel has no entry point name");
+    out.blob = copyVector(k.blob());
+    out.workgroupSize = k.workgroup_size();
+    out.workgroupMemory = k.workgroup_memory();
+    out.request.op = *op;
+    if (auto s = readTypes(r.operands(), out.request.operands, where); !s) return s;
+    if (auto s = readTypes(r.results(), out.request.results, where); !s) return s;
+    if (r.attrs())
+      for (const fbg::Attr* a : *r.attrs()) {
+        auto v = readAttr(*a);
+        if (!v) return fail(where, "attribute '" + a->name()->str() + "' has an unknown kind");
+        out.request.attrs.push_back(Attr{a->name()->str(), *v});
+      }
+    const fbp::Schedule& s = *r.schedule();
+    out.request.schedule = Schedule{s.kind()->str(), s.lanes(), s.splits(), s.workgroup_size(), s.workgroup_memory()};
+    out.request.text = r.text()->str();
+    if (out.workgroupSize < 0 || out.workgroupMemory < 0)
+      return fail(where, "negative workgroup size or memory");
+    out_.kernels.push_back(std::move(out));
+    return ok();
+  }
+
+  Status readDispatch(const fbp::Dispatch& d, size_t i) {
+    std::string where = item("dispatch", i);
+    Dispatch out;
+    out.kernel = d.kernel();
+    out.eqn = d.eqn();
+    if (out.kernel < 0 || size_t(out.kernel) >= out_.kernels.size())
+      return fail(where, "kernel index " + str(out.kernel) + " is out of range (the plan has " +
+                             str(int64_t(out_.kernels.size())) + " kernels)");
+    if (out.eqn < 0 || size_t(out.eqn) >= out_.source.eqns.size())
+      return fail(where, "eqn index " + str(out.eqn) + " is out of range (the graph has " +
+                             str(int64_t(out_.source.eqns.size())) + " eqns)");
+    std::vector<int64_t> grid = copyVector(d.grid());
+    if (grid.size() != 3) return fail(where, "the grid has " + str(int64_t(grid.size())) + " dimensions, not 3");
+    for (int k = 0; k < 3; ++k) {
+      if (grid[size_t(k)] < 1) return fail(where, "grid dimension " + str(grid[size_t(k)]) + " is not positive");
+      out.grid[k] = grid[size_t(k)];
+    }
+    out.bindings = copyVector(d.bindings());
+    for (int32_t b : out.bindings)
+      if (!validBuffer(b)) return fail(where, "binding " + str(b) + " names no buffer");
+    out.reads = d.reads();
+    if (out.reads < 0 || size_t(out.reads) > out.bindings.size())
+      return fail(where, str(out.reads) + " reads among " + str(int64_t(out.bindings.size())) + " bindings");
+    out.params = copyVector(d.params());
+    out_.dispatches.push_back(std::move(out));
+    return ok();
+  }
+
+  Status readExports(const flatbuffers::Vector<flatbuffers::Offset<fbp::Export>>* xs, std::vector<Export>& out,
+                     const char* what) const {
+    if (!xs) return ok();
+    for (flatbuffers::uoffset_t i = 0; i < xs->size(); ++i) {
+      const fbp::Export& x = *xs->Get(i);
+      if (!validBuffer(x.buffer()))
+        return fail(item(what, i), std::string(what) + " '" + x.name()->str() + "' names no buffer");
+      out.push_back(Export{x.name()->str(), x.buffer()});
+    }
+    return ok();
+  }
+};
+
+}  // namespace
+
+const char* roleName(Role r) {
+  static const char* names[] = {"input", "weight", "state", "slot", "output", "validation", "temp", "scratch", "view"};
+  return names[int(r)];
+}
+
+const char* targetName(Target t) {
+  static const char* names[] = {"spirv", "ptx", "hsaco"};
+  return names[int(t)];
+}
+
+bool isPlanFile(const std::string& bytes) {
+  if (bytes.size() < 8 || !fbp::PlanBufferHasIdentifier(bytes.data())) return false;
+  uint32_t root = flatbuffers::ReadScalar<uint32_t>(bytes.data());
+  return root >= 8 && root < bytes.size();
+}
+
+Expected<PlanFile> readPlanFile(const std::string& bytes, const std::string& file) {
+  auto fail = [&](std::string msg) { return makeError(ErrorKind::Format, Loc{file}, std::move(msg)); };
+  if (bytes.size() < 8)
+    return fail("not a plan file: " + std::to_string(bytes.size()) + " bytes is too short (truncated?)");
+  if (!fbp::PlanBufferHasIdentifier(bytes.data())) {
+    std::string id;
+    for (char c : bytes.substr(4, 4)) id += (c >= 0x20 && c < 0x7f) ? c : '?';
+    return fail("not a plan file: the file identifier is '" + id + "', expected '" + fbp::PlanIdentifier() + "'");
+  }
+  if (!isPlanFile(bytes)) return fail("truncated or corrupted plan file (the root offset is outside the file)");
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const fbp::Plan* root = fbp::GetPlan(data);
+  {
+    flatbuffers::Verifier head(data, bytes.size());
+    const auto* table = flatbuffers::GetRoot<flatbuffers::Table>(data);
+    if (!table->VerifyTableStart(head) || !table->VerifyField<uint32_t>(head, fbp::Plan::VT_VERSION, 4))
+      return fail("truncated or corrupted plan file (the root table does not verify)");
+  }
+  if (root->version() != kPlanVersion)
+    return fail("plan file version " + std::to_string(root->version()) + " is not supported (this runtime reads version " +
+                std::to_string(kPlanVersion) + ")");
+  flatbuffers::Verifier verifier(data, bytes.size());
+  if (!fbp::VerifyPlanBuffer(verifier)) return fail("truncated or corrupted plan file (the FlatBuffer does not verify)");
+  return Reader(*root, file).run();
+}
+
+Expected<PlanFile> loadPlanFile(const std::string& path) {
+  auto bytes = readFile(path);
+  if (!bytes) return bytes.error();
+  return readPlanFile(*bytes, path);
+}
+
+}  // namespace poot::rt

@@ -1,0 +1,115 @@
+// Loading a plan file (.plan, schemas/plan.fbs) on the runtime side. The
+// runtime stands on the file format, never on the compiler's lib/plan, so it
+// has its own small records here: what the file says, checked. Reading runs
+// the FlatBuffers verifier (nothing is read out of bounds), checks the file
+// identifier and the schema version, and then every index and figure the
+// runtime will trust (buffer, kernel and eqn indices, arena offsets within the
+// arena, no two arena buffers that share memory while both live), and reads
+// the embedded source graph. Every failure is an ErrorKind::Format error
+// naming the file (and the record: "buffer 3", "dispatch 12"). Checking the
+// plan against the live device comes later, with the Session.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "ir/graph.h"
+
+namespace poot::rt {
+
+// The schema version this reader understands.
+constexpr uint32_t kPlanVersion = 1;
+
+enum class Role : uint8_t { Input, Weight, State, Slot, Output, Validation, Temp, Scratch, View };
+const char* roleName(Role r);  // "input", "weight", ...
+
+enum class Target : uint8_t { Spirv, Ptx, Hsaco };
+const char* targetName(Target t);  // "spirv", "ptx", "hsaco"
+
+struct Device {
+  std::string name;
+  uint64_t hash = 0;  // the compiler's profile hash
+  Target target = Target::Spirv;
+  std::string arch;
+};
+
+struct Buffer {
+  std::string name;
+  Role role = Role::Temp;
+  Type type;
+  int32_t value = -1;   // index into source.values; -1 for scratch
+  int64_t offset = 0;   // arena byte offset (temp, scratch; a view: its base's)
+  int64_t bytes = 0;
+  int32_t alias = -1;   // a view's base buffer, never itself a view
+  int64_t lo = 0, hi = 0;          // a slot's declared range, inclusive
+  int32_t first = -1, last = -1;   // lifetime in eqn indices (arena buffers, views)
+  bool inArena() const { return role == Role::Temp || role == Role::Scratch; }
+};
+
+struct Schedule {
+  std::string kind;
+  int64_t lanes = 0, splits = 0, workgroupSize = 0, workgroupMemory = 0;
+};
+
+// The request a kernel was generated from, as recorded.
+struct Request {
+  Op op = Op::Add;
+  std::vector<Type> operands, results;
+  Attrs attrs;
+  Schedule schedule;
+  std::string text;  // the compiler's one-line form
+};
+
+struct Kernel {
+  Target target = Target::Spirv;
+  std::string entry;
+  std::vector<uint8_t> blob;
+  int64_t workgroupSize = 0, workgroupMemory = 0;
+  Request request;
+};
+
+struct Dispatch {
+  int32_t kernel = 0;
+  int32_t eqn = 0;
+  int64_t grid[3] = {1, 1, 1};
+  std::vector<int32_t> bindings;  // buffers: the first `reads` are read, the rest written
+  int32_t reads = 0;
+  std::vector<int64_t> params;
+};
+
+struct Slot {
+  std::string name;
+  int32_t buffer = -1;
+  int64_t lo = 0, hi = 0;
+};
+
+struct Export {
+  std::string name;
+  int32_t buffer = -1;
+};
+
+struct PlanFile {
+  uint32_t version = 0;
+  Device device;
+  std::string key;
+  int64_t arenaBytes = 0;
+  std::vector<Buffer> buffers;
+  std::vector<Kernel> kernels;
+  std::vector<Dispatch> dispatches;  // in execution order
+  std::vector<Slot> slots;
+  std::vector<Export> outputs;
+  std::vector<Export> validations;
+  Graph source;  // the compiled graph, verified
+};
+
+// Whether the bytes start like a plan file: the "PPLN" identifier and a root
+// offset inside the bytes.
+bool isPlanFile(const std::string& bytes);
+
+// `file` is used in diagnostics only.
+Expected<PlanFile> readPlanFile(const std::string& bytes, const std::string& file);
+Expected<PlanFile> loadPlanFile(const std::string& path);
+
+}  // namespace poot::rt

@@ -1,0 +1,523 @@
+// Unit tests of the planner (lib/plan/planner.h, schedule.h, request.h): the
+// attention lane count on large and small workgroup memories, the split-KV
+// decision for decode and prefill on the shipped profiles, every typed
+// refusal with its exact message on small synthetic profiles, the plain
+// schedules, request printing and dedup across layers, and the plan key.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "ir/io.h"
+#include "ir/text.h"
+#include "passes/pass.h"
+#include "plan/planner.h"
+#include "plan/request.h"
+#include "plan/schedule.h"
+
+using namespace poot;
+
+namespace {
+
+const std::string kSource = POOT_SOURCE_DIR;
+
+DeviceProfile target(const std::string& name) {
+  auto p = loadProfile(kSource + "/targets/" + name + ".yaml");
+  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+  return p.take();
+}
+
+// A valid synthetic profile; tests change single fields of it.
+struct Synth {
+  std::string target = "spirv", arch = "vulkan1.3";
+  int64_t cus = 8, lds = 32768, maxwg = 1024, subgroup = 8, gx = 65535, gy = 65535;
+  int64_t maxBuffer = 134217728, memory = 2147483648;
+  std::string f16 = "[storage, arith]", bf16 = "[]";
+
+  DeviceProfile make() const {
+    std::string text = "name: synth\ntarget: " + target + "\narch: " + arch +
+                       "\ncompute_units: " + std::to_string(cus) +
+                       "\nworkgroup_memory_bytes: " + std::to_string(lds) +
+                       "\nmax_workgroup_size: " + std::to_string(maxwg) +
+                       "\nsubgroup_size: " + std::to_string(subgroup) + "\ngrid_limits:\n  x: " + std::to_string(gx) +
+                       "\n  y: " + std::to_string(gy) + "\n  z: 65535\nmax_buffer_bytes: " + std::to_string(maxBuffer) +
+                       "\nmemory_bytes: " + std::to_string(memory) + "\ntwo_byte_floats:\n  f16: " + f16 +
+                       "\n  bf16: " + bf16 + "\n";
+    auto p = parseProfile(text, "synth.yaml");
+    REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+    return p.take();
+  }
+};
+
+Graph parse(const std::string& text) {
+  auto g = parseGraph(text, "t.pg");
+  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
+  auto v = verify(*g);
+  REQUIRE_MESSAGE(bool(v), (v ? "" : v.error().str()));
+  return g.take();
+}
+
+std::string ty(const char* dt, std::initializer_list<int64_t> dims) {
+  std::string s = std::string(dt) + "[";
+  for (int64_t d : dims) s += (s.back() == '[' ? "" : ",") + std::to_string(d);
+  return s + "]";
+}
+
+// One dense attention: q [B,Hq,Lq,64], k [B,Hkv,Lk,64], v [B,Hkv,Lk,dv].
+// The Attention eqn is on line 5, its op name at column 8.
+Graph attention(int64_t B, int64_t Hq, int64_t Lq, int64_t Lk, int64_t dv, int64_t nrep = 1, const char* dt = "f32",
+                double scale = 0.125) {
+  int64_t Hkv = Hq / nrep;
+  return parse("graph attn\n"
+               "input %q : " + ty(dt, {B, Hq, Lq, 64}) + "\n" +
+               "input %k : " + ty(dt, {B, Hkv, Lk, 64}) + "\n" +
+               "input %v : " + ty(dt, {B, Hkv, Lk, dv}) + "\n" +
+               "%out = Attention(%q, %k, %v) {scale=" + formatNumber(scale) + ", n_rep=" + std::to_string(nrep) +
+               ", key=dense, mask=none, bound=capacity} : " + ty(dt, {B, Hq, Lq, dv}) + "\n" +
+               "output %out\n");
+}
+
+Plan plan(const Graph& g, const DeviceProfile& d) {
+  auto p = planGraph(g, d);
+  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+  return p.take();
+}
+
+// The refusal's capability and its full diagnostic text.
+std::pair<std::string, std::string> refusal(const Graph& g, const DeviceProfile& d) {
+  auto p = planGraph(g, d);
+  REQUIRE(!p);
+  CHECK(p.error().kind == ErrorKind::Capability);
+  return {p.error().capability, p.error().str()};
+}
+
+const Schedule& attentionSchedule(const Plan& p) {
+  for (const Kernel& k : p.kernels)
+    if (k.request.op == Op::Attention) return k.request.schedule;
+  FAIL("no attention kernel");
+  return p.kernels.front().request.schedule;
+}
+
+int64_t splitsOf(const Graph& g, const DeviceProfile& d) {
+  Plan p = plan(g, d);
+  return attentionSchedule(p).splits;
+}
+
+Graph compiled(const std::string& example, const DeviceProfile& d) {
+  auto text = readFile(kSource + "/examples/graphs/" + example);
+  REQUIRE(bool(text));
+  Graph g = parse(*text);
+  PassContext ctx;
+  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
+  auto s = runPipeline(g, ctx, {});
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("plan: attention lanes follow the workgroup memory") {
+  struct Row { const char* target; int64_t dv, lanes; };
+  // H200 (227 KiB) holds 64 lanes at every width; the Raspberry Pi's 16 KiB and
+  // lavapipe's 32 KiB halve the lanes as the value widens.
+  for (Row r : {Row{"nvidia-h200", 64, 64}, Row{"nvidia-h200", 128, 64}, Row{"nvidia-h200", 256, 64},
+                Row{"nvidia-h200", 512, 64}, Row{"raspberrypi5-v3d", 64, 32}, Row{"raspberrypi5-v3d", 128, 16},
+                Row{"raspberrypi5-v3d", 256, 8}, Row{"raspberrypi5-v3d", 512, 4}, Row{"lavapipe", 64, 64},
+                Row{"lavapipe", 128, 32}, Row{"lavapipe", 256, 16}, Row{"lavapipe", 512, 8}}) {
+    CAPTURE(r.target);
+    CAPTURE(r.dv);
+    DeviceProfile d = target(r.target);
+    CHECK(attentionLanes(r.dv, d) == r.lanes);
+    // A prefill (never split) carries the same lanes in its request.
+    Plan p = plan(attention(1, 4, 16, 256, r.dv), d);
+    const Schedule& s = attentionSchedule(p);
+    CHECK(s.kind == "streaming");
+    CHECK(s.lanes == r.lanes);
+    CHECK(s.workgroupSize == r.lanes);
+    CHECK(s.workgroupMemory == r.lanes * (r.dv + 2) * 4);
+    CHECK(s.workgroupMemory <= d.workgroup_memory_bytes);
+  }
+}
+
+TEST_CASE("plan: lanes never pass the workgroup size") {
+  Synth s;
+  s.maxwg = 16;
+  CHECK(attentionLanes(64, s.make()) == 16);
+  s.maxwg = 48;
+  CHECK(attentionLanes(64, s.make()) == 32);
+}
+
+TEST_CASE("plan: streaming attention launches B * Hq * Lq workgroups, folded 2-D past the x limit") {
+  Plan p = plan(attention(2, 4, 16, 256, 64), target("lavapipe"));
+  REQUIRE(p.dispatches.size() == 1);
+  const Dispatch& d = p.dispatches[0];
+  CHECK(d.grid[0] == 128);
+  CHECK(d.grid[1] == 1);
+  CHECK(d.grid[2] == 1);
+  Synth s;
+  s.gx = 100;
+  Plan folded = plan(attention(2, 4, 16, 256, 64), s.make());
+  CHECK(folded.dispatches[0].grid[0] == 100);
+  CHECK(folded.dispatches[0].grid[1] == 2);
+  CHECK(foldGrid(65535 * 3 + 1, target("lavapipe")) == std::array<int64_t, 3>{65535, 4, 1});
+}
+
+TEST_CASE("plan: split-KV decode on the H200 and on lavapipe") {
+  DeviceProfile h200 = target("nvidia-h200"), lava = target("lavapipe");
+  // H200, 132 SMs: 32 rows need 8 splits (32 * 4 = 128 < 132); 4 rows want 64,
+  // capped at 16, and at Lk / 128 = 8 for 1024 keys.
+  CHECK(splitsOf(attention(1, 32, 1, 4096, 128, 4), h200) == 8);
+  CHECK(splitsOf(attention(1, 4, 1, 4096, 128), h200) == 16);
+  CHECK(splitsOf(attention(1, 4, 1, 1024, 128), h200) == 8);
+  CHECK(splitsOf(attention(1, 4, 1, 384, 128), h200) == 3);
+  // B = 64: 64 * 32 = 2048 rows fill the device.
+  CHECK(splitsOf(attention(64, 32, 1, 4096, 128, 4), h200) == 1);
+  // Too few keys for two chunks of 128.
+  CHECK(splitsOf(attention(1, 4, 1, 255, 128), h200) == 1);
+  // lavapipe, 2 compute units: one row splits in two; B = 64 fills it.
+  CHECK(splitsOf(attention(1, 1, 1, 512, 64), lava) == 2);
+  CHECK(splitsOf(attention(64, 1, 1, 512, 64), lava) == 1);
+  CHECK(splitsOf(attention(1, 2, 1, 512, 64), lava) == 1);
+  // Prefill is never split.
+  CHECK(splitsOf(attention(1, 4, 16, 4096, 128), h200) == 1);
+}
+
+TEST_CASE("plan: a split-KV decode is two dispatches around a declared scratch") {
+  Plan p = plan(attention(1, 32, 1, 4096, 128, 4), target("nvidia-h200"));
+  REQUIRE(p.kernels.size() == 2);
+  REQUIRE(p.dispatches.size() == 2);
+  REQUIRE(p.scratch.size() == 1);
+  const Dispatch &partials = p.dispatches[0], &combine = p.dispatches[1];
+  const Schedule& ps = p.kernels[size_t(partials.kernel)].request.schedule;
+  const Schedule& cs = p.kernels[size_t(combine.kernel)].request.schedule;
+  CHECK(printSchedule(ps) == "split-kv-partials lanes=64 splits=8 workgroup=64 memory=33280");
+  CHECK(printSchedule(cs) == "split-kv-combine lanes=64 splits=8 workgroup=64 memory=0");
+  CHECK(partials.eqn == 0);
+  CHECK(combine.eqn == 0);
+  CHECK(partials.grid[0] == 32 * 8);
+  CHECK(combine.grid[0] == 32);
+  CHECK(p.scratch[0].eqn == 0);
+  CHECK(p.scratch[0].floats == 32 * 8 * 130);
+  CHECK(p.scratch[0].bytes() == 32 * 8 * 130 * 4);
+  // The partials read the operands and write the scratch; the combine reads
+  // the scratch and writes the result.
+  const Graph& g = p.source;
+  CHECK(partials.reads == std::vector<Access>{{g.eqns[0].operands[0], -1}, {g.eqns[0].operands[1], -1},
+                                               {g.eqns[0].operands[2], -1}});
+  CHECK(partials.writes == std::vector<Access>{{-1, 0}});
+  CHECK(combine.reads == std::vector<Access>{{-1, 0}});
+  CHECK(combine.writes == std::vector<Access>{{g.eqns[0].results[0], -1}});
+  CHECK(partials.bindings.empty());
+  CHECK(p.kernels[0].entry == "attention_split_kv_partials_0");
+  CHECK(p.kernels[1].entry == "attention_split_kv_combine_1");
+}
+
+TEST_CASE("plan: split-KV keeps streaming when the scratch or the partials' grid would not fit") {
+  Synth s;
+  s.cus = 64;
+  // 4 rows, 4096 keys: 16 splits, 4 * 16 * 66 * 4 = 16896 bytes of partials.
+  CHECK(splitsOf(attention(1, 4, 1, 4096, 64), s.make()) == 16);
+  SplitDecision fits = chooseSplits(4, 1, 4096, 64, s.make());
+  CHECK(fits.splits == 16);
+  s.maxBuffer = 16895;
+  SplitDecision big = chooseSplits(4, 1, 4096, 64, s.make());
+  CHECK(big.splits == 1);
+  CHECK(big.reason ==
+        "the partial state of 16896 bytes for 16 splits would pass the device's single-buffer limit of 16895");
+  CHECK(splitsOf(attention(1, 4, 1, 4096, 64), s.make()) == 1);
+  s.maxBuffer = 134217728;
+  s.gx = 8;
+  s.gy = 1;
+  SplitDecision grid = chooseSplits(4, 1, 4096, 64, s.make());
+  CHECK(grid.splits == 1);
+  CHECK(grid.reason == "the 64 partial workgroups for 16 splits would pass the device's grid of 8 x 1");
+  Plan p = plan(attention(1, 4, 1, 4096, 64), s.make());
+  CHECK(attentionSchedule(p).kind == "streaming");
+  CHECK(p.scratch.empty());
+  CHECK(chooseSplits(4, 16, 4096, 64, s.make()).reason == "not a decode: 16 query rows");
+  CHECK(chooseSplits(64, 1, 4096, 64, s.make()).reason == "the 64 rows (B * Hq) fill the 64 compute units");
+}
+
+TEST_CASE("plan: split chunks never hold fewer than 128 keys") {
+  DeviceProfile h200 = target("nvidia-h200");
+  for (int64_t lk : {128, 255, 256, 300, 383, 1000, 2049, 4097, 100000}) {
+    int64_t s = chooseSplits(1, 1, lk, 64, h200).splits;
+    CAPTURE(lk);
+    CHECK(s >= 1);
+    CHECK(s <= 16);
+    // Split i covers [i * Lk / s, (i + 1) * Lk / s).
+    for (int64_t i = 0; i < s; ++i) CHECK((i + 1) * lk / s - i * lk / s >= (s > 1 ? 128 : 1));
+  }
+}
+
+TEST_CASE("plan: AttentionLds when one lane's state does not fit") {
+  Synth s;
+  s.lds = 1024;
+  auto [check, text] = refusal(attention(1, 4, 1, 64, 512), s.make());
+  CHECK(check == "AttentionLds");
+  CHECK(text ==
+        "t.pg:5:8: error: attention needs 2056 bytes of workgroup memory for one lane (value width 512) but the "
+        "device has 1024");
+  // 254 + 2 floats fit exactly.
+  CHECK(attentionLanes(254, s.make()) == 1);
+  CHECK(attentionLanes(255, s.make()) == 0);
+}
+
+TEST_CASE("plan: GridLimit for an attention and for a plain kernel") {
+  Graph big = parse(
+      "graph big\n"
+      "input %q : f32[1,65536,65536,1]\n"
+      "input %k : f32[1,65536,2,1]\n"
+      "input %v : f32[1,65536,2,1]\n"
+      "%out = Attention(%q, %k, %v) {scale=0.5, n_rep=1, key=dense, mask=none, bound=capacity} : "
+      "f32[1,65536,65536,1]\n"
+      "output %out\n");
+  auto [check, text] = refusal(big, target("lavapipe"));
+  CHECK(check == "GridLimit");
+  CHECK(text ==
+        "t.pg:5:8: error: attention launches 4294967296 workgroups (B * Hq * Lq) but the device's grid holds 65535 x "
+        "65535");
+  CHECK(plan(big, target("nvidia-h200")).dispatches[0].grid[1] == 3);
+
+  Synth s;
+  s.gx = 1;
+  s.gy = 1;
+  Graph add = parse(
+      "graph add\n"
+      "input %a : f32[512]\n"
+      "%b = Add(%a, %a) : f32[512]\n"
+      "output %b\n");
+  auto [check2, text2] = refusal(add, s.make());
+  CHECK(check2 == "GridLimit");
+  CHECK(text2 ==
+        "t.pg:3:6: error: op Add launches 2 workgroups (512 elements, 256 per workgroup) but the device's grid holds 1 "
+        "x 1");
+}
+
+TEST_CASE("plan: DtypeLowering names the op, the dtype and the device") {
+  const std::string head = "graph g\ninput %c : bool[8]\ninput %a : ";
+  auto sel = [&](const char* dt) {
+    return parse(head + dt + "[8]\n%s = Select(%c, %a, %a) : " + dt + "[8]\noutput %s\n");
+  };
+  auto add = [&](const char* dt) {
+    return parse(head + dt + "[8]\n%s = Add(%a, %a) : " + dt + "[8]\noutput %s\n");
+  };
+  {
+    auto [check, text] = refusal(sel("f16"), target("lavapipe"));
+    CHECK(check == "DtypeLowering");
+    CHECK(text == "t.pg:4:6: error: op Select on f16 does not lower on lavapipe: a spirv target lowers no two-byte select");
+  }
+  {
+    auto [check, text] = refusal(add("bf16"), target("lavapipe"));
+    CHECK(check == "DtypeLowering");
+    CHECK(text == "t.pg:4:6: error: op Add on bf16 does not lower on lavapipe: the device does not list bf16 storage");
+  }
+  {
+    Synth s;
+    s.target = "ptx";
+    s.arch = "sm_90";
+    s.f16 = "[storage, arith]";
+    auto [check, text] = refusal(sel("f16"), s.make());
+    CHECK(check == "DtypeLowering");
+    CHECK(text == "t.pg:4:6: error: op Select on f16 does not lower on synth: the device does not list f16 select");
+  }
+  {
+    auto [check, text] = refusal(attention(1, 4, 1, 256, 64, 1, "f16"), target("nvidia-h200"));
+    CHECK(check == "DtypeLowering");
+    CHECK(text ==
+          "t.pg:5:8: error: op Attention on f16 does not lower on nvidia-h200: the generated attention kernel is f32 "
+          "only");
+  }
+  // Kernels compute in f32 and round each result: storage is all an f16 Add
+  // needs (the Raspberry Pi lowers no f16 arithmetic), and the H200 and the
+  // MI300X lower a two-byte select.
+  CHECK(plan(add("f16"), target("raspberrypi5-v3d")).kernels.size() == 1);
+  CHECK(plan(sel("bf16"), target("nvidia-h200")).kernels.size() == 1);
+  CHECK(plan(sel("f16"), target("amd-mi300x")).kernels.size() == 1);
+  // A Select of f32 values under an f16-free condition needs nothing.
+  CHECK(plan(sel("f32"), target("lavapipe")).kernels.size() == 1);
+}
+
+TEST_CASE("plan: ScratchBytes refuses a scratch the device cannot bind") {
+  Plan p = plan(attention(1, 32, 1, 4096, 128, 4), target("nvidia-h200"));
+  REQUIRE(p.scratch.size() == 1);
+  CHECK(bool(checkScratch(p, target("nvidia-h200"))));
+  Synth s;
+  s.maxBuffer = 100000;
+  auto st = checkScratch(p, s.make());
+  REQUIRE(!st);
+  CHECK(st.error().kind == ErrorKind::Capability);
+  CHECK(st.error().capability == "ScratchBytes");
+  CHECK(st.error().str() ==
+        "t.pg:5:8: error: split-kv scratch of 133120 bytes (32 rows * 8 splits * (value width 128 + 2) floats) exceeds "
+        "the device's single-buffer limit of 100000 bytes");
+}
+
+TEST_CASE("plan: MemoryBudget counts the arena and every buffer outside it") {
+  Plan p = plan(attention(1, 4, 1, 256, 64), target("lavapipe"));
+  p.arenaBytes = 1000;
+  p.buffers.push_back(Buffer{"w", BufferRole::Weight, Type{}, -1, 0, 600});
+  p.buffers.push_back(Buffer{"s", BufferRole::State, Type{}, -1, 0, 300});
+  p.buffers.push_back(Buffer{"x", BufferRole::Input, Type{}, -1, 0, 50});
+  p.buffers.push_back(Buffer{"y", BufferRole::Output, Type{}, -1, 0, 50});
+  p.buffers.push_back(Buffer{"t", BufferRole::Temp, Type{}, -1, 0, 900});     // in the arena
+  p.buffers.push_back(Buffer{"v", BufferRole::View, Type{}, -1, 0, 900, 0});  // no memory of its own
+  Synth s;
+  s.memory = 2000;
+  s.maxBuffer = 2000;
+  CHECK(bool(checkMemoryBudget(p, s.make())));
+  s.memory = 1999;
+  s.maxBuffer = 1999;
+  auto st = checkMemoryBudget(p, s.make());
+  REQUIRE(!st);
+  CHECK(st.error().capability == "MemoryBudget");
+  CHECK(st.error().str() ==
+        "t.pg: error: the plan needs 2000 bytes of device memory (arena 1000, weights 600, state 300, inputs, slots "
+        "and outputs 100) but the device has 1999");
+}
+
+TEST_CASE("plan: plain kernels get one thread per result element, 256 per workgroup") {
+  Graph g = parse(
+      "graph g\n"
+      "input %a : f32[4,1000]\n"
+      "input %b : f32[1000,8]\n"
+      "input %i : i32[4]\n"
+      "%e = Exp(%a) : f32[4,1000]\n"
+      "%r = ReduceSum(%e) {axis=-1, keepdim=false} : f32[4]\n"
+      "%m = MatMul(%a, %b) : f32[4,8]\n"
+      "%t, %ti = TopK(%a) {k=2} : f32[4,2], i32[4,2]\n"
+      "%c, %ok = IndexGuard(%i) {lo=0, hi=3} : i32[4], bool[]\n"
+      "output %r\n"
+      "output %m\n"
+      "output %t\n"
+      "output %c\n"
+      "validation %ok\n");
+  Plan p = plan(g, target("lavapipe"));
+  REQUIRE(p.dispatches.size() == 5);
+  std::vector<std::string> kinds;
+  for (const Dispatch& d : p.dispatches) kinds.push_back(p.kernels[size_t(d.kernel)].request.schedule.kind);
+  CHECK(kinds == std::vector<std::string>{"elementwise", "reduce", "matmul", "rows", "guard"});
+  CHECK(p.dispatches[0].grid[0] == 16);  // 4000 elements
+  CHECK(p.dispatches[1].grid[0] == 1);
+  CHECK(p.dispatches[2].grid[0] == 1);
+  CHECK(p.dispatches[3].grid[0] == 1);  // 4 rows
+  CHECK(p.dispatches[4].grid[0] == 1);
+  for (size_t i = 0; i < p.dispatches.size(); ++i) CHECK(p.dispatches[i].eqn == int32_t(i));
+  CHECK(p.dispatches[3].writes.size() == 2);
+  CHECK(printSchedule(p.kernels[0].request.schedule) == "elementwise lanes=0 splits=1 workgroup=256 memory=0");
+  Synth s;
+  s.maxwg = 64;
+  CHECK(plan(g, s.make()).kernels[0].request.schedule.workgroupSize == 64);
+  CHECK(plan(g, s.make()).dispatches[0].grid[0] == 63);
+}
+
+TEST_CASE("plan: a request prints as one line with its types, attributes and schedule") {
+  Plan p = plan(attention(1, 4, 16, 256, 64, 2), target("lavapipe"));
+  CHECK(printRequest(p.kernels[0].request) ==
+        "Attention(f32[1,4,16,64], f32[1,2,256,64], f32[1,2,256,64]) -> f32[1,4,16,64] {scale=0.125, n_rep=2, "
+        "key=dense, mask=none, bound=capacity} schedule=streaming lanes=64 splits=1 workgroup=64 memory=16896");
+  CHECK(p.kernels[0].entry == "attention_streaming_0");
+  Graph c = parse(
+      "graph c\n"
+      "%k = Constant() {value=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]} : f32[17]\n"
+      "%z = Constant() {value=[-0]} : f32[]\n"
+      "%o = Constant() {value=[0]} : f32[]\n"
+      "output %k\noutput %z\noutput %o\n");
+  Plan pc = plan(c, target("lavapipe"));
+  std::string line = printRequest(pc.kernels[0].request);
+  CHECK(line.find("{value=[17 values #") != std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+  // -0 and 0 are different constants: two kernels.
+  CHECK(pc.kernels.size() == 3);
+}
+
+TEST_CASE("plan: identical requests share one kernel across layers") {
+  DeviceProfile lava = target("lavapipe");
+  Graph g = compiled("tiny-llama-decode.pg", lava);
+  Plan p = plan(g, lava);
+  int attentionKernels = 0, attentionDispatches = 0;
+  for (const Kernel& k : p.kernels) attentionKernels += k.request.op == Op::Attention;
+  for (const Dispatch& d : p.dispatches)
+    attentionDispatches += p.kernels[size_t(d.kernel)].request.op == Op::Attention;
+  CHECK(attentionKernels == 1);
+  CHECK(attentionDispatches == 2);  // two layers, 4 rows on 2 compute units: streaming
+  CHECK(p.kernels.size() < p.dispatches.size());
+  std::set<std::string> lines, entries;
+  for (const Kernel& k : p.kernels) {
+    lines.insert(requestIdentity(k.request));
+    entries.insert(k.entry);
+  }
+  CHECK(lines.size() == p.kernels.size());
+  CHECK(entries.size() == p.kernels.size());
+  // Every eqn is dispatched, in order.
+  int32_t last = -1;
+  for (const Dispatch& d : p.dispatches) {
+    CHECK(d.eqn >= last);
+    last = d.eqn;
+  }
+  CHECK(last == int32_t(g.eqns.size()) - 1);
+  CHECK(p.deviceName == "lavapipe");
+  CHECK(p.deviceHash == profileHash(lava));
+  CHECK(p.target == Target::Spirv);
+  CHECK(p.deviceArch == "vulkan1.3");
+}
+
+TEST_CASE("plan: the key is stable and follows the requests and the profile") {
+  DeviceProfile lava = target("lavapipe");
+  Graph g = attention(1, 4, 1, 512, 64);
+  std::string k1 = plan(g, lava).key, k2 = plan(attention(1, 4, 1, 512, 64), lava).key;
+  CHECK(k1.size() == 16);
+  CHECK(k1 == k2);
+  CHECK(plan(g, lava).key == planKey(plan(g, lava)));
+  // A changed attribute, a changed shape, a changed split count.
+  CHECK(plan(attention(1, 4, 1, 512, 64, 1, "f32", 0.25), lava).key != k1);
+  CHECK(plan(attention(1, 4, 1, 640, 64), lava).key != k1);
+  Synth a, b;
+  a.cus = 4;  // 4 rows fill 4 compute units: streaming
+  b.cus = 64;  // 4 rows now split: a different request
+  CHECK(splitsOf(g, a.make()) == 1);
+  CHECK(splitsOf(g, b.make()) == 4);
+  CHECK(plan(g, a.make()).key != plan(g, b.make()).key);
+  // A profile change that changes no request still changes the key.
+  Synth c;
+  c.cus = 4;
+  c.memory = 2147483647;
+  CHECK(plan(g, a.make()).kernels[0].request == plan(g, c.make()).kernels[0].request);
+  CHECK(plan(g, a.make()).key != plan(g, c.make()).key);
+  // Every shipped profile hashes differently, and the same on every load.
+  std::set<uint64_t> hashes;
+  for (const char* t : {"amd-mi300x", "amd-rx7900xtx-radv", "amd-rx7900xtx", "intel-arc-a770", "lavapipe",
+                        "nvidia-h200-vulkan", "nvidia-h200", "raspberrypi5-v3d"}) {
+    hashes.insert(profileHash(target(t)));
+    CHECK(profileHash(target(t)) == profileHash(target(t)));
+  }
+  CHECK(hashes.size() == 8);
+  CHECK(fnv1a("") == 0xcbf29ce484222325ull);
+  CHECK(fnv1a("a") == 0xaf63dc4c8601ec8cull);
+}
+
+TEST_CASE("plan: every example graph plans on every shipped profile or refuses with a capability error") {
+  for (const char* t : {"lavapipe", "nvidia-h200", "raspberrypi5-v3d", "amd-mi300x"}) {
+    DeviceProfile d = target(t);
+    for (const char* ex : {"tiny-llama-decode.pg", "tiny-llama-prefill.pg", "tiny-llama-decode-paged-live.pg",
+                           "tiny-gemma2-decode.pg", "tiny-deepseek-v2-decode.pg", "tiny-sparse-decode.pg",
+                           "tiny-bloom-prefill.pg"}) {
+      CAPTURE(t);
+      CAPTURE(ex);
+      Graph g = compiled(ex, d);
+      auto p = planGraph(g, d);
+      if (!p) {
+        CHECK(p.error().kind == ErrorKind::Capability);
+        continue;
+      }
+      CHECK(p->dispatches.size() >= g.eqns.size());
+      for (const Dispatch& disp : p->dispatches) {
+        CHECK(disp.grid[0] >= 1);
+        CHECK(disp.grid[0] <= d.grid_limits[0]);
+        CHECK(disp.grid[1] <= d.grid_limits[1]);
+      }
+    }
+  }
+}
