@@ -163,6 +163,7 @@ class BufferPlanner {
   Status checkDonation() const {
     for (const StateOut& s : g_.stateOuts) {
       int32_t writer = g_.value(s.value).def;
+      if (writer < 0) continue;  // not computed by an eqn: the verifier refuses it
       const std::string& name = g_.value(s.state).name;
       for (size_t q = size_t(writer) + 1; q < g_.eqns.size(); ++q)
         for (ValueId o : g_.eqns[q].operands)

@@ -139,6 +139,7 @@ class Reader {
     const Buffer& b = out_.buffers[i];
     std::string where = item("buffer", i), name = "buffer '" + b.name + "'";
     int64_t neqns = int64_t(out_.source.eqns.size());
+    if (bytesOf(b.type) < 0) return fail(where, name + " has type " + b.type.str() + ", too large for any device");
     if (b.bytes != bytesOf(b.type))
       return fail(where, name + " has " + str(b.bytes) + " bytes but its type " + b.type.str() + " needs " +
                              str(bytesOf(b.type)));

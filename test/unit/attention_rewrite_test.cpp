@@ -24,22 +24,19 @@
 #include "oracle/interp.h"
 #include "oracle/random.h"
 #include "passes/pass.h"
+#include "testing.h"
 #include "trace/model.h"
 
 using namespace poot;
 
 namespace {
 
-const std::string kSource = POOT_SOURCE_DIR;
+using namespace poot::testing;
+
 constexpr double kTol = 1e-4;
 // Example graphs with more parameter elements than this (the full-size
 // configs) are left to the lit tests: the oracle would take minutes.
 constexpr int64_t kMaxParamElems = int64_t(8) << 20;
-
-uint64_t freshSeed() {
-  static const uint64_t seed = std::random_device{}();
-  return seed;
-}
 
 int count(const Graph& g, Op op) {
   return int(std::count_if(g.eqns.begin(), g.eqns.end(), [&](const Eqn& e) { return e.op == op; }));
@@ -73,51 +70,9 @@ Graph rewritten(const Graph& g, PassContext& ctx) {
   return out;
 }
 
-void checkClose(const std::string& what, const Tensor& a, const Tensor& b) {
-  REQUIRE_MESSAGE(a.type == b.type, what);
-  int bad = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    double x = a.get(i), y = b.get(i);
-    bool same = (std::isnan(x) && std::isnan(y)) || x == y || std::abs(x - y) <= kTol * (1 + std::abs(y));
-    if (!same && ++bad <= 3) FAIL_CHECK(what << " element " << i << ": " << x << " vs " << y);
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
-}
-
 // The oracle on both graphs with the same fresh random parameters.
 void checkSameResults(const Graph& before, const Graph& after, uint64_t seed) {
-  CAPTURE(seed);
-  auto params = completeParams(before, {}, seed);
-  auto a = evaluate(before, params);
-  auto b = evaluate(after, params);
-  REQUIRE_MESSAGE(bool(a), (a ? "" : a.error().str()));
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  REQUIRE(a->outputs.size() == b->outputs.size());
-  for (const auto& [name, t] : a->outputs) {
-    REQUIRE_MESSAGE(b->outputs.count(name), "output " << name);
-    checkClose("output " + name, b->outputs.at(name), t);
-  }
-  REQUIRE(a->states.size() == b->states.size());
-  for (const auto& [name, t] : a->states) checkClose("state " + name, b->states.at(name), t);
-  CHECK(a->validations == b->validations);
-}
-
-int64_t paramElems(const Graph& g) {
-  int64_t n = 0;
-  for (ValueId p : g.params) n += numel(g.type(p).shape);
-  return n;
-}
-
-Graph loadExample(const std::filesystem::path& path) {
-  auto g = loadGraph(path.string());
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  return g.take();
-}
-
-trace::ModelConfig config(const std::string& file) {
-  auto cfg = trace::loadConfig(kSource + "/examples/models/" + file);
-  REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
-  return cfg.take();
+  testing::checkSameResults(before, after, seed, relativeToBefore(kTol));
 }
 
 trace::TraceOptions options(bool prefill, bool paged, bool live, int64_t batch) {
@@ -140,20 +95,16 @@ std::string describe(const trace::TraceOptions& o) {
 }  // namespace
 
 TEST_CASE("attention-rewrite: every example graph keeps its results under the oracle") {
-  uint64_t seed = freshSeed();
+  uint64_t seed = runSeed();
   int checked = 0;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(kSource + "/examples/graphs"))
-    if (entry.path().extension() == ".pg") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& path : files) {
+  for (const auto& path : exampleGraphs()) {
     CAPTURE(path.filename().string());
-    Graph g = loadExample(path);
+    Graph g = loadGraphFile(path);
     PassContext ctx;
     Graph after = rewritten(g, ctx);
     CHECK_MESSAGE(count(after, Op::Attention) >= 1, remarksOf(ctx));
     CHECK_MESSAGE(ctx.remarks.empty(), remarksOf(ctx));
-    if (paramElems(g) > kMaxParamElems) continue;
+    if (paramElements(g) > kMaxParamElems) continue;
     checkSameResults(g, after, seed);
     ++checked;
   }
@@ -161,7 +112,7 @@ TEST_CASE("attention-rewrite: every example graph keeps its results under the or
 }
 
 TEST_CASE("attention-rewrite: fresh traces of every family keep their results, one Attention per layer") {
-  uint64_t seed = freshSeed();
+  uint64_t seed = runSeed();
   struct Family {
     const char* config;
     const char* key;  // the form a fixed layout gets
@@ -171,7 +122,7 @@ TEST_CASE("attention-rewrite: fresh traces of every family keep their results, o
                              {"tiny-gemma2.json", "dense"},  {"tiny-bloom.json", "dense"},
                              {"tiny-deepseek-v2.json", "split"}, {"tiny-sparse.json", "dense"}};
   for (const Family& fam : families) {
-    trace::ModelConfig cfg = config(fam.config);
+    trace::ModelConfig cfg = loadExampleConfig(fam.config);
     for (bool prefill : {false, true})
       for (bool paged : {false, true})
         for (bool live : {false, true})
@@ -198,7 +149,7 @@ TEST_CASE("attention-rewrite: fresh traces of every family keep their results, o
 }
 
 TEST_CASE("attention-rewrite: the Llama decode graph has one Attention per layer with n_rep = heads / kv_heads") {
-  trace::ModelConfig cfg = config("tiny-llama.json");
+  trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
   auto traced = trace::traceModel(cfg, options(false, false, false, 1));
   REQUIRE(bool(traced));
   PassContext ctx;
@@ -227,7 +178,7 @@ TEST_CASE("attention-rewrite: compiling twice prints byte-identical IR") {
     CAPTURE(file);
     std::string printed[2];
     for (std::string& out : printed) {
-      Graph g = loadExample(kSource + "/examples/graphs/" + file);
+      Graph g = loadGraphFile(exampleGraph(file));
       PassContext ctx;
       auto s = runPipeline(g, ctx, PipelineOptions{});
       REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
@@ -239,7 +190,7 @@ TEST_CASE("attention-rewrite: compiling twice prints byte-identical IR") {
 }
 
 TEST_CASE("attention-rewrite: a bf16 chain keeps its primitive decomposition and says why") {
-  trace::ModelConfig cfg = config("tiny-llama.json");
+  trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
   for (bool live : {false, true}) {
     trace::TraceOptions o = options(false, false, live, 2);
     o.dtype = DType::BF16;
@@ -260,7 +211,7 @@ TEST_CASE("attention-rewrite: a bf16 chain keeps its primitive decomposition and
 }
 
 TEST_CASE("attention-rewrite: a launch past the device's 2-D grid is refused with a remark") {
-  trace::ModelConfig cfg = config("tiny-llama.json");
+  trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
   auto traced = trace::traceModel(cfg, options(true, false, false, 2));  // 2 * 4 * 5 = 40 workgroups
   REQUIRE(bool(traced));
   SUBCASE("fits when folded") {
@@ -282,7 +233,7 @@ TEST_CASE("attention-rewrite: a launch past the device's 2-D grid is refused wit
 }
 
 TEST_CASE("attention-rewrite: the live length fuses only when proved under the witness rule") {
-  trace::ModelConfig cfg = config("tiny-llama.json");
+  trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
   auto traced = trace::traceModel(cfg, options(false, false, true, 2));
   REQUIRE(bool(traced));
   // Widen pos past the capacity: len = pos + 1 is then proved only by the
@@ -313,7 +264,7 @@ TEST_CASE("attention-rewrite: the live length fuses only when proved under the w
 }
 
 TEST_CASE("attention-rewrite: a paged read map fuses only when every word is proved a slot of the pool") {
-  trace::ModelConfig cfg = config("tiny-llama.json");
+  trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
   auto traced = trace::traceModel(cfg, options(false, true, false, 2));
   REQUIRE(bool(traced));
   Graph g = *traced;

@@ -9,18 +9,13 @@
 #include "ir/io.h"
 #include "ir/text.h"
 #include "passes/pass.h"
+#include "testing.h"
 
 using namespace poot;
 
 namespace {
 
-Graph example() {
-  auto text = readFile(POOT_SOURCE_DIR "/examples/graphs/decode-attention.pg");
-  REQUIRE(bool(text));
-  auto g = parseGraph(*text, "decode-attention.pg");
-  REQUIRE(bool(g));
-  return g.take();
-}
+Graph example() { return testing::loadGraphFile(testing::exampleGraph("decode-attention.pg")); }
 
 }  // namespace
 

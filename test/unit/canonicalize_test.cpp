@@ -14,9 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,29 +22,14 @@
 #include "oracle/interp.h"
 #include "oracle/random.h"
 #include "passes/pass.h"
+#include "testing.h"
 #include "trace/model.h"
 
 using namespace poot;
 
 namespace {
 
-const std::filesystem::path kSource = POOT_SOURCE_DIR;
-
-Graph parse(const std::string& text) {
-  auto g = parseGraph(text, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  REQUIRE(bool(verify(*g)));
-  return g.take();
-}
-
-Graph loadGraphFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto g = parseGraph(ss.str(), p.string());
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  return g.take();
-}
+using namespace poot::testing;
 
 // Runs canonicalize and checks that the result verifies.
 bool canonicalize(Graph& g) {
@@ -64,45 +47,8 @@ std::string canonical(const std::string& text) {
   return printGraph(g);
 }
 
-uint64_t freshSeed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
-
-// Elements of every parameter: the oracle runs only on graphs it can hold quickly.
-int64_t paramElements(const Graph& g) {
-  int64_t n = 0;
-  for (ValueId p : g.params) n += numel(g.type(p).shape);
-  return n;
-}
+// Parameter elements of the largest graph the oracle checks: it runs only on graphs it can hold quickly.
 constexpr int64_t kOracleBudget = 4'000'000;
-
-// Outputs, states and validations of `after` equal those of `before` on the
-// same random parameters: both NaN, or |a - b| <= rel * max(|a|, |b|) + 1e-30.
-void checkSameResults(const Graph& before, const Graph& after, uint64_t seed, double rel) {
-  CAPTURE(seed);
-  auto params = completeParams(before, {}, seed);
-  auto a = evaluate(before, params);
-  auto b = evaluate(after, params);
-  REQUIRE_MESSAGE(bool(a), (a ? "" : a.error().str()));
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  CHECK(a->validations == b->validations);
-  auto compare = [&](const std::map<std::string, Tensor>& x, const std::map<std::string, Tensor>& y) {
-    REQUIRE(x.size() == y.size());
-    for (const auto& [name, t] : x) {
-      CAPTURE(name);
-      auto it = y.find(name);
-      REQUIRE(it != y.end());
-      REQUIRE(t.type == it->second.type);
-      int64_t bad = 0;
-      for (int64_t i = 0; i < t.size(); ++i) {
-        double u = t.get(i), v = it->second.get(i);
-        if (std::isnan(u) && std::isnan(v)) continue;
-        if (!(std::fabs(u - v) <= rel * std::max(std::fabs(u), std::fabs(v)) + 1e-30)) ++bad;
-      }
-      CHECK(bad == 0);
-    }
-  };
-  compare(a->outputs, b->outputs);
-  compare(a->states, b->states);
-}
 
 // ----- the chains later passes recognize, counted structurally
 
@@ -178,18 +124,7 @@ void checkGraph(const Graph& original, bool expectChains) {
   CHECK(countAttentionChains(g) == countAttentionChains(original));
   if (expectChains) CHECK(countAttentionChains(original) > 0);
   CHECK(ropesFormed(g) == ropesFormed(original));
-  if (paramElements(original) <= kOracleBudget) checkSameResults(original, g, freshSeed(), 1e-5);
-}
-
-std::vector<std::filesystem::path> filesIn(const std::filesystem::path& dir, const std::string& prefix,
-                                           const std::string& ext) {
-  std::vector<std::filesystem::path> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && e.path().extension() == ext) out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  if (paramElements(original) <= kOracleBudget) checkSameResults(original, g, freshSeed(), relativeToLarger(1e-5));
 }
 
 }  // namespace
@@ -360,7 +295,7 @@ TEST_CASE("canonicalize removes dead eqns and reports no change on a canonical g
 }
 
 TEST_CASE("canonicalize keeps every example graph's results and chains") {
-  auto files = filesIn(kSource / "examples" / "graphs", "", ".pg");
+  auto files = exampleGraphs();
   REQUIRE(!files.empty());
   for (const auto& f : files) {
     CAPTURE(f.filename().string());
@@ -371,7 +306,7 @@ TEST_CASE("canonicalize keeps every example graph's results and chains") {
 
 TEST_CASE("canonicalize keeps the results and chains of fresh traces of the tiny configs") {
   using namespace poot::trace;
-  auto configs = filesIn(kSource / "examples" / "models", "tiny-", ".json");
+  auto configs = tinyConfigs();
   REQUIRE(!configs.empty());
   struct Variant {
     Phase phase;

@@ -13,23 +13,13 @@
 #include "ir/graph.h"
 #include "ir/ops.h"
 #include "ir/text.h"
+#include "testing.h"
 
 using namespace poot;
 
 namespace {
 
-// "f32[1,2,3]" -> Type; "i32[]" is a scalar. Test inputs only: no error handling.
-Type ty(const std::string& s) {
-  size_t open = s.find('[');
-  Type t{*parseDType(s.substr(0, open)), {}};
-  size_t i = open + 1;
-  while (s[i] != ']') {
-    size_t j = s.find_first_of(",]", i);
-    t.shape.push_back(std::stoll(s.substr(i, j - i)));
-    i = s[j] == ',' ? j + 1 : j;
-  }
-  return t;
-}
+using testing::ty;
 
 std::vector<Type> tys(std::initializer_list<const char*> ss) {
   std::vector<Type> out;

@@ -11,6 +11,7 @@
 
 #include "ir/io.h"
 #include "oracle/npy.h"
+#include "testing.h"
 
 using namespace poot;
 
@@ -18,14 +19,7 @@ namespace {
 
 const std::string kInputs = POOT_SOURCE_DIR "/test/unit/Inputs/";
 
-// Random bytes for any dtype (bools 0 or 1), never all zero.
-Tensor randomTensor(Type type) {
-  static std::mt19937_64 rng{std::random_device{}()};
-  Tensor t(std::move(type));
-  for (uint8_t& b : t.bytes) b = uint8_t(t.dtype() == DType::Bool ? rng() & 1 : rng());
-  t.bytes[0] |= 1;
-  return t;
-}
+using testing::randomTensor;
 
 // A version 1.0 file with the given header text, padded as NumPy pads it.
 std::string npyWith(std::string header, const std::string& data) {

@@ -24,6 +24,7 @@
 #include "ir/text.h"
 #include "oracle/interp.h"
 #include "oracle/random.h"
+#include "testing.h"
 
 using namespace poot;
 
@@ -32,18 +33,8 @@ namespace {
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// "f32[1,2,3]" -> Type; "i32[]" is a scalar. Test inputs only.
-Type ty(const std::string& s) {
-  size_t open = s.find('[');
-  Type t{*parseDType(s.substr(0, open)), {}};
-  size_t i = open + 1;
-  while (s[i] != ']') {
-    size_t j = s.find_first_of(",]", i);
-    t.shape.push_back(std::stoll(s.substr(i, j - i)));
-    i = s[j] == ',' ? j + 1 : j;
-  }
-  return t;
-}
+using testing::freshSeed;
+using testing::ty;
 
 Tensor T(const std::string& type, std::vector<double> vals) {
   Tensor t(ty(type));
@@ -64,13 +55,8 @@ std::string fmt(const std::vector<double>& v) {
   return s + "]";
 }
 
-Graph parse(const std::string& body) {
-  auto g = parseGraph("graph t\n" + body, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  auto s = verify(*g);
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
-  return g.take();
-}
+// A graph body, "graph t" prepended, which must parse and verify.
+Graph parse(const std::string& body) { return testing::parse("graph t\n" + body); }
 
 // Evaluates a graph body ("graph t" is prepended) and returns output `out`
 // formatted as "[v0, v1, ...]", or "error: ..." with the diagnostic.
@@ -115,8 +101,6 @@ void checkClose(const Tensor& got, const std::vector<double>& want, double tol =
     }
   }
 }
-
-uint32_t freshSeed() { return std::random_device{}(); }
 
 // ---------------------------------------------------------------- attention reference
 

@@ -5,19 +5,11 @@
 
 #include "ir/text.h"
 #include "passes/pass.h"
+#include "testing.h"
 
 using namespace poot;
 
-namespace {
-
-Graph parse(const std::string& text) {
-  auto g = parseGraph(text, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  REQUIRE(bool(verify(*g)));
-  return g.take();
-}
-
-}  // namespace
+using testing::parse;
 
 TEST_CASE("cleanup keeps what reaches an output, a state or a validation") {
   Graph g = parse(

@@ -16,6 +16,7 @@
 #include "plan/planner.h"
 #include "plan/request.h"
 #include "plan/schedule.h"
+#include "testing.h"
 
 using namespace poot;
 
@@ -51,13 +52,7 @@ struct Synth {
   }
 };
 
-Graph parse(const std::string& text) {
-  auto g = parseGraph(text, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  auto v = verify(*g);
-  REQUIRE_MESSAGE(bool(v), (v ? "" : v.error().str()));
-  return g.take();
-}
+using testing::parse;
 
 std::string ty(const char* dt, std::initializer_list<int64_t> dims) {
   std::string s = std::string(dt) + "[";
@@ -106,9 +101,7 @@ int64_t splitsOf(const Graph& g, const DeviceProfile& d) {
 }
 
 Graph compiled(const std::string& example, const DeviceProfile& d) {
-  auto text = readFile(kSource + "/examples/graphs/" + example);
-  REQUIRE(bool(text));
-  Graph g = parse(*text);
+  Graph g = testing::loadGraphFile(testing::exampleGraph(example));
   PassContext ctx;
   for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
   auto s = runPipeline(g, ctx, {});

@@ -14,6 +14,7 @@
 #include "analysis/ranges.h"
 #include "ir/text.h"
 #include "passes/pass.h"
+#include "testing.h"
 #include "trace/model.h"
 
 using namespace poot;
@@ -21,11 +22,7 @@ using namespace poot;
 namespace {
 
 // Parses without verifying, so a test can leave a guard's witness undeclared.
-Graph parseUnverified(const std::string& text) {
-  auto g = parseGraph(text, "r.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  return g.take();
-}
+Graph parseUnverified(const std::string& text) { return testing::parseUnverified(text, "r.pg"); }
 
 ValueId id(const Graph& g, const std::string& name) {
   for (size_t i = 0; i < g.values.size(); ++i)
@@ -228,8 +225,7 @@ TEST_CASE("ranges: ReduceSum, ReduceMax, TopK indices") {
 }
 
 TEST_CASE("ranges: the live length and the read map of fresh traces are proved") {
-  auto cfg = trace::loadConfig(std::string(POOT_SOURCE_DIR) + "/examples/models/tiny-llama.json");
-  REQUIRE(bool(cfg));
+  trace::ModelConfig cfg = testing::loadExampleConfig("tiny-llama.json");
   for (int64_t tokens : {1, 4}) {
     trace::TraceOptions o;
     o.phase = tokens == 1 ? trace::Phase::Decode : trace::Phase::Prefill;
@@ -239,7 +235,7 @@ TEST_CASE("ranges: the live length and the read map of fresh traces are proved")
     o.batch = 2;
     o.capacity = 64;
     o.layers = 1;
-    auto g = trace::traceModel(*cfg, o);
+    auto g = trace::traceModel(cfg, o);
     REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
     ValueRanges r = computeRanges(*g);
     CHECK(rangeOf(*g, r, "len") == Interval{tokens, 64});

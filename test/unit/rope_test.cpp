@@ -16,10 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +25,7 @@
 #include "oracle/interp.h"
 #include "oracle/random.h"
 #include "passes/pass.h"
+#include "testing.h"
 #include "trace/builder.h"
 #include "trace/model.h"
 #include "trace/ops.h"
@@ -35,23 +34,7 @@ using namespace poot;
 
 namespace {
 
-const std::filesystem::path kSource = POOT_SOURCE_DIR;
-
-Graph parse(const std::string& text) {
-  auto g = parseGraph(text, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  REQUIRE(bool(verify(*g)));
-  return g.take();
-}
-
-Graph loadGraphFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto g = parseGraph(ss.str(), p.string());
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  return g.take();
-}
+using namespace poot::testing;
 
 // Runs a pass, checks the result verifies, returns whether it changed g.
 bool run(Expected<bool> (*pass)(Graph&, PassContext&), Graph& g, PassContext& ctx) {
@@ -76,13 +59,6 @@ int countOp(const Graph& g, Op op) {
   return int(std::count_if(g.eqns.begin(), g.eqns.end(), [&](const Eqn& e) { return e.op == op; }));
 }
 
-uint64_t freshSeed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
-
-int64_t paramElements(const Graph& g) {
-  int64_t n = 0;
-  for (ValueId p : g.params) n += numel(g.type(p).shape);
-  return n;
-}
 constexpr int64_t kOracleBudget = 4'000'000;
 
 double maxAbs(const Tensor& t) {
@@ -102,27 +78,6 @@ int64_t mismatches(const Tensor& a, const Tensor& b, Tol tol) {
     if (!(std::fabs(u - v) <= tol(u, v))) ++bad;
   }
   return bad;
-}
-
-// Outputs and states of `after` equal those of `before` within `rel`.
-void checkSameResults(const Graph& before, const Graph& after, uint64_t seed, double rel) {
-  CAPTURE(seed);
-  auto params = completeParams(before, {}, seed);
-  auto a = evaluate(before, params);
-  auto b = evaluate(after, params);
-  REQUIRE_MESSAGE(bool(a), (a ? "" : a.error().str()));
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  CHECK(a->validations == b->validations);
-  auto tol = [&](double u, double v) { return rel * std::max(std::fabs(u), std::fabs(v)) + 1e-30; };
-  for (const auto* m : {&a->outputs, &a->states}) {
-    const auto& other = m == &a->outputs ? b->outputs : b->states;
-    REQUIRE(m->size() == other.size());
-    for (const auto& [name, t] : *m) {
-      CAPTURE(name);
-      REQUIRE(other.count(name));
-      CHECK(mismatches(t, other.at(name), tol) == 0);
-    }
-  }
 }
 
 // One layer's worth of K/V state: the number of layers of a traced graph.
@@ -162,18 +117,7 @@ void checkPipelineGraph(const Graph& original) {
   Graph other = canon;
   rope(other);
   CHECK(printGraph(other) == once);  // deterministic
-  if (paramElements(original) <= kOracleBudget) checkSameResults(canon, g, freshSeed(), 1e-6);
-}
-
-std::vector<std::filesystem::path> filesIn(const std::filesystem::path& dir, const std::string& prefix,
-                                           const std::string& ext) {
-  std::vector<std::filesystem::path> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && e.path().extension() == ext) out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  if (paramElements(original) <= kOracleBudget) checkSameResults(canon, g, freshSeed(), relativeToLarger(1e-6));
 }
 
 // x [2, 3, L, D] roped by ops::rope with inputs cos, sin [L, D/2], at dtype dt.
@@ -203,7 +147,7 @@ TEST_CASE("rope replaces the tracer's rotate-half chain with one Rope") {
         "input %sin : f32[4,4]\n"
         "%rope = Rope(%x, %cos, %sin) {style=half} : f32[2,3,4,8]\n"
         "output %rope\n");
-  checkSameResults(before, g, freshSeed(), 1e-6);
+  checkSameResults(before, g, freshSeed(), relativeToLarger(1e-6));
 }
 
 TEST_CASE("rope replaces the tracer's interleaved chain with one Rope") {
@@ -217,7 +161,7 @@ TEST_CASE("rope replaces the tracer's interleaved chain with one Rope") {
         "input %sin : f32[4,4]\n"
         "%rope = Rope(%x, %cos, %sin) {style=interleaved} : f32[2,3,4,8]\n"
         "output %rope\n");
-  checkSameResults(before, g, freshSeed(), 1e-6);
+  checkSameResults(before, g, freshSeed(), relativeToLarger(1e-6));
 }
 
 TEST_CASE("rope at bf16 differs from the chain by the chain's extra roundings only") {
@@ -270,7 +214,7 @@ TEST_CASE("rope halves D-wide constant tables and keeps width-1 tables") {
   CHECK(out.find("%y = Rope(%x, %cosfull.half, %s) {style=half} : f32[1,2,3,4]\n") != std::string::npos);
   CHECK(out.find("%y1 = Rope(%x, %one, %one) {style=half} : f32[1,2,3,4]\n") != std::string::npos);
   CHECK(countOp(g, Op::Mul) == 0);
-  checkSameResults(before, g, freshSeed(), 1e-6);
+  checkSameResults(before, g, freshSeed(), relativeToLarger(1e-6));
 }
 
 TEST_CASE("rope declines candidates that do not match, naming the check") {
@@ -362,11 +306,11 @@ TEST_CASE("rope declines interleaved candidates that do not match, naming the ch
   std::string out = printGraph(g);
   CHECK(out.find("%c.half = Reshape(%c) : f32[3,2]\n") != std::string::npos);
   CHECK(out.find("%y = Rope(%x, %c.half, %s.half) {style=interleaved} : f32[1,2,3,4]\n") != std::string::npos);
-  checkSameResults(before, g, freshSeed(), 1e-6);
+  checkSameResults(before, g, freshSeed(), relativeToLarger(1e-6));
 }
 
 TEST_CASE("rope forms exactly two Ropes per Llama layer, for q and for k") {
-  Graph g = loadGraphFile(kSource / "examples" / "graphs" / "tiny-llama-decode.pg");
+  Graph g = loadGraphFile(exampleGraph("tiny-llama-decode.pg"));
   PassContext ctx;
   run(runCanonicalize, g, ctx);
   CHECK(rope(g).empty());
@@ -394,7 +338,7 @@ TEST_CASE("rope forms exactly two Ropes per Llama layer, for q and for k") {
 }
 
 TEST_CASE("rope forms two Ropes per layer on every example graph with rope") {
-  auto files = filesIn(kSource / "examples" / "graphs", "", ".pg");
+  auto files = exampleGraphs();
   REQUIRE(!files.empty());
   for (const auto& f : files) {
     CAPTURE(f.filename().string());
@@ -404,7 +348,7 @@ TEST_CASE("rope forms two Ropes per layer on every example graph with rope") {
 
 TEST_CASE("rope forms two Ropes per layer on fresh traces of the tiny configs") {
   using namespace poot::trace;
-  auto configs = filesIn(kSource / "examples" / "models", "tiny-", ".json");
+  auto configs = tinyConfigs();
   REQUIRE(!configs.empty());
   int traced = 0;
   std::set<std::string> styles;

@@ -10,19 +10,13 @@
 #include <random>
 
 #include "oracle/safetensors.h"
+#include "testing.h"
 
 using namespace poot;
 
 namespace {
 
-// Random bytes for any dtype (bools 0 or 1), never all zero.
-Tensor randomTensor(Type type) {
-  static std::mt19937_64 rng{std::random_device{}()};
-  Tensor t(std::move(type));
-  for (uint8_t& b : t.bytes) b = uint8_t(t.dtype() == DType::Bool ? rng() & 1 : rng());
-  t.bytes[0] |= 1;
-  return t;
-}
+using testing::randomTensor;
 
 // A file from a header's JSON text and the data section, as written by hand.
 std::string stFile(const std::string& header, const std::string& data) {

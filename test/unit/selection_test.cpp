@@ -18,18 +18,16 @@
 #include "oracle/interp.h"
 #include "oracle/random.h"
 #include "passes/pass.h"
+#include "testing.h"
 #include "trace/model.h"
 
 using namespace poot;
 
 namespace {
 
-constexpr double kTol = 1e-4;
+using namespace poot::testing;
 
-uint64_t freshSeed() {
-  static const uint64_t seed = std::random_device{}();
-  return seed;
-}
+constexpr double kTol = 1e-4;
 
 int count(const Graph& g, Op op) {
   return int(std::count_if(g.eqns.begin(), g.eqns.end(), [&](const Eqn& e) { return e.op == op; }));
@@ -52,34 +50,11 @@ Graph selected(const Graph& g, PassContext& ctx) {
   return out;
 }
 
-void checkClose(const std::string& what, const Tensor& a, const Tensor& b) {
-  REQUIRE_MESSAGE(a.type == b.type, what);
-  int bad = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    double x = a.get(i), y = b.get(i);
-    bool same = (std::isnan(x) && std::isnan(y)) || x == y || std::abs(x - y) <= kTol * (1 + std::abs(y));
-    if (!same && ++bad <= 3) FAIL_CHECK(what << " element " << i << ": " << x << " vs " << y);
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
-}
-
 void checkSameResults(const Graph& before, const Graph& after, uint64_t seed) {
-  CAPTURE(seed);
-  auto params = completeParams(before, {}, seed);
-  auto a = evaluate(before, params);
-  auto b = evaluate(after, params);
-  REQUIRE_MESSAGE(bool(a), (a ? "" : a.error().str()));
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  for (const auto& [name, t] : a->outputs) checkClose("output " + name, b->outputs.at(name), t);
-  for (const auto& [name, t] : a->states) checkClose("state " + name, b->states.at(name), t);
-  CHECK(a->validations == b->validations);
+  testing::checkSameResults(before, after, seed, relativeToBefore(kTol));
 }
 
-trace::ModelConfig sparseConfig() {
-  auto cfg = trace::loadConfig(std::string(POOT_SOURCE_DIR) + "/examples/models/tiny-sparse.json");
-  REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
-  return cfg.take();
-}
+trace::ModelConfig sparseConfig() { return loadExampleConfig("tiny-sparse.json"); }
 
 trace::TraceOptions options(int64_t tokens, bool paged, bool live, int64_t batch) {
   trace::TraceOptions o;
@@ -95,7 +70,7 @@ trace::TraceOptions options(int64_t tokens, bool paged, bool live, int64_t batch
 }  // namespace
 
 TEST_CASE("selection: every sparse trace forms BlockTopK and SelectedAttention and keeps its results") {
-  uint64_t seed = freshSeed();
+  uint64_t seed = runSeed();
   trace::ModelConfig cfg = sparseConfig();
   for (int64_t tokens : {1, 20})  // a prefill across block boundaries
     for (bool paged : {false, true})
@@ -144,12 +119,11 @@ TEST_CASE("selection: positions the ranges cannot bound decline with a remark an
 }
 
 TEST_CASE("selection: dense attention is no candidate and gets no remark") {
-  auto cfg = trace::loadConfig(std::string(POOT_SOURCE_DIR) + "/examples/models/tiny-llama.json");
-  REQUIRE(bool(cfg));
-  auto traced = trace::traceModel(*cfg, options(4, false, false, 1));
+  trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
+  auto traced = trace::traceModel(cfg, options(4, false, false, 1));
   REQUIRE(bool(traced));
   PassContext ctx;
   Graph after = selected(*traced, ctx);
-  CHECK(count(after, Op::Attention) == cfg->numLayers);
+  CHECK(count(after, Op::Attention) == cfg.numLayers);
   CHECK(ctx.remarks.empty());
 }

@@ -10,16 +10,13 @@
 
 #include "ir/io.h"
 #include "ir/text.h"
+#include "testing.h"
 
 using namespace poot;
 
 namespace {
 
-std::string roundTrip(const std::string& text) {
-  auto g = parseGraph(text, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  return printGraph(*g);
-}
+std::string roundTrip(const std::string& text) { return printGraph(testing::parseUnverified(text)); }
 
 std::string parseError(const std::string& text) {
   auto g = parseGraph(text, "t.pg");
@@ -31,11 +28,10 @@ std::string parseError(const std::string& text) {
 
 TEST_CASE("every example graph prints back exactly and verifies") {
   int seen = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(POOT_SOURCE_DIR "/examples/graphs")) {
-    if (entry.path().extension() != ".pg") continue;
-    auto text = readFile(entry.path().string());
+  for (const auto& path : testing::exampleGraphs()) {
+    auto text = readFile(path.string());
     REQUIRE(bool(text));
-    auto g = parseGraph(*text, entry.path().string());
+    auto g = parseGraph(*text, path.string());
     REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
     auto v = verify(*g);
     CHECK_MESSAGE(bool(v), (v ? "" : v.error().str()));

@@ -24,6 +24,7 @@
 #include "ir/text.h"
 #include "oracle/interp.h"
 #include "oracle/random.h"
+#include "testing.h"
 #include "trace/builder.h"
 #include "trace/model.h"
 #include "trace/ops.h"
@@ -33,13 +34,7 @@ using namespace poot::trace;
 
 namespace {
 
-const std::string kTiny = std::string(POOT_SOURCE_DIR) + "/examples/models/tiny-llama.json";
-
-ModelConfig tinyConfig() {
-  auto cfg = loadConfig(kTiny);
-  REQUIRE_MESSAGE(cfg, (cfg ? "" : cfg.error().str()));
-  return *cfg;
-}
+ModelConfig tinyConfig() { return testing::loadExampleConfig("tiny-llama.json"); }
 
 // The tiny config with some fields replaced (a JSON fragment of members).
 std::string tinyWith(const std::string& members) {

@@ -23,6 +23,21 @@ Target fromFile(rt::Target t) {
   return Target::Spirv;
 }
 
+BufferRole fromFile(rt::Role r) {
+  switch (r) {
+    case rt::Role::Input: return BufferRole::Input;
+    case rt::Role::Weight: return BufferRole::Weight;
+    case rt::Role::State: return BufferRole::State;
+    case rt::Role::Slot: return BufferRole::Slot;
+    case rt::Role::Output: return BufferRole::Output;
+    case rt::Role::Validation: return BufferRole::Validation;
+    case rt::Role::Temp: return BufferRole::Temp;
+    case rt::Role::Scratch: return BufferRole::Scratch;
+    case rt::Role::View: return BufferRole::View;
+  }
+  return BufferRole::Temp;
+}
+
 // The file's records in the compiler's shape. Nothing is lost: a dispatch's
 // reads and writes come back from its bindings (a scratch buffer is the
 // scratch its eqn declared, anything else the value it holds).
@@ -37,7 +52,7 @@ Plan toPlan(rt::PlanFile f) {
   std::vector<int32_t> scratchOf(f.buffers.size(), -1);
   for (size_t i = 0; i < f.buffers.size(); ++i) {
     const rt::Buffer& b = f.buffers[i];
-    Buffer x{b.name, BufferRole(int(b.role)), b.type, b.value};
+    Buffer x{b.name, fromFile(b.role), b.type, b.value};
     x.offset = b.offset;
     x.bytes = b.bytes;
     x.aliasOf = b.alias;
