@@ -29,8 +29,6 @@ Error usage(std::string msg) { return makeError(ErrorKind::Usage, {}, std::move(
 int emitPlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts) {
   auto plan = planGraph(g, d);
   if (!plan) return report(plan.error());
-  plan->target = d.target;
-  plan->deviceArch = d.arch;
   if (auto s = planBuffers(*plan); !s) return report(s.error());
   if (auto s = checkMemoryBudget(*plan, d); !s) return report(s.error());
   return emitBytes(opts.emit == "plan" ? writePlan(*plan) : printPlan(*plan), opts.output);
