@@ -107,6 +107,18 @@ Status parseLlama(const ConfigFields& f, ModelConfig& cfg) {
   return ok();
 }
 
+void llamaHead(Builder& b, const ModelConfig& cfg, const ops::Step& step, ValueId x, ValueId embed) {
+  auto weight = [&](const std::string& name, Shape shape) {
+    return b.weight(name, Type{step.spec.dtype, std::move(shape)});
+  };
+  {
+    Scope s(b, "final");
+    x = ops::rms_norm(b, x, weight("model.norm.weight", {cfg.hiddenSize}), cfg.normEps);
+  }
+  ValueId head = cfg.tieWordEmbeddings ? embed : weight("lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
+  ops::logits(b, x, head);
+}
+
 Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts) {
   auto spec = resolveStep(cfg, opts);
   if (!spec) return spec.error();
@@ -124,12 +136,7 @@ Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts) {
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
   ValueId x = ops::embedding(b, embed, tokens);
   for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
-  {
-    Scope s(b, "final");
-    x = ops::rms_norm(b, x, weight(c, "model.norm.weight", {cfg.hiddenSize}), cfg.normEps);
-  }
-  ValueId head = cfg.tieWordEmbeddings ? embed : weight(c, "lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ops::logits(b, x, head);
+  llamaHead(b, cfg, step, x, embed);
   return b.finish();
 }
 

@@ -185,6 +185,10 @@ Expected<Graph> traceModel(const ModelConfig& cfg, const TraceOptions& opts);
 // llama.cpp: model_type llama, mistral, qwen2.
 Status parseLlama(const ConfigFields& f, ModelConfig& cfg);
 Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts);
+// The head every family on a Llama body shares (llama, deepseek_v2, the
+// sparse family): the final RMSNorm (model.norm.weight), then the logits
+// through lm_head.weight or, with tied embeddings, the embedding `embed`.
+void llamaHead(Builder& b, const ModelConfig& cfg, const ops::Step& step, ValueId x, ValueId embed);
 
 // EXTENSION POINT gemma2.cpp: model_type gemma2 (softcaps, alternating
 // sliding windows, (1 + w) norms, GeGLU, scaled embeddings).

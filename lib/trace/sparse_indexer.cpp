@@ -210,12 +210,7 @@ Expected<Graph> traceSparseIndexer(const ModelConfig& cfg, const TraceOptions& o
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
   ValueId x = ops::embedding(b, embed, tokens);
   for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
-  {
-    Scope s(b, "final");
-    x = ops::rms_norm(b, x, weight(c, "model.norm.weight", {cfg.hiddenSize}), cfg.normEps);
-  }
-  ValueId head = cfg.tieWordEmbeddings ? embed : weight(c, "lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ops::logits(b, x, head);
+  llamaHead(b, cfg, step, x, embed);
   return b.finish();
 }
 
