@@ -673,11 +673,11 @@ Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<
 std::map<std::string, Tensor> cachesAfter(const Evaluation& ev, const TraceOptions& o, const ModelConfig& cfg) {
   std::map<std::string, Tensor> out;
   SlotMap map{o.batch, o.capacity};
-  Type cacheType{DType::F32, {o.batch, cfg.numKvHeads, o.capacity, cfg.headDim}};
   for (const auto& [name, t] : ev.states) {
     if (o.kv == ops::KvLayout::Fixed) {
       out.emplace(name, t);
-    } else {
+    } else {  // a pool [slots, H, D] holds the fixed cache [B, H, cap, D]
+      Type cacheType{t.dtype(), {o.batch, t.shape()[1], o.capacity, t.shape()[2]}};
       out.emplace(name.substr(0, name.size() - 5) + "_cache", map.fromPool(t, cacheType));
     }
   }
@@ -686,69 +686,75 @@ std::map<std::string, Tensor> cachesAfter(const Evaluation& ev, const TraceOptio
 
 }  // namespace
 
-TEST_CASE("trace numerics: a decode step at position t equals row t of the prefill") {
-  ModelConfig cfg = tinyConfig();
-  const int64_t t = 5, cap = 32, batch = 2;
-  std::vector<int64_t> toks = someTokens(batch, t + 1);
-  for (ops::KvLayout kv : {ops::KvLayout::Fixed, ops::KvLayout::Paged})
-    for (bool live : {false, true}) {
-      CAPTURE(kv == ops::KvLayout::Paged);
-      CAPTURE(live);
-      // the prompt without its last token fills the caches...
-      TraceOptions po = stepOptions(t, kv, live, batch, cap);
-      Evaluation prompt = tracedStep(cfg, po, toks, t + 1, 0, {});
-      CHECK(prompt.valid());
-      // ...that the decode of token t reads
-      TraceOptions dopt = stepOptions(1, kv, live, batch, cap);
-      Evaluation decode = tracedStep(cfg, dopt, toks, t + 1, t, cachesAfter(prompt, po, cfg));
-      CHECK(decode.valid());
-      // the prefill over all t + 1 tokens
-      TraceOptions fo = stepOptions(t + 1, kv, live, batch, cap);
-      Evaluation full = tracedStep(cfg, fo, toks, t + 1, 0, {});
-      checkClose(decode.outputs.at("logits"), rows(full.outputs.at("logits"), t, 1));
-      checkClose(rows(prompt.outputs.at("logits"), 0, t), rows(full.outputs.at("logits"), 0, t));
-      // and the caches agree on every written position
-      auto dc = cachesAfter(decode, dopt, cfg), fc = cachesAfter(full, fo, cfg);
-      for (const auto& [name, c] : fc) {
-        CAPTURE(name);
-        const Tensor& d = dc.at(name);
-        int64_t H = c.shape()[1], D = c.shape()[3];
-        bool same = true;
-        for (int64_t b = 0; b < batch; ++b)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t p = 0; p <= t; ++p)
-              for (int64_t e = 0; e < D; ++e) {
-                int64_t i = ((b * H + h) * cap + p) * D + e;
-                same = same && std::abs(c.get(i) - d.get(i)) <= 1e-5 * (1 + std::abs(c.get(i)));
-              }
-        CHECK(same);
+TEST_CASE("trace numerics: a decode step at position t equals row t of the prefill, in every family") {
+  for (const auto& path : testing::tinyConfigs()) {
+    CAPTURE(path.filename().string());
+    ModelConfig cfg = testing::loadExampleConfig(path.filename().string());
+    const int64_t t = 5, cap = 32, batch = 2;
+    std::vector<int64_t> toks = someTokens(batch, t + 1);
+    for (ops::KvLayout kv : {ops::KvLayout::Fixed, ops::KvLayout::Paged})
+      for (bool live : {false, true}) {
+        CAPTURE(kv == ops::KvLayout::Paged);
+        CAPTURE(live);
+        // the prompt without its last token fills the caches...
+        TraceOptions po = stepOptions(t, kv, live, batch, cap);
+        Evaluation prompt = tracedStep(cfg, po, toks, t + 1, 0, {});
+        CHECK(prompt.valid());
+        // ...that the decode of token t reads
+        TraceOptions dopt = stepOptions(1, kv, live, batch, cap);
+        Evaluation decode = tracedStep(cfg, dopt, toks, t + 1, t, cachesAfter(prompt, po, cfg));
+        CHECK(decode.valid());
+        // the prefill over all t + 1 tokens
+        TraceOptions fo = stepOptions(t + 1, kv, live, batch, cap);
+        Evaluation full = tracedStep(cfg, fo, toks, t + 1, 0, {});
+        checkClose(decode.outputs.at("logits"), rows(full.outputs.at("logits"), t, 1));
+        checkClose(rows(prompt.outputs.at("logits"), 0, t), rows(full.outputs.at("logits"), 0, t));
+        // and the caches agree on every written position
+        auto dc = cachesAfter(decode, dopt, cfg), fc = cachesAfter(full, fo, cfg);
+        for (const auto& [name, c] : fc) {
+          CAPTURE(name);
+          const Tensor& d = dc.at(name);
+          int64_t H = c.shape()[1], D = c.shape()[3];
+          bool same = true;
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t h = 0; h < H; ++h)
+              for (int64_t p = 0; p <= t; ++p)
+                for (int64_t e = 0; e < D; ++e) {
+                  int64_t i = ((b * H + h) * cap + p) * D + e;
+                  same = same && std::abs(c.get(i) - d.get(i)) <= 1e-5 * (1 + std::abs(c.get(i)));
+                }
+          CHECK(same);
+        }
       }
-    }
+  }
 }
 
-TEST_CASE("trace numerics: a paged step equals the fixed one under an equivalent slot map") {
-  ModelConfig cfg = tinyConfig();
-  const int64_t cap = 32, batch = 2, pos = 4;
-  for (int64_t L : {1, 3})
-    for (bool live : {false, true}) {
-      CAPTURE(L);
-      CAPTURE(live);
-      std::vector<int64_t> toks = someTokens(batch, pos + L);
-      // random (never zero) caches, the same for both layouts
-      TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
-      Graph fg = traced(cfg, fo);
-      std::map<std::string, Tensor> caches;
-      for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 99));
-      Evaluation fixed = tracedStep(cfg, fo, toks, pos + L, pos, caches);
-      TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
-      Evaluation paged = tracedStep(cfg, po, toks, pos + L, pos, caches);
-      checkClose(paged.outputs.at("logits"), fixed.outputs.at("logits"), 0);
-      auto pc = cachesAfter(paged, po, cfg), fc = cachesAfter(fixed, fo, cfg);
-      for (const auto& [name, c] : fc) {
-        CAPTURE(name);
-        checkClose(pc.at(name), c, 0);
+TEST_CASE("trace numerics: a paged step equals the fixed one under an equivalent slot map, in every family") {
+  for (const auto& path : testing::tinyConfigs()) {
+    CAPTURE(path.filename().string());
+    ModelConfig cfg = testing::loadExampleConfig(path.filename().string());
+    const int64_t cap = 32, batch = 2, pos = 4;
+    for (int64_t L : {1, 3})
+      for (bool live : {false, true}) {
+        CAPTURE(L);
+        CAPTURE(live);
+        std::vector<int64_t> toks = someTokens(batch, pos + L);
+        // random (never zero) caches, the same for both layouts
+        TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
+        Graph fg = traced(cfg, fo);
+        std::map<std::string, Tensor> caches;
+        for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 99));
+        Evaluation fixed = tracedStep(cfg, fo, toks, pos + L, pos, caches);
+        TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
+        Evaluation paged = tracedStep(cfg, po, toks, pos + L, pos, caches);
+        checkClose(paged.outputs.at("logits"), fixed.outputs.at("logits"), 0);
+        auto pc = cachesAfter(paged, po, cfg), fc = cachesAfter(fixed, fo, cfg);
+        for (const auto& [name, c] : fc) {
+          CAPTURE(name);
+          checkClose(pc.at(name), c, 0);
+        }
       }
-    }
+  }
 }
 
 TEST_CASE("trace numerics: a live step ignores NaN in unused cache rows and matches the masked step") {
