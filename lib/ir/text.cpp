@@ -384,6 +384,9 @@ class Parser {
   }
 };
 
+
+}  // namespace
+
 std::string formatAttr(const AttrValue& v) {
   switch (attrKindOf(v)) {
     case AttrKind::Int: return std::to_string(std::get<int64_t>(v));
@@ -403,8 +406,6 @@ std::string formatAttr(const AttrValue& v) {
   }
   return "";
 }
-
-}  // namespace
 
 std::string formatNumber(double v) {
   if (std::isnan(v)) return "nan";

@@ -16,6 +16,10 @@ namespace poot {
 Expected<Graph> parseGraph(std::string_view text, const std::string& file);
 std::string printGraph(const Graph& g);
 
+// An attribute value as the text form prints it: 3, 0.125, true, dense,
+// [0, 2, 1, 3].
+std::string formatAttr(const AttrValue& v);
+
 // Number formatting shared with other printers: the shortest text that reads
 // back as the same double ("0.125", "3", "-inf", "nan", "1e-05").
 std::string formatNumber(double v);

@@ -42,27 +42,13 @@ std::string abbreviated(const std::vector<T>& items) {
 }
 
 std::string printValue(const AttrValue& v, int64_t maxList) {
-  switch (attrKindOf(v)) {
-    case AttrKind::Int: return std::to_string(std::get<int64_t>(v));
-    case AttrKind::Float: return formatNumber(std::get<double>(v));
-    case AttrKind::Bool: return std::get<bool>(v) ? "true" : "false";
-    case AttrKind::Sym: return std::get<std::string>(v);
-    case AttrKind::Ints: {
-      const auto& xs = std::get<std::vector<int64_t>>(v);
-      if (maxList >= 0 && int64_t(xs.size()) > maxList) return abbreviated(xs);
-      std::string out = "[";
-      for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + std::to_string(xs[i]);
-      return out + "]";
-    }
-    case AttrKind::Floats: {
-      const auto& xs = std::get<std::vector<double>>(v);
-      if (maxList >= 0 && int64_t(xs.size()) > maxList) return abbreviated(xs);
-      std::string out = "[";
-      for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + formatNumber(xs[i]);
-      return out + "]";
-    }
+  if (maxList >= 0) {
+    if (const auto* xs = std::get_if<std::vector<int64_t>>(&v); xs && int64_t(xs->size()) > maxList)
+      return abbreviated(*xs);
+    if (const auto* xs = std::get_if<std::vector<double>>(&v); xs && int64_t(xs->size()) > maxList)
+      return abbreviated(*xs);
   }
-  return "?";
+  return formatAttr(v);
 }
 
 std::string printTypes(const std::vector<Type>& ts) {

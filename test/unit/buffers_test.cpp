@@ -17,25 +17,17 @@
 #include "plan/planner.h"
 #include "plan/plan_text.h"
 
+#include "testing.h"
+
 using namespace poot;
 
 namespace {
 
 const std::string kSource = POOT_SOURCE_DIR;
 
-DeviceProfile lavapipe() {
-  auto p = loadProfile(kSource + "/targets/lavapipe.yaml");
-  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
-  return p.take();
-}
+DeviceProfile lavapipe() { return testing::loadTarget("lavapipe"); }
 
-Graph parse(const std::string& text) {
-  auto g = parseGraph(text, "t.pg");
-  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-  auto v = verify(*g);
-  REQUIRE_MESSAGE(bool(v), (v ? "" : v.error().str()));
-  return g.take();
-}
+using testing::parse;
 
 Plan planned(const Graph& g) {
   auto p = planGraph(g, lavapipe());

@@ -24,17 +24,15 @@
 #include "runtime/plan_reader.h"
 #include "schemas/plan_generated.h"
 
+#include "testing.h"
+
 using namespace poot;
 
 namespace {
 
 const std::string kSource = POOT_SOURCE_DIR;
 
-DeviceProfile lavapipe() {
-  auto p = loadProfile(kSource + "/targets/lavapipe.yaml");
-  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
-  return p.take();
-}
+DeviceProfile lavapipe() { return testing::loadTarget("lavapipe"); }
 
 Plan compiledPlan(const std::string& example) {
   auto text = readFile(kSource + "/examples/graphs/" + example);

@@ -26,6 +26,7 @@
 #include "ir/text.h"
 #include "oracle/interp.h"
 #include "oracle/random.h"
+#include "plan/profile.h"
 #include "trace/model.h"
 
 namespace poot::testing {
@@ -94,6 +95,13 @@ inline Graph loadGraphFile(const std::filesystem::path& path) {
 }
 
 // Loads examples/models/<name>, which must load.
+// A device profile from targets/, e.g. loadTarget("lavapipe").
+inline DeviceProfile loadTarget(const std::string& name) {
+  auto p = loadProfile((sourceDir() / "targets" / (name + ".yaml")).string());
+  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+  return p.take();
+}
+
 inline trace::ModelConfig loadExampleConfig(const std::string& name) {
   auto cfg = trace::loadConfig(exampleConfig(name).string());
   REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
