@@ -3,6 +3,7 @@
 // out of bounds; then it rebuilds the Graph record by record, checking every
 // index, and leaves the IR rules to the verifier.
 #include "ir/binary.h"
+#include "ir/graph_fb.h"
 
 #include <cstring>
 
@@ -16,40 +17,9 @@ namespace {
 
 constexpr uint32_t kVersion = 1;
 
-// FlatBuffers 2.0's verifier checks a vector's length field but not that its
-// 8-byte elements are 8-byte aligned, so they are copied out bytewise rather
-// than read through a misaligned pointer.
-template <class T>
-std::vector<T> copyVector(const flatbuffers::Vector<T>* v) {
-  std::vector<T> out(v ? v->size() : 0);
-  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
-  return out;
-}
 
 fb::DType toFb(DType t) { return fb::DType(int(t)); }
 
-flatbuffers::Offset<fb::Attr> writeAttr(flatbuffers::FlatBufferBuilder& b, const Attr& a) {
-  auto name = b.CreateString(a.name);
-  const AttrValue& v = a.value;
-  switch (attrKindOf(v)) {
-    case AttrKind::Int:
-      return fb::CreateAttr(b, name, fb::AttrData::IntAttr, fb::CreateIntAttr(b, std::get<int64_t>(v)).Union());
-    case AttrKind::Float:
-      return fb::CreateAttr(b, name, fb::AttrData::FloatAttr, fb::CreateFloatAttr(b, std::get<double>(v)).Union());
-    case AttrKind::Bool:
-      return fb::CreateAttr(b, name, fb::AttrData::BoolAttr, fb::CreateBoolAttr(b, std::get<bool>(v)).Union());
-    case AttrKind::Sym:
-      return fb::CreateAttr(b, name, fb::AttrData::SymAttr,
-                            fb::CreateSymAttr(b, b.CreateString(std::get<std::string>(v))).Union());
-    case AttrKind::Ints:
-      return fb::CreateAttr(b, name, fb::AttrData::IntsAttr,
-                            fb::CreateIntsAttr(b, b.CreateVector(std::get<std::vector<int64_t>>(v))).Union());
-    case AttrKind::Floats:
-      return fb::CreateAttr(b, name, fb::AttrData::FloatsAttr,
-                            fb::CreateFloatsAttr(b, b.CreateVector(std::get<std::vector<double>>(v))).Union());
-  }
-  return {};
-}
 
 class Reader {
  public:
@@ -154,20 +124,44 @@ class Reader {
     return ok();
   }
 
-  static std::optional<AttrValue> readAttr(const fb::Attr& a) {
-    switch (a.data_type()) {
-      case fb::AttrData::IntAttr: return AttrValue(a.data_as_IntAttr()->v());
-      case fb::AttrData::FloatAttr: return AttrValue(a.data_as_FloatAttr()->v());
-      case fb::AttrData::BoolAttr: return AttrValue(a.data_as_BoolAttr()->v());
-      case fb::AttrData::SymAttr: return AttrValue(a.data_as_SymAttr()->v()->str());
-      case fb::AttrData::IntsAttr: return AttrValue(copyVector(a.data_as_IntsAttr()->v()));
-      case fb::AttrData::FloatsAttr: return AttrValue(copyVector(a.data_as_FloatsAttr()->v()));
-      default: return std::nullopt;
-    }
-  }
 };
 
 }  // namespace
+
+flatbuffers::Offset<fb::Attr> writeAttr(flatbuffers::FlatBufferBuilder& b, const Attr& a) {
+  auto name = b.CreateString(a.name);
+  const AttrValue& v = a.value;
+  switch (attrKindOf(v)) {
+    case AttrKind::Int:
+      return fb::CreateAttr(b, name, fb::AttrData::IntAttr, fb::CreateIntAttr(b, std::get<int64_t>(v)).Union());
+    case AttrKind::Float:
+      return fb::CreateAttr(b, name, fb::AttrData::FloatAttr, fb::CreateFloatAttr(b, std::get<double>(v)).Union());
+    case AttrKind::Bool:
+      return fb::CreateAttr(b, name, fb::AttrData::BoolAttr, fb::CreateBoolAttr(b, std::get<bool>(v)).Union());
+    case AttrKind::Sym:
+      return fb::CreateAttr(b, name, fb::AttrData::SymAttr,
+                            fb::CreateSymAttr(b, b.CreateString(std::get<std::string>(v))).Union());
+    case AttrKind::Ints:
+      return fb::CreateAttr(b, name, fb::AttrData::IntsAttr,
+                            fb::CreateIntsAttr(b, b.CreateVector(std::get<std::vector<int64_t>>(v))).Union());
+    case AttrKind::Floats:
+      return fb::CreateAttr(b, name, fb::AttrData::FloatsAttr,
+                            fb::CreateFloatsAttr(b, b.CreateVector(std::get<std::vector<double>>(v))).Union());
+  }
+  return {};
+}
+
+std::optional<AttrValue> readAttr(const fb::Attr& a) {
+  switch (a.data_type()) {
+    case fb::AttrData::IntAttr: return AttrValue(a.data_as_IntAttr()->v());
+    case fb::AttrData::FloatAttr: return AttrValue(a.data_as_FloatAttr()->v());
+    case fb::AttrData::BoolAttr: return AttrValue(a.data_as_BoolAttr()->v());
+    case fb::AttrData::SymAttr: return AttrValue(a.data_as_SymAttr()->v()->str());
+    case fb::AttrData::IntsAttr: return AttrValue(copyVector(a.data_as_IntsAttr()->v()));
+    case fb::AttrData::FloatsAttr: return AttrValue(copyVector(a.data_as_FloatsAttr()->v()));
+    default: return std::nullopt;
+  }
+}
 
 bool isBinaryGraph(const std::string& bytes) {
   // The identifier alone could be text ("#   PGRF"); a FlatBuffer also starts

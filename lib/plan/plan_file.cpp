@@ -7,6 +7,7 @@
 #include "plan/plan_file.h"
 
 #include "ir/binary.h"
+#include "ir/graph_fb.h"
 #include "ir/io.h"
 #include "plan/buffers.h"
 #include "plan/request.h"
@@ -47,28 +48,6 @@ fbp::BufferRole toFb(BufferRole r) {
 
 fbg::DType toFb(DType t) { return fbg::DType(int(t)); }
 
-flatbuffers::Offset<fbg::Attr> writeAttr(Builder& b, const Attr& a) {
-  auto name = b.CreateString(a.name);
-  const AttrValue& v = a.value;
-  switch (attrKindOf(v)) {
-    case AttrKind::Int:
-      return fbg::CreateAttr(b, name, fbg::AttrData::IntAttr, fbg::CreateIntAttr(b, std::get<int64_t>(v)).Union());
-    case AttrKind::Float:
-      return fbg::CreateAttr(b, name, fbg::AttrData::FloatAttr, fbg::CreateFloatAttr(b, std::get<double>(v)).Union());
-    case AttrKind::Bool:
-      return fbg::CreateAttr(b, name, fbg::AttrData::BoolAttr, fbg::CreateBoolAttr(b, std::get<bool>(v)).Union());
-    case AttrKind::Sym:
-      return fbg::CreateAttr(b, name, fbg::AttrData::SymAttr,
-                             fbg::CreateSymAttr(b, b.CreateString(std::get<std::string>(v))).Union());
-    case AttrKind::Ints:
-      return fbg::CreateAttr(b, name, fbg::AttrData::IntsAttr,
-                             fbg::CreateIntsAttr(b, b.CreateVector(std::get<std::vector<int64_t>>(v))).Union());
-    case AttrKind::Floats:
-      return fbg::CreateAttr(b, name, fbg::AttrData::FloatsAttr,
-                             fbg::CreateFloatsAttr(b, b.CreateVector(std::get<std::vector<double>>(v))).Union());
-  }
-  return {};
-}
 
 flatbuffers::Offset<fbp::TensorType> writeType(Builder& b, const Type& t) {
   return fbp::CreateTensorType(b, toFb(t.dtype), b.CreateVector(t.shape));

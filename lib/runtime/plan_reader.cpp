@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "ir/binary.h"
+#include "ir/graph_fb.h"
 #include "ir/io.h"
 #include "schemas/plan_generated.h"
 
@@ -27,12 +28,6 @@ namespace fbp = ::poot::pfb;
 // format, so every backend can bind an arena range at any buffer's offset).
 constexpr int64_t kArenaAlign = 256;
 
-template <class T>
-std::vector<T> copyVector(const flatbuffers::Vector<T>* v) {
-  std::vector<T> out(v ? v->size() : 0);
-  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
-  return out;
-}
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -193,17 +188,6 @@ class Reader {
     return ok();
   }
 
-  static std::optional<AttrValue> readAttr(const fbg::Attr& a) {
-    switch (a.data_type()) {
-      case fbg::AttrData::IntAttr: return AttrValue(a.data_as_IntAttr()->v());
-      case fbg::AttrData::FloatAttr: return AttrValue(a.data_as_FloatAttr()->v());
-      case fbg::AttrData::BoolAttr: return AttrValue(a.data_as_BoolAttr()->v());
-      case fbg::AttrData::SymAttr: return AttrValue(a.data_as_SymAttr()->v()->str());
-      case fbg::AttrData::IntsAttr: return AttrValue(copyVector(a.data_as_IntsAttr()->v()));
-      case fbg::AttrData::FloatsAttr: return AttrValue(copyVector(a.data_as_FloatsAttr()->v()));
-      default: return std::nullopt;
-    }
-  }
 
   Status readTypes(const flatbuffers::Vector<flatbuffers::Offset<fbp::TensorType>>* ts, std::vector<Type>& out,
                    const std::string& where) const {
