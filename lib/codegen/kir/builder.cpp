@@ -1,0 +1,215 @@
+// The Builder's bookkeeping (the open blocks, type checks) and the few
+// lowerings it owns: graph dtypes to KIR storage and erf.
+#include "codegen/kir/builder.h"
+
+#include <cassert>
+#include <utility>
+
+namespace poot::kir {
+
+namespace {
+
+bool isBinaryOp(Opc op) { return op >= Opc::Add && op <= Opc::ShrL; }
+bool isUnaryOp(Opc op) { return op >= Opc::Neg && op <= Opc::Floor; }
+bool isCompareOp(Opc op) { return op >= Opc::Lt && op <= Opc::Ne; }
+
+Elem storageOf(DType t) {
+  switch (t) {
+    case DType::F32: return Elem::F32;
+    case DType::F16: return Elem::F16;
+    case DType::BF16: return Elem::U16;
+    case DType::I32: return Elem::I32;
+    case DType::I64: return Elem::I64;
+    case DType::Bool: return Elem::U8;
+  }
+  return Elem::F32;
+}
+
+Scalar graphValueOf(DType t) {
+  if (isFloat(t)) return Scalar::F32;
+  if (t == DType::I64) return Scalar::I64;
+  if (t == DType::Bool) return Scalar::Bool;
+  return Scalar::I32;
+}
+
+}  // namespace
+
+Builder::Builder(std::string entry, int64_t workgroupSize, int64_t gridX) {
+  k_.entry = std::move(entry);
+  k_.workgroupSize = workgroupSize;
+  k_.gridX = gridX;
+}
+
+int32_t Builder::buffer(std::string name, DType dtype, int64_t elems, bool written) {
+  k_.buffers.push_back(Buffer{std::move(name), storageOf(dtype), elems, written});
+  dtypes_.push_back(dtype);
+  return int32_t(k_.buffers.size() - 1);
+}
+
+int32_t Builder::shared(std::string name, Scalar type, int64_t elems) {
+  assert(type == Scalar::F32 || type == Scalar::I32);
+  k_.shared.push_back(Shared{std::move(name), type, elems});
+  return int32_t(k_.shared.size() - 1);
+}
+
+Block& Builder::current() {
+  if (open_.empty()) return k_.body;
+  auto [owner, which] = open_.back();
+  return k_.insts[size_t(owner)].*which;
+}
+
+V Builder::emit(Inst inst) {
+  k_.insts.push_back(std::move(inst));
+  V v = V(k_.insts.size() - 1);
+  current().items.push_back(v);
+  return v;
+}
+
+V Builder::constant(Scalar t, double v) {
+  Inst i{Opc::Const, t};
+  if (t == Scalar::F32)
+    i.fimm = double(float(v));
+  else
+    i.imm = t == Scalar::Bool ? int64_t(v != 0) : int64_t(v);
+  return emit(std::move(i));
+}
+V Builder::i32(int64_t v) { return constant(Scalar::I32, double(int32_t(v))); }
+V Builder::i64(int64_t v) {
+  Inst i{Opc::Const, Scalar::I64};
+  i.imm = v;
+  return emit(std::move(i));
+}
+V Builder::f32(double v) { return constant(Scalar::F32, v); }
+V Builder::boolean(bool v) { return constant(Scalar::Bool, v ? 1 : 0); }
+
+V Builder::groupX() { return emit(Inst{Opc::GroupX, Scalar::I32}); }
+V Builder::groupY() { return emit(Inst{Opc::GroupY, Scalar::I32}); }
+V Builder::local() { return emit(Inst{Opc::Local, Scalar::I32}); }
+V Builder::workgroupId() { return add(mul(groupY(), i32(k_.gridX)), groupX()); }
+
+V Builder::binary(Opc op, V a, V b) {
+  assert(isBinaryOp(op) && typeOf(a) == typeOf(b));
+  return emit(Inst{op, typeOf(a), {a, b}});
+}
+
+V Builder::unary(Opc op, V a) {
+  assert(isUnaryOp(op));
+  return emit(Inst{op, typeOf(a), {a}});
+}
+
+V Builder::compare(Opc op, V a, V b) {
+  assert(isCompareOp(op) && typeOf(a) == typeOf(b));
+  return emit(Inst{op, Scalar::Bool, {a, b}});
+}
+
+V Builder::select(V cond, V a, V b) {
+  assert(typeOf(cond) == Scalar::Bool && typeOf(a) == typeOf(b));
+  return emit(Inst{Opc::Select, typeOf(a), {cond, a, b}});
+}
+
+V Builder::convert(V a, Scalar to) {
+  if (typeOf(a) == to) return a;
+  return emit(Inst{Opc::Convert, to, {a}});
+}
+
+V Builder::bitcast(V a, Scalar to) {
+  assert((typeOf(a) == Scalar::F32 && to == Scalar::I32) || (typeOf(a) == Scalar::I32 && to == Scalar::F32));
+  return emit(Inst{Opc::Bitcast, to, {a}});
+}
+
+// Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7):
+// erf(x) = sign(x) * (1 - poly(t) * exp(-x^2)), t = 1 / (1 + p|x|).
+V Builder::erf(V x) {
+  assert(typeOf(x) == Scalar::F32);
+  V ax = unary(Opc::Abs, x);
+  V t = div(f32(1.0), add(f32(1.0), mul(f32(0.3275911), ax)));
+  const double a[] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592};
+  V poly = f32(a[0]);
+  for (int i = 1; i < 5; ++i) poly = add(mul(poly, t), f32(a[i]));
+  poly = mul(poly, t);
+  V y = sub(f32(1.0), mul(poly, exp(neg(mul(ax, ax)))));
+  return select(lt(x, f32(0.0)), neg(y), y);
+}
+
+V Builder::load(int32_t buffer, V index) {
+  assert(typeOf(index) == Scalar::I32);
+  const Buffer& buf = k_.buffers[size_t(buffer)];
+  V raw = emit(Inst{Opc::Load, valueOf(buf.elem), {index}, buffer});
+  switch (dtypes_[size_t(buffer)]) {
+    case DType::Bool: return ne(raw, i32(0));
+    case DType::BF16: return bitcast(binary(Opc::Shl, raw, i32(16)), Scalar::F32);
+    default: return raw;
+  }
+}
+
+void Builder::store(int32_t buffer, V index, V value) {
+  assert(typeOf(index) == Scalar::I32);
+  DType dt = dtypes_[size_t(buffer)];
+  value = convert(value, graphValueOf(dt));
+  if (dt == DType::Bool) value = convert(value, Scalar::I32);
+  if (dt == DType::BF16) {
+    // Round to nearest even on the bit pattern; a NaN keeps a quiet NaN.
+    V bits = bitcast(value, Scalar::I32);
+    V lsb = binary(Opc::And, binary(Opc::ShrL, bits, i32(16)), i32(1));
+    V rounded = binary(Opc::ShrL, add(bits, add(i32(0x7fff), lsb)), i32(16));
+    V quiet = binary(Opc::Or, binary(Opc::ShrL, bits, i32(16)), i32(0x40));
+    value = select(isNan(value), quiet, rounded);
+  }
+  emit(Inst{Opc::Store, Scalar::I32, {index, value}, buffer});
+}
+
+V Builder::sharedLoad(int32_t array, V index) {
+  assert(typeOf(index) == Scalar::I32);
+  return emit(Inst{Opc::SharedLoad, k_.shared[size_t(array)].type, {index}, array});
+}
+
+void Builder::sharedStore(int32_t array, V index, V value) {
+  assert(typeOf(index) == Scalar::I32 && typeOf(value) == k_.shared[size_t(array)].type);
+  emit(Inst{Opc::SharedStore, Scalar::I32, {index, value}, array});
+}
+
+int32_t Builder::var(Scalar type, V init) {
+  k_.vars.push_back(type);
+  int32_t v = int32_t(k_.vars.size() - 1);
+  set(v, init);
+  return v;
+}
+
+V Builder::get(int32_t var) { return emit(Inst{Opc::GetVar, k_.vars[size_t(var)], {}, var}); }
+
+void Builder::set(int32_t var, V value) {
+  assert(typeOf(value) == k_.vars[size_t(var)]);
+  emit(Inst{Opc::SetVar, Scalar::I32, {value}, var});
+}
+
+void Builder::fill(Block Inst::*which, V owner, const std::function<void()>& body) {
+  open_.push_back({owner, which});
+  body();
+  open_.pop_back();
+}
+
+void Builder::forRange(V lo, V hi, int64_t step, const std::function<void(V)>& body) {
+  assert(typeOf(lo) == Scalar::I32 && typeOf(hi) == Scalar::I32 && step > 0);
+  Inst f{Opc::For, Scalar::I32, {lo, hi}};
+  f.imm = step;
+  V loop = emit(std::move(f));
+  fill(&Inst::body, loop, [&] { body(loop); });
+}
+
+void Builder::ifThen(V cond, const std::function<void()>& then) { ifElse(cond, then, [] {}); }
+
+void Builder::ifElse(V cond, const std::function<void()>& then, const std::function<void()>& orelse) {
+  assert(typeOf(cond) == Scalar::Bool);
+  V i = emit(Inst{Opc::If, Scalar::I32, {cond}});
+  fill(&Inst::body, i, then);
+  fill(&Inst::orelse, i, orelse);
+}
+
+void Builder::barrier() { emit(Inst{Opc::Barrier}); }
+
+Kernel Builder::finish() {
+  assert(open_.empty());
+  return std::move(k_);
+}
+
+}  // namespace poot::kir

@@ -1,0 +1,100 @@
+// The Builder: how generators write KIR (kir.h). It keeps the block being
+// filled, checks operand types as it goes (a mismatch is a generator bug and
+// asserts), maps graph dtypes onto KIR storage (bool as u8, bf16 as u16 with
+// the conversions spelled in integer arithmetic) and expands the few
+// functions no emitter has (erf). Generators then read like the kernel:
+//
+//   Builder b("add_elementwise_0", 256, gridX);
+//   int32_t x = b.buffer("x", DType::F32, n, false), out = b.buffer("out", DType::F32, n, true);
+//   V i = b.add(b.mul(b.workgroupId(), b.i32(256)), b.local());
+//   b.ifThen(b.lt(i, b.i32(n)), [&] { b.store(out, i, b.exp(b.load(x, i))); });
+//   kir::Kernel k = b.finish();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/kir/kir.h"
+#include "ir/types.h"
+
+namespace poot::kir {
+
+class Builder {
+ public:
+  Builder(std::string entry, int64_t workgroupSize, int64_t gridX);
+
+  // A storage buffer holding `elems` elements of a graph dtype; the next
+  // binding. load() gives f32 for every float dtype, i32, i64 or bool.
+  int32_t buffer(std::string name, DType dtype, int64_t elems, bool written);
+  int32_t shared(std::string name, Scalar type, int64_t elems);
+
+  V i32(int64_t v);
+  V i64(int64_t v);
+  V f32(double v);
+  V boolean(bool v);
+  V constant(Scalar t, double v);  // v converted to t
+
+  V groupX();
+  V groupY();
+  V local();
+  V workgroupId();  // groupY * gridX + groupX, i32
+
+  V binary(Opc op, V a, V b);
+  V unary(Opc op, V a);
+  V add(V a, V b) { return binary(Opc::Add, a, b); }
+  V sub(V a, V b) { return binary(Opc::Sub, a, b); }
+  V mul(V a, V b) { return binary(Opc::Mul, a, b); }
+  V div(V a, V b) { return binary(Opc::Div, a, b); }
+  V rem(V a, V b) { return binary(Opc::Rem, a, b); }
+  V min(V a, V b) { return binary(Opc::Min, a, b); }
+  V max(V a, V b) { return binary(Opc::Max, a, b); }
+  V exp(V a) { return unary(Opc::Exp, a); }
+  V log(V a) { return unary(Opc::Log, a); }
+  V sqrt(V a) { return unary(Opc::Sqrt, a); }
+  V tanh(V a) { return unary(Opc::Tanh, a); }
+  V neg(V a) { return unary(Opc::Neg, a); }
+  V erf(V a);  // f32, absolute error under 2e-7
+
+  V compare(Opc op, V a, V b);
+  V lt(V a, V b) { return compare(Opc::Lt, a, b); }
+  V le(V a, V b) { return compare(Opc::Le, a, b); }
+  V gt(V a, V b) { return compare(Opc::Gt, a, b); }
+  V ge(V a, V b) { return compare(Opc::Ge, a, b); }
+  V eq(V a, V b) { return compare(Opc::Eq, a, b); }
+  V ne(V a, V b) { return compare(Opc::Ne, a, b); }
+  V isNan(V a) { return ne(a, a); }
+  V select(V cond, V a, V b);
+  V convert(V a, Scalar to);  // no-op when already `to`
+  V bitcast(V a, Scalar to);
+
+  V load(int32_t buffer, V index);
+  void store(int32_t buffer, V index, V value);  // value converted to the buffer's value type first
+  V sharedLoad(int32_t array, V index);
+  void sharedStore(int32_t array, V index, V value);
+
+  int32_t var(Scalar type, V init);
+  V get(int32_t var);
+  void set(int32_t var, V value);
+
+  void forRange(V lo, V hi, int64_t step, const std::function<void(V)>& body);
+  void ifThen(V cond, const std::function<void()>& then);
+  void ifElse(V cond, const std::function<void()>& then, const std::function<void()>& orelse);
+  void barrier();
+
+  Scalar typeOf(V v) const { return k_.insts[size_t(v)].type; }
+  const Kernel& kernel() const { return k_; }
+  Kernel finish();
+
+ private:
+  V emit(Inst inst);
+  Block& current();
+  void fill(Block Inst::*which, V owner, const std::function<void()>& body);
+
+  Kernel k_;
+  std::vector<DType> dtypes_;  // each buffer's graph dtype
+  std::vector<std::pair<V, Block Inst::*>> open_;  // enclosing For/If blocks being filled
+};
+
+}  // namespace poot::kir

@@ -1,0 +1,121 @@
+// KIR: the one kernel IR every generator writes and every emitter reads. A
+// kernel is a 1-D workgroup of `workgroupSize` threads over a grid folded into
+// x and y; it sees its storage buffers (binding i is buffers[i], in the
+// dispatch's binding order), its workgroup-memory arrays and a few mutable
+// scalar variables, and runs one structured body: straight-line scalar SSA
+// values, `for` loops and `if`s, and barriers. There are no pointers, no
+// private arrays and no early returns, so the SPIR-V writer can keep its
+// control flow structured and no driver sees a dynamically indexed private
+// array. Instructions live in one vector and name each other by index; a
+// value defined in a block is visible in that block after it and in the
+// blocks nested there.
+//
+// Semantics (the interpreter in interp.h is the reference; the emitters keep
+// it):
+//  - Values are bool, i32, i64 or f32. Buffers store f32, f16, i32, i64, u8 or
+//    u16 elements: a load widens (f16 -> f32 exactly, u8/u16 -> i32 by zero
+//    extension), a store narrows (f32 -> f16 round to nearest even, i32 ->
+//    u8/u16 keeps the low bits). The Builder maps graph dtypes onto these:
+//    bool is a u8 0/1, bf16 a u16 bit pattern converted with integer
+//    arithmetic, so no emitter knows either.
+//  - Integer arithmetic wraps (two's complement); Div and Rem on integers
+//    truncate toward zero (the divisor is never 0 in generated code); Shl,
+//    ShrA, ShrL take a shift amount in [0, bits).
+//  - Float arithmetic is IEEE f32 with round to nearest even; Min and Max on
+//    floats return the other operand when one is NaN (generators that must
+//    propagate NaN test for it); Exp, Log, Tanh, Sin, Cos, Pow, Sqrt and
+//    Rsqrt may be the device's approximations (a few ulp).
+//  - Compares on floats are ordered (false on NaN) except Ne, which is true
+//    on NaN, as in C.
+//  - Convert: f32 -> int truncates toward zero (out of range is
+//    unspecified); int -> f32 rounds; i32 <-> i64 sign-extends or truncates;
+//    bool -> number is 0/1; number -> bool is `!= 0`. Bitcast: f32 <-> i32.
+//  - For(lo, hi) {body} runs its induction value i = lo, lo + step, ... while
+//    i < hi (i32, signed); the For instruction's own id is that value inside
+//    the body.
+//  - Barrier: every thread of the workgroup reaches it (generators only place
+//    it in workgroup-uniform control flow); it orders workgroup memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace poot::kir {
+
+enum class Scalar : uint8_t { Bool, I32, I64, F32 };
+enum class Elem : uint8_t { F32, F16, I32, I64, U8, U16 };
+
+const char* scalarName(Scalar s);
+const char* elemName(Elem e);
+// The value type a load of `e` gives and a store to it takes.
+Scalar valueOf(Elem e);
+int elemBytes(Elem e);
+
+enum class Opc : uint8_t {
+  Const,                          // type; imm (bool, ints) or fimm (f32)
+  GroupX, GroupY, Local,          // i32: workgroup id x, y; thread index in the workgroup
+  // binary, operands and result of one type
+  Add, Sub, Mul, Div, Rem, Min, Max, Pow, And, Or, Xor, Shl, ShrA, ShrL,
+  // unary, operand and result of one type (Not: bool or int)
+  Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sin, Cos, Floor,
+  // compares: two operands of one type, bool result
+  Lt, Le, Gt, Ge, Eq, Ne,
+  Select,                         // (bool, a, b) -> a's type
+  Convert, Bitcast,               // (x) -> type
+  Load,                           // (index) from buffers[ref] -> valueOf(elem)
+  Store,                          // (index, value) into buffers[ref]
+  SharedLoad,                     // (index) from shared[ref]
+  SharedStore,                    // (index, value) into shared[ref]
+  GetVar,                         // () -> vars[ref]
+  SetVar,                         // (value) into vars[ref]
+  For,                            // (lo, hi), step imm > 0; body; its id is i (i32)
+  If,                             // (cond); body, orelse
+  Barrier,
+};
+
+const char* opcName(Opc o);
+
+using V = int32_t;  // an instruction's index in Kernel::insts, and the value it defines
+
+struct Block {
+  std::vector<V> items;  // in order
+};
+
+struct Inst {
+  Opc op = Opc::Const;
+  Scalar type = Scalar::I32;  // the result type; I32 for statements
+  std::vector<V> args;
+  int32_t ref = -1;   // buffer, shared array or variable index
+  int64_t imm = 0;    // Const bool/int value; For step
+  double fimm = 0;    // Const f32 value
+  Block body, orelse; // For: body; If: then and else
+};
+
+struct Buffer {
+  std::string name;
+  Elem elem = Elem::F32;
+  int64_t elems = 0;     // elements the kernel may touch: indices in [0, elems)
+  bool written = false;  // stored to (a read-only buffer is never stored to)
+};
+
+struct Shared {
+  std::string name;
+  Scalar type = Scalar::F32;  // f32 or i32
+  int64_t elems = 0;
+};
+
+struct Kernel {
+  std::string entry;
+  int64_t workgroupSize = 1;  // threads, in x
+  int64_t gridX = 1;          // the dispatch's workgroups in x (the grid fold)
+  std::vector<Buffer> buffers;
+  std::vector<Shared> shared;
+  std::vector<Scalar> vars;
+  std::vector<Inst> insts;
+  Block body;
+
+  int64_t sharedBytes() const;  // 4 bytes an element
+};
+
+}  // namespace poot::kir
