@@ -69,5 +69,6 @@ const ValueRanges& rangesFor(const Graph& g, PassContext& ctx);
 Expected<bool> runAttentionRewrite(Graph& g, PassContext& ctx); // attention.cpp
 Expected<bool> runSelection(Graph& g, PassContext& ctx);        // selection.cpp
 Expected<bool> runCleanup(Graph& g, PassContext& ctx);          // cleanup.cpp
+Expected<bool> runGuardsFirst(Graph& g, PassContext& ctx);      // guards_first.cpp
 
 }  // namespace poot

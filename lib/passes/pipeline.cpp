@@ -1,9 +1,11 @@
-// The pass pipeline, in order. The full order is canonicalize -> rope ->
-// ranges -> attention-rewrite -> selection -> cleanup: recognition passes
-// need canonical chains, the attention rewrite needs RoPE already formed
-// (so its q and k chains end in one eqn) and the value ranges that prove
-// lengths and maps; selection runs on what attention left; cleanup last
-// removes what the rewrites orphaned. Passes join this list as they land.
+// The pass pipeline, in order: canonicalize -> rope -> ranges ->
+// attention-rewrite -> selection -> cleanup -> guards-first. Recognition
+// passes need canonical chains; the attention rewrite needs RoPE already
+// formed (so its q and k chains end in one eqn) and the value ranges that
+// prove lengths and maps; selection runs on what attention left; cleanup
+// removes what the rewrites orphaned; guards-first, last, orders the graph
+// for the validation channel (guards before any state write) once no pass
+// adds or removes eqns.
 #include "passes/pass.h"
 
 namespace poot {
@@ -20,6 +22,7 @@ const std::vector<Pass>& pipeline() {
       {"selection", "replace the sparse indexer's block selection and its attention with BlockTopK and SelectedAttention",
        runSelection},
       {"cleanup", "remove eqns whose results reach no output, state or validation", runCleanup},
+      {"guards-first", "move index guards and what they need ahead of every other eqn", runGuardsFirst},
   };
   return passes;
 }

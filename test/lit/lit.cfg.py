@@ -1,6 +1,6 @@
 # The lit configuration: every .test and .pg file under test/lit is a test
 # (inputs that are not tests live in Inputs/ folders);
-# %pootc runs the compiler driver, %examples and %targets name the source
+# %pootc runs the compiler driver, %poot the runtime's tool, %examples and %targets name the source
 # tree's example graphs and device profiles. FileCheck and not come from LLVM 19.
 import os
 import lit.formats
@@ -14,6 +14,9 @@ config.test_exec_root = os.path.join(config.build_root, "test", "lit-out")
 
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "/usr/bin:/bin")])
 config.substitutions.append(("%pootc", config.pootc))
+config.substitutions.append(("%poot\\b", os.path.join(config.build_root, "tools", "poot", "poot")))
+# Vulkan drivers (lavapipe) must not write their shader cache under $HOME.
+config.environment["MESA_SHADER_CACHE_DIR"] = os.path.join(config.build_root, "test", "mesa-shader-cache")
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.substitutions.append(("%targets", os.path.join(config.source_root, "targets")))
 config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect-exit.py")))

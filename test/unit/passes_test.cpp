@@ -60,3 +60,51 @@ TEST_CASE("the pipeline reports each pass and stops where asked") {
   CHECK(findPass("cleanup") != nullptr);
   CHECK(findPass("nosuch") == nullptr);
 }
+
+TEST_CASE("guards-first moves each guard and its cone ahead of every state write") {
+  const char* text =
+      "graph g\n"
+      "state %kv : f32[4]\n"
+      "input %x : f32[4]\n"
+      "slot %pos : i32[1] range [0, 3]\n"
+      "%n = Add(%kv, %x) : f32[4]\n"
+      "%one = Constant() {value=[1]} : i32[1]\n"
+      "%len = Add(%pos, %one) : i32[1]\n"
+      "%l, %ok = IndexGuard(%len) {lo=1, hi=4} : i32[1], bool[]\n"
+      "%y = Exp(%x) : f32[4]\n"
+      "output %y\n"
+      "state_out %kv = %n\n"
+      "validation %ok\n";
+  Graph g = parse(text);
+  PassContext ctx;
+  auto changed = runGuardsFirst(g, ctx);
+  REQUIRE(bool(changed));
+  CHECK(*changed);
+  REQUIRE(bool(verify(g)));
+  std::vector<Op> order;
+  for (const Eqn& e : g.eqns) order.push_back(e.op);
+  CHECK(order == std::vector<Op>{Op::Constant, Op::Add, Op::IndexGuard, Op::Add, Op::Exp});
+  CHECK(g.value(g.eqns[1].results[0]).name == "len");
+  testing::checkSameResults(parse(text), g, testing::freshSeed(), testing::relativeToBefore(0));
+  auto again = runGuardsFirst(g, ctx);
+  REQUIRE(bool(again));
+  CHECK_FALSE(*again);
+}
+
+TEST_CASE("guards-first leaves a guard whose cone writes a state") {
+  Graph g = parse(
+      "graph g\n"
+      "state %kv : i32[4]\n"
+      "input %x : i32[4]\n"
+      "%r = Neg(%kv) : i32[4]\n"
+      "%n = Add(%kv, %x) : i32[4]\n"
+      "%l, %ok = IndexGuard(%n) {lo=0, hi=9} : i32[4], bool[]\n"
+      "output %r\n"
+      "state_out %kv = %n\n"
+      "validation %ok\n");
+  PassContext ctx;
+  auto changed = runGuardsFirst(g, ctx);
+  REQUIRE(bool(changed));
+  CHECK_FALSE(*changed);
+  CHECK(g.eqns[0].op == Op::Neg);
+}

@@ -134,20 +134,20 @@ inline int64_t paramElements(const Graph& g) {
 }
 
 // When an element of `after` matches the element of `before`. NaN always
-// matches NaN.
+// matches NaN, and equal values (infinities included) always match.
 struct Tolerance {
   enum Kind {
     OfLarger,  // |a - b| <= tol * max(|a|, |b|) + 1e-30
-    OfBefore,  // a == b or |a - b| <= tol * (1 + |before|)
+    OfBefore,  // |a - b| <= tol * (1 + |before|)
   };
   Kind kind;
   double tol;
 
   bool accepts(double before, double after) const {
-    if (std::isnan(before) && std::isnan(after)) return true;
+    if ((std::isnan(before) && std::isnan(after)) || before == after) return true;
     if (kind == OfLarger)
       return std::fabs(before - after) <= tol * std::max(std::fabs(before), std::fabs(after)) + 1e-30;
-    return before == after || std::abs(after - before) <= tol * (1 + std::abs(before));
+    return std::abs(after - before) <= tol * (1 + std::abs(before));
   }
 };
 inline Tolerance relativeToLarger(double rel) { return {Tolerance::OfLarger, rel}; }

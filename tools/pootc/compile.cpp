@@ -1,8 +1,13 @@
 // pootc compile: read and verify the graph and the device profile, run the
 // pass pipeline, and emit what --emit asks for. Output is written only when
 // everything before it succeeded, and atomically.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <utility>
 
+#include "codegen/codegen.h"
+#include "codegen/kir/print.h"
 #include "driver.h"
 #include "ir/binary.h"
 #include "ir/io.h"
@@ -24,14 +29,86 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 
 Error usage(std::string msg) { return makeError(ErrorKind::Usage, {}, std::move(msg)); }
 
+// --time-phases: wall time of each phase since the previous mark, printed
+// to stderr when the compile ends (successfully or not).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(bool on) : on_(on), last_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() {
+    if (!on_ || phases_.empty()) return;
+    double total = 0;
+    for (const auto& [name, secs] : phases_) {
+      std::fprintf(stderr, "time %-18s %9.4f s\n", name.c_str(), secs);
+      total += secs;
+    }
+    std::fprintf(stderr, "time %-18s %9.4f s\n", "total", total);
+  }
+  void mark(std::string phase) {
+    auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(std::move(phase), std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point last_;
+  std::vector<std::pair<std::string, double>> phases_;
+};
+
 // The plan stage: kernels and dispatches (planGraph), buffers and the arena
-// (planBuffers), the device's memory budget, then the plan file or its text.
-int emitPlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts) {
+// (planBuffers), the device's memory budget.
+Expected<Plan> makePlan(const Graph& g, const DeviceProfile& d, PhaseTimer& timer) {
   auto plan = planGraph(g, d);
+  if (!plan) return plan.error();
+  timer.mark("plan");
+  if (auto s = planBuffers(*plan); !s) return s.error();
+  if (auto s = checkMemoryBudget(*plan, d); !s) return s.error();
+  timer.mark("buffers");
+  return plan;
+}
+
+const char* blobSuffix(Target t) {
+  switch (t) {
+    case Target::Spirv: return ".spv";
+    case Target::Ptx: return ".ptx";
+    case Target::Hsaco: return ".hsaco";
+  }
+  return "";
+}
+
+// Every blob into dir, written only after the whole plan compiled.
+Status dumpKernels(const Plan& p, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return makeError(ErrorKind::Io, Loc{dir}, "cannot create the directory: " + ec.message());
+  for (const Kernel& k : p.kernels) {
+    std::string path = (std::filesystem::path(dir) / (k.entry + blobSuffix(p.target))).string();
+    if (auto s = writeFileAtomic(path, std::string(k.blob.begin(), k.blob.end())); !s) return s;
+  }
+  return ok();
+}
+
+// Then the kernels (KIR, emitted for the target) and the plan file or its
+// text; --emit=kir stops at the KIR.
+int emitPlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts, PhaseTimer& timer) {
+  auto plan = makePlan(g, d, timer);
   if (!plan) return report(plan.error());
-  if (auto s = planBuffers(*plan); !s) return report(s.error());
-  if (auto s = checkMemoryBudget(*plan, d); !s) return report(s.error());
-  return emitBytes(opts.emit == "plan" ? writePlan(*plan) : printPlan(*plan), opts.output);
+  auto kernels = generateKir(*plan, d);
+  if (!kernels) return report(kernels.error());
+  timer.mark("kir");
+  if (opts.emit == "kir") {
+    std::string text;
+    for (const kir::Kernel& k : *kernels) text += kir::print(k) + "\n";
+    return emitBytes(text, opts.output);
+  }
+  if (auto s = emitKernels(*plan, d, *kernels); !s) return report(s.error());
+  timer.mark("emit");
+  std::string bytes = opts.emit == "plan" ? writePlan(*plan) : printPlan(*plan);
+  if (!opts.dumpKernels.empty())
+    if (auto s = dumpKernels(*plan, opts.dumpKernels); !s) return report(s.error());
+  int rc = emitBytes(bytes, opts.output);
+  timer.mark("write");
+  return rc;
 }
 
 std::string passNames() {
@@ -55,16 +132,21 @@ int runCompile(const CompileOptions& opts) {
     return report(usage("--stop-after: unknown pass '" + opts.stopAfter + "' (passes: " + passNames() + ")"));
   if (opts.emit == "plan" && (opts.output.empty() || opts.output == "-"))
     return report(usage("--emit=plan writes a binary plan file: name it with -o FILE.plan (or use --emit=plan-text)"));
+  if (!opts.dumpKernels.empty() && opts.emit != "plan" && opts.emit != "plan-text")
+    return report(usage("--dump-kernels writes the kernels of a plan: use it with --emit=plan or plan-text"));
+  PhaseTimer timer(opts.timePhases);
   auto graph = loadGraph(opts.graph);
   if (!graph) return report(graph.error());
   auto profile = loadProfile(opts.device);
   if (!profile) return report(profile.error());
+  timer.mark("read");
 
   PassContext ctx;
   for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = profile->grid_limits[i];
   PipelineOptions popts;
   popts.stopAfter = opts.stopAfter;
   popts.afterPass = [&](const Pass& p, const Graph& g, bool changed) {
+    timer.mark(p.name);
     if (opts.printAfter != "all" && opts.printAfter != p.name) return;
     std::fprintf(stderr, "# after %s (%s)\n%s", p.name, changed ? "changed" : "unchanged", printGraph(g).c_str());
     // The ranges pass changes no eqn: what it computed is shown as comments.
@@ -78,9 +160,7 @@ int runCompile(const CompileOptions& opts) {
                    r.eqn.c_str(), r.message.c_str());
     }
 
-  if (opts.emit == "kir")
-    return report(usage("--emit=kir is not available yet: kernels are generated in issue 6 (use --emit=graph, plan-text or plan)"));
-  if (opts.emit == "plan" || opts.emit == "plan-text") return emitPlan(*graph, *profile, opts);
+  if (opts.emit != "graph") return emitPlan(*graph, *profile, opts, timer);
   return emitGraph(*graph, opts.output);
 }
 

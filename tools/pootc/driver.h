@@ -20,6 +20,8 @@ struct CompileOptions {
   std::string printAfter;   // a pass name or "all"
   std::string stopAfter;
   bool remarks = false;     // print why each candidate pattern did not fire
+  std::string dumpKernels;  // a directory for each kernel's blob (.spv, .ptx, .hsaco)
+  bool timePhases = false;  // print each phase's wall time to stderr
 };
 
 int runCompile(const CompileOptions& opts);

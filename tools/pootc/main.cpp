@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   compile->footer("Examples:\n"
                   "  pootc compile examples/graphs/decode-attention.pg --device targets/lavapipe.yaml --emit=graph\n"
                   "  pootc compile g.pg --device targets/nvidia-h200.yaml --emit=graph -o g.pgb   (binary graph)\n"
-                  "  pootc compile g.pg --device targets/lavapipe.yaml --emit=graph --print-after=all");
+                  "  pootc compile g.pg --device targets/lavapipe.yaml --emit=graph --print-after=all\n"
+                  "  pootc compile g.pg --device targets/lavapipe.yaml -o g.plan --dump-kernels kernels/\n"
+                  "  pootc compile g.pg --device targets/nvidia-h200.yaml --emit=kir   (the kernels before emission)");
   compile->add_option("GRAPH", copts.graph, "graph file, .pg text or .pgb binary (detected by content)")
       ->required();
   compile->add_option("--device", copts.device, "device profile (YAML), e.g. targets/lavapipe.yaml")
@@ -24,12 +26,19 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", copts.output,
                       "output file; for --emit=graph a name ending in .pgb gets the binary form, "
                       "anything else the text form; default: standard output");
-  compile->add_option("--emit", copts.emit, "what to write: graph (the graph after the passes), kir, plan-text, plan")
+  compile->add_option("--emit", copts.emit,
+                      "what to write: plan (the default; needs -o), plan-text, graph (the graph after the passes), "
+                      "kir (every kernel's KIR, before SPIR-V or LLVM)")
       ->check(CLI::IsMember({"graph", "kir", "plan-text", "plan"}));
   compile->add_option("--print-after", copts.printAfter, "print the graph to stderr after PASS, or after every pass (all)");
   compile->add_option("--stop-after", copts.stopAfter, "stop the pipeline after PASS");
   compile->add_flag("--remarks", copts.remarks,
                     "print, for every candidate chain a pass did not rewrite, the eqn and the check that declined it");
+  compile->add_option("--dump-kernels", copts.dumpKernels,
+                      "also write each kernel's blob into DIR (created if missing) as ENTRY.spv, ENTRY.ptx or "
+                      "ENTRY.hsaco; with --emit=plan or plan-text");
+  compile->add_flag("--time-phases", copts.timePhases,
+                    "print the wall time of each phase (read, every pass, plan, buffers, kir, emit, write) to stderr");
 
   CLI::App* inspect = app.add_subcommand("inspect", "print a plan: buffers, arena map, kernels, dispatches");
   poot::InspectOptions iopts;

@@ -4,8 +4,7 @@
 // Storage buffers are kernel pointer parameters in address space 1 in
 // binding order; workgroup arrays are address space 3 globals; thread and
 // workgroup ids are the target's intrinsics. One Lowering is made per
-// compile and reused for every kernel (target machine creation is the slow
-// part).
+// compile and holds the target machine every kernel is compiled with.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,82 @@
+// The driver loop: KIR for every kernel, then one emitter for the target.
+// The LLVM lowering is created once per plan (its target machine is the
+// costly part); SPIR-V modules are validated as they are written.
+#include "codegen/codegen.h"
+
+#include "codegen/gen/generators.h"
+#include "codegen/kir/verify.h"
+#include "codegen/llvm/llvm.h"
+#include "codegen/spirv/spirv.h"
+#include "plan/request.h"
+
+namespace poot {
+
+namespace {
+
+// The first dispatch of each kernel: its grid fixes the kernel's fold, and
+// its eqn is where a refusal points.
+std::vector<const Dispatch*> firstDispatches(const Plan& p) {
+  std::vector<const Dispatch*> first(p.kernels.size(), nullptr);
+  for (auto it = p.dispatches.rbegin(); it != p.dispatches.rend(); ++it) first[size_t(it->kernel)] = &*it;
+  return first;
+}
+
+Error inKernel(const Plan& p, const Dispatch* d, const Kernel& k, const Error& e) {
+  Error out = e;
+  if (d && out.loc.file.empty()) out.loc = p.source.eqns[size_t(d->eqn)].loc;
+  out.message = "kernel " + k.entry + " (" + printRequest(k.request) + "): " + e.message;
+  return out;
+}
+
+}  // namespace
+
+Expected<std::vector<kir::Kernel>> generateKir(const Plan& p, const DeviceProfile& d) {
+  std::vector<const Dispatch*> first = firstDispatches(p);
+  std::vector<kir::Kernel> out;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const Kernel& k = p.kernels[i];
+    const Dispatch* f = first[i];
+    std::array<int64_t, 3> grid = {0, 0, 0};
+    if (f) grid = {f->grid[0], f->grid[1], f->grid[2]};
+    auto kernel = generateKernel(GenInput{k.request, d, k.entry, grid});
+    if (!kernel) return inKernel(p, f, k, kernel.error());
+    if (auto s = kir::verify(*kernel); !s) return inKernel(p, f, k, s.error());
+    out.push_back(std::move(*kernel));
+  }
+  return out;
+}
+
+Status generateKernels(Plan& p, const DeviceProfile& d) {
+  auto kernels = generateKir(p, d);
+  if (!kernels) return kernels.error();
+  return emitKernels(p, d, *kernels);
+}
+
+Status emitKernels(Plan& p, const DeviceProfile& d, const std::vector<kir::Kernel>& kernels) {
+  std::vector<const Dispatch*> first = firstDispatches(p);
+  std::unique_ptr<llvmgen::Lowering> lowering;
+  if (d.target != Target::Spirv) {
+    auto l = llvmgen::Lowering::create(d.target, d.arch);
+    if (!l) return l.error();
+    lowering = std::move(*l);
+  }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    Kernel& k = p.kernels[i];
+    const kir::Kernel& kk = kernels[i];
+    if (lowering) {
+      auto blob = lowering->compile(kk);
+      if (!blob) return inKernel(p, first[i], k, blob.error());
+      k.blob = std::move(*blob);
+      continue;
+    }
+    auto words = spirv::emit(kk);
+    if (!words) return inKernel(p, first[i], k, words.error());
+    if (auto s = spirv::validate(*words); !s) return inKernel(p, first[i], k, s.error());
+    k.blob.resize(words->size() * 4);
+    for (size_t w = 0; w < words->size(); ++w)
+      for (int b = 0; b < 4; ++b) k.blob[w * 4 + size_t(b)] = uint8_t((*words)[w] >> (8 * b));
+  }
+  return ok();
+}
+
+}  // namespace poot

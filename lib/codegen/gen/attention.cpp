@@ -1,0 +1,192 @@
+// How genAttention writes the three Attention schedules over the shared
+// streaming body (streaming.h). The request fixes the form, so the operand
+// layout is resolved here once: the key row of key t is (b * Hkv + g) * Lk + t
+// for a dense or split key and read[b, t] * Hkv + g for a paged one (the
+// read word clamped into the pool, so no word can address outside it), and
+// the live bound len[b] is clamped into 0..=Lk. A workgroup's query row is
+// (b * Hq + h) * Lq + r, the result's row; split-KV partials number their
+// workgroups row * splits + split, the scratch slot they write.
+#include <string>
+
+#include "codegen/gen/generators.h"
+#include "codegen/gen/index.h"
+#include "codegen/gen/streaming.h"
+
+namespace poot {
+
+namespace {
+
+using attn::Builder;
+using attn::V;
+
+// The request's form and sizes, and the operands' buffers (graph-format
+// order: q, k, [k_shared], v, [read], [mask], [len]; -1 when absent).
+struct Form {
+  bool split = false, paged = false, masked = false, live = false;
+  int64_t B = 0, Hq = 0, Lq = 0, Dk = 0, Dv = 0, nrep = 1, Hkv = 0, Lk = 0;
+  int64_t S = 0, Ds = 0, Dh = 0, Hm = 0;  // pool slots; shared and per-head key widths; mask heads
+  int32_t q = -1, k = -1, ks = -1, v = -1, read = -1, mask = -1, len = -1;
+};
+
+Form formOf(const KernelRequest& r) {
+  TypeQuery a = attn::attrsOf(r);
+  Form f;
+  f.split = a.attrSym("key") == "split";
+  f.paged = a.attrSym("key") == "paged";
+  f.masked = a.attrSym("mask") == "additive";
+  f.live = a.attrSym("bound") == "live";
+  int32_t i = 0;
+  f.q = i++;
+  f.k = i++;
+  if (f.split) f.ks = i++;
+  f.v = i++;
+  if (f.paged) f.read = i++;
+  if (f.masked) f.mask = i++;
+  if (f.live) f.len = i++;
+  const Shape& q = r.operands[size_t(f.q)].shape;
+  f.B = q[0], f.Hq = q[1], f.Lq = q[2], f.Dk = q[3];
+  f.Dv = r.results[0].shape[3];
+  f.nrep = a.attrInt("n_rep");
+  f.Hkv = f.Hq / f.nrep;
+  f.Lk = f.paged ? r.operands[size_t(f.read)].shape[1] : r.operands[size_t(f.k)].shape[2];
+  f.S = f.paged ? r.operands[size_t(f.k)].shape[0] : 0;
+  f.Ds = f.split ? r.operands[size_t(f.ks)].shape[3] : 0;
+  f.Dh = f.Dk - f.Ds;
+  f.Hm = f.masked ? r.operands[size_t(f.mask)].shape[1] : 0;
+  return f;
+}
+
+void declareOperands(Builder& b, const KernelRequest& r, const Form& f) {
+  const char* names[] = {"q", "k", "k_shared", "v", "read", "mask", "len"};
+  int32_t slots[] = {f.q, f.k, f.ks, f.v, f.read, f.mask, f.len};
+  for (int i = 0; i < 7; ++i)
+    if (slots[i] >= 0) {
+      const Type& t = r.operands[size_t(slots[i])];
+      b.buffer(names[i], t.dtype, numel(t.shape), false);
+    }
+}
+
+// The key bound of batch row bi: Lk, or len[bi] clamped into 0..=Lk.
+V keyBound(Builder& b, const Form& f, V bi) {
+  return f.live ? attn::loadIndex(b, f.len, bi, 0, f.Lk) : b.i32(f.Lk);
+}
+
+// The keys of query row `row` as the lane loop reads them.
+attn::KeyReader keysOf(Builder& b, const KernelRequest& r, const Form& f, V row) {
+  V rq = b.rem(row, b.i32(f.Lq));
+  V bh = b.div(row, b.i32(f.Lq));
+  V h = b.rem(bh, b.i32(f.Hq));
+  V bi = b.div(bh, b.i32(f.Hq));
+  V g = b.div(h, b.i32(f.nrep));
+  V qAt = b.mul(row, b.i32(f.Dk));
+  V maskRow = -1;  // mask[b, Hm == 1 ? 0 : h, i, 0]
+  if (f.masked) {
+    V head = b.add(b.mul(bi, b.i32(f.Hm)), f.Hm == 1 ? b.i32(0) : h);
+    maskRow = b.mul(b.add(b.mul(head, b.i32(f.Lq)), rq), b.i32(f.Lk));
+  }
+  attn::KeyReader keys;
+  keys.row = [&b, f, bi, g](V t) {
+    if (!f.paged) return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hkv)), g), b.i32(f.Lk)), t);
+    V word = attn::loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1);
+    return b.add(b.mul(word, b.i32(f.Hkv)), g);
+  };
+  keys.score = [&b, &r, f, bi, qAt, maskRow](V t, V at) {
+    V dot = attn::dotProduct(b, f.q, qAt, f.k, b.mul(at, b.i32(f.Dh)), f.Dh, b.f32(0));
+    if (f.split) {
+      V shared = b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds));  // k_shared[b, 0, t, 0]
+      dot = attn::dotProduct(b, f.q, b.add(qAt, b.i32(f.Dh)), f.ks, shared, f.Ds, dot);
+    }
+    V s = attn::transformScore(b, r, dot);
+    return f.masked ? b.add(s, b.load(f.mask, b.add(maskRow, t))) : s;
+  };
+  keys.value = [&b, f](V at, V d) { return b.load(f.v, b.add(b.mul(at, b.i32(f.Dv)), d)); };
+  return keys;
+}
+
+// Runs the lane loop of query row `row` over keys [lo, hi) and publishes.
+void streamRow(Builder& b, const KernelRequest& r, const Form& f, attn::LaneStates& lanes, V lane, V row, V lo,
+               V hi) {
+  lanes.begin(lane);
+  lanes.stream(lo, hi, keysOf(b, r, f, row));
+  lanes.publish();
+}
+
+V batchOf(Builder& b, const Form& f, V row) { return b.div(row, b.i32(f.Hq * f.Lq)); }
+
+kir::Kernel streaming(const GenInput& in, const Form& f) {
+  const KernelRequest& r = in.request;
+  int64_t lanes = r.schedule.lanes, rows = f.B * f.Hq * f.Lq;
+  Builder b(in.entry, lanes, in.grid[0]);
+  declareOperands(b, r, f);
+  int32_t out = b.buffer("out", r.results[0].dtype, rows * f.Dv, true);
+  attn::LaneStates states(b, lanes, f.Dv);
+  V row = b.workgroupId(), lane = b.local();
+  b.ifThen(b.lt(row, b.i32(rows)), [&] {
+    streamRow(b, r, f, states, lane, row, b.i32(0), keyBound(b, f, batchOf(b, f, row)));
+    attn::foldInto(b, states.states(), lane, lanes, f.Dv, out, b.mul(row, b.i32(f.Dv)));
+  });
+  return b.finish();
+}
+
+// One workgroup per (row, split): the split's chunk of the live range,
+// folded over the lanes and written unnormalized as (o[dv], m, l).
+kir::Kernel partials(const GenInput& in, const Form& f) {
+  const KernelRequest& r = in.request;
+  int64_t lanes = r.schedule.lanes, splits = r.schedule.splits, count = f.B * f.Hq * f.Lq * splits;
+  Builder b(in.entry, lanes, in.grid[0]);
+  declareOperands(b, r, f);
+  int32_t scratch = b.buffer("scratch", DType::F32, count * (f.Dv + 2), true);
+  attn::LaneStates states(b, lanes, f.Dv);
+  V wg = b.workgroupId(), lane = b.local();
+  b.ifThen(b.lt(wg, b.i32(count)), [&] {
+    V row = b.div(wg, b.i32(splits)), split = b.rem(wg, b.i32(splits));
+    V lo = b.div(b.mul(split, b.i32(f.Lk)), b.i32(splits));
+    V hi = b.div(b.mul(b.add(split, b.i32(1)), b.i32(f.Lk)), b.i32(splits));
+    streamRow(b, r, f, states, lane, row, lo, b.min(hi, keyBound(b, f, batchOf(b, f, row))));
+    V at = b.mul(wg, b.i32(f.Dv + 2));
+    attn::Folded whole = attn::foldStates(b, states.states(), lane, lanes, f.Dv,
+                                          [&](V c, V num, V) { b.store(scratch, b.add(at, c), num); });
+    b.ifThen(b.eq(lane, b.i32(0)), [&] {
+      b.store(scratch, b.add(at, b.i32(f.Dv)), whole.max);
+      b.store(scratch, b.add(at, b.i32(f.Dv + 1)), whole.den);
+    });
+  });
+  return b.finish();
+}
+
+// One workgroup per row: the row's partials folded as the lanes are.
+kir::Kernel combine(const GenInput& in, const Form& f) {
+  const KernelRequest& r = in.request;
+  int64_t lanes = r.schedule.lanes, splits = r.schedule.splits, rows = f.B * f.Hq * f.Lq, width = f.Dv + 2;
+  Builder b(in.entry, lanes, in.grid[0]);
+  int32_t scratch = b.buffer("scratch", DType::F32, rows * splits * width, false);
+  int32_t out = b.buffer("out", r.results[0].dtype, rows * f.Dv, true);
+  V row = b.workgroupId(), lane = b.local();
+  b.ifThen(b.lt(row, b.i32(rows)), [&] {
+    auto slot = [&](V i) { return b.mul(b.add(b.mul(row, b.i32(splits)), i), b.i32(width)); };
+    attn::States parts{splits, [&](V i) { return b.load(scratch, b.add(slot(i), b.i32(f.Dv))); },
+                       [&](V i) { return b.load(scratch, b.add(slot(i), b.i32(f.Dv + 1))); },
+                       [&](V i, V c) { return b.load(scratch, b.add(slot(i), c)); }};
+    attn::foldInto(b, parts, lane, lanes, f.Dv, out, b.mul(row, b.i32(f.Dv)));
+  });
+  return b.finish();
+}
+
+}  // namespace
+
+Expected<kir::Kernel> genAttention(const GenInput& in) {
+  const Schedule& s = in.request.schedule;
+  Form f = formOf(in.request);
+  if (s.lanes < 1) return makeError(ErrorKind::Capability, {}, "attention schedule " + s.kind + " has no lanes");
+  int64_t scratch = s.kind == "streaming" ? 0 : f.B * f.Hq * f.Lq * s.splits * (f.Dv + 2);
+  if (auto indexable = gen::checkIndexWidth(in.request, scratch); !indexable) return indexable.error();
+  if (s.kind == "streaming") return streaming(in, f);
+  if (s.kind != "split-kv-partials" && s.kind != "split-kv-combine")
+    return makeError(ErrorKind::Capability, {}, "no attention generator for schedule " + s.kind);
+  if (f.Lq != 1)
+    return makeError(ErrorKind::Capability, {},
+                     "split-kv attention needs one query row per head, got " + std::to_string(f.Lq));
+  return s.kind == "split-kv-partials" ? partials(in, f) : combine(in, f);
+}
+
+}  // namespace poot

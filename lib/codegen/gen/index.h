@@ -1,0 +1,173 @@
+// What the primitive generators (elementwise, reduce, matmul, rows, guard)
+// share: reading a request's attributes, the refusal of shapes whose indices
+// do not fit i32, opening a kernel with one buffer per binding (operands,
+// then results), the one-thread-per-item skeleton, row-major and broadcast
+// index arithmetic with compile-time shapes, typed integer constants and the
+// NaN-propagating max and min the oracle uses. Private to lib/codegen/gen.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codegen/gen/generators.h"
+#include "codegen/kir/builder.h"
+#include "ir/ops.h"
+
+namespace poot::gen {
+
+using kir::Builder;
+using kir::Opc;
+using kir::Scalar;
+using kir::V;
+using Strides = std::vector<int64_t>;
+
+// ---------------------------------------------------------------- attributes
+
+inline const AttrValue& attrOf(const KernelRequest& r, std::string_view name) {
+  TypeQuery q;
+  q.attrs = &r.attrs;
+  return *q.attr(name);
+}
+inline int64_t attrInt(const KernelRequest& r, std::string_view n) { return std::get<int64_t>(attrOf(r, n)); }
+inline bool attrBool(const KernelRequest& r, std::string_view n) { return std::get<bool>(attrOf(r, n)); }
+inline const std::string& attrSym(const KernelRequest& r, std::string_view n) {
+  return std::get<std::string>(attrOf(r, n));
+}
+inline const std::vector<int64_t>& attrInts(const KernelRequest& r, std::string_view n) {
+  return std::get<std::vector<int64_t>>(attrOf(r, n));
+}
+inline const std::vector<double>& attrFloats(const KernelRequest& r, std::string_view n) {
+  return std::get<std::vector<double>>(attrOf(r, n));
+}
+// The `axis` attribute made non-negative against a rank (the verifier has
+// checked it lies in [-rank, rank)).
+inline int64_t axisAttr(const KernelRequest& r, int64_t rank) { return *normalizeAxis(attrInt(r, "axis"), rank); }
+
+// ---------------------------------------------------------------- refusals
+
+inline Error refuse(const char* check, const KernelRequest& r, const std::string& why) {
+  Error e = makeError(ErrorKind::Capability, {}, std::string("op ") + opName(r.op) + ": " + why);
+  e.capability = check;
+  return e;
+}
+
+// ---------------------------------------------------------------- kernels
+
+// A kernel being built: its Builder and the buffer index of each operand and
+// result, in binding order.
+struct Frame {
+  Builder b;
+  std::vector<int32_t> in, out;
+};
+
+// Indices are i32, and a thread id may run one workgroup past the last item,
+// so a request with a buffer (its operands, results, or `extra` elements of
+// scratch) of 2^31 - workgroupSize elements or more is refused (IndexWidth).
+inline Status checkIndexWidth(const KernelRequest& r, int64_t extra = 0) {
+  int64_t most = extra;
+  for (const std::vector<Type>* types : {&r.operands, &r.results})
+    for (const Type& t : *types) most = std::max(most, numel(t.shape));
+  if (most <= (int64_t(1) << 31) - 1 - r.schedule.workgroupSize) return ok();
+  return refuse("IndexWidth", r,
+                "a buffer of " + std::to_string(most) + " elements is more than 32-bit kernel indices address");
+}
+
+// Opens the kernel of `gi`: every binding gets a buffer of its type's element
+// count.
+inline Expected<Frame> openKernel(const GenInput& gi) {
+  const KernelRequest& r = gi.request;
+  int64_t wg = r.schedule.workgroupSize;
+  if (auto s = checkIndexWidth(r); !s) return s.error();
+  Frame f{Builder(gi.entry, wg, gi.grid[0]), {}, {}};
+  for (size_t i = 0; i < r.operands.size(); ++i)
+    f.in.push_back(f.b.buffer("operand" + std::to_string(i), r.operands[i].dtype, numel(r.operands[i].shape), false));
+  for (size_t i = 0; i < r.results.size(); ++i)
+    f.out.push_back(f.b.buffer("result" + std::to_string(i), r.results[i].dtype, numel(r.results[i].shape), true));
+  return f;
+}
+
+// One thread per item: id = workgroupId * workgroupSize + local, and the body
+// runs for id < count (the grid may hold a few threads more).
+inline void perThread(Builder& b, int64_t workgroupSize, int64_t count, const std::function<void(V)>& body) {
+  V id = b.add(b.mul(b.workgroupId(), b.i32(workgroupSize)), b.local());
+  b.ifThen(b.lt(id, b.i32(count)), [&] { body(id); });
+}
+
+// ---------------------------------------------------------------- index math
+
+inline Strides rowMajor(const Shape& s) {
+  Strides st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+// The strides of shape `s` read as if broadcast to `out` (numpy: aligned at
+// the right, 0 along the axes where s has size 1 or no axis).
+inline Strides bcastStrides(const Shape& s, const Shape& out) {
+  Strides st(out.size(), 0), own = rowMajor(s);
+  size_t lead = out.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] != 1) st[lead + d] = own[d];
+  return st;
+}
+
+// The coordinates of row-major element `flat` of `shape` (flat < numel).
+inline std::vector<V> unravel(Builder& b, V flat, const Shape& shape) {
+  std::vector<V> c(shape.size());
+  V rest = flat;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) {
+      c[d] = b.i32(0);
+    } else if (d == 0) {
+      c[d] = rest;
+    } else {
+      c[d] = b.rem(rest, b.i32(shape[d]));
+      rest = b.div(rest, b.i32(shape[d]));
+    }
+  }
+  return c;
+}
+
+// sum over d of coords[d] * strides[d], skipping zero strides.
+inline V offsetOf(Builder& b, const std::vector<V>& coords, const Strides& strides) {
+  V at = b.i32(0);
+  for (size_t d = 0; d < coords.size(); ++d) {
+    if (strides[d] == 0) continue;
+    at = b.add(at, strides[d] == 1 ? coords[d] : b.mul(coords[d], b.i32(strides[d])));
+  }
+  return at;
+}
+
+// a / d and a % d for a non-negative a and constant d, free when d is 1.
+inline V divBy(Builder& b, V a, int64_t d) { return d == 1 ? a : b.div(a, b.i32(d)); }
+inline V remBy(Builder& b, V a, int64_t d) { return d == 1 ? b.i32(0) : b.rem(a, b.i32(d)); }
+
+// ---------------------------------------------------------------- values
+
+// The value type the Builder loads a graph dtype as.
+inline Scalar valueScalar(DType t) {
+  if (isFloat(t)) return Scalar::F32;
+  if (t == DType::I64) return Scalar::I64;
+  if (t == DType::Bool) return Scalar::Bool;
+  return Scalar::I32;
+}
+
+// An integer constant of type t (i32 or i64) without passing through a double.
+inline V intConst(Builder& b, Scalar t, int64_t v) { return t == Scalar::I64 ? b.i64(v) : b.i32(v); }
+
+// The oracle's Max and Min: NaN if either side is NaN, else the larger
+// (smaller) with ties keeping `a`. Integers need no NaN test.
+inline V maxOf(Builder& b, V a, V c) {
+  V m = b.select(b.lt(a, c), c, a);
+  return b.typeOf(a) == Scalar::F32 ? b.select(b.isNan(c), c, m) : m;
+}
+inline V minOf(Builder& b, V a, V c) {
+  V m = b.select(b.lt(c, a), c, a);
+  return b.typeOf(a) == Scalar::F32 ? b.select(b.isNan(c), c, m) : m;
+}
+
+}  // namespace poot::gen

@@ -1,0 +1,484 @@
+// The KIR interpreter, SIMT in lockstep: one workgroup at a time, every value
+// a vector over the workgroup's threads (one 64-bit lane a thread, holding the
+// value's bits: i32 and f32 in the low half, bool as 0/1), every block run
+// under an active-thread mask. An If runs its then block under mask & cond and
+// its else block under mask & !cond (a block no thread enters is skipped); a
+// For keeps its own mask of the threads still looping, each with its own
+// induction value in the For's lanes, and stops when none is left. Variables
+// are per-thread lanes too; workgroup arrays are 32-bit words, filled with
+// all-ones bits (an f32 NaN, an i32 -1) when each workgroup starts so a read
+// before a write shows. The lanes of every instruction, the variables and the
+// masks (one per nesting depth) are allocated once per call and reused by
+// every workgroup. Where kir.h is silent: Rem on f32 is C's fmod, and f32 ->
+// int conversion saturates (NaN gives 0). The kernel is verified first, so
+// the opcode cases assume well-typed operands; a barrier reached by part of
+// the workgroup is still checked, as a guard behind the verifier's rule.
+// Errors (out-of-bounds access, division by zero, a shift out of range, that
+// barrier) stop the run as Verify errors naming the instruction, the
+// workgroup and, where one thread is at fault, the thread.
+#include "codegen/kir/interp.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "codegen/kir/verify.h"
+#include "oracle/tensor.h"
+
+namespace poot::kir {
+
+namespace {
+
+template <class T>
+T get(uint64_t x) {
+  if constexpr (std::is_same_v<T, bool>) return x != 0;
+  else if constexpr (std::is_same_v<T, float>) return std::bit_cast<float>(uint32_t(x));
+  else if constexpr (std::is_same_v<T, int32_t>) return int32_t(uint32_t(x));
+  else return int64_t(x);
+}
+
+template <class T>
+uint64_t put(T v) {
+  if constexpr (std::is_same_v<T, bool>) return v ? 1 : 0;
+  else if constexpr (std::is_same_v<T, float>) return std::bit_cast<uint32_t>(v);
+  else if constexpr (std::is_same_v<T, int32_t>) return uint32_t(v);
+  else return uint64_t(v);
+}
+
+// f32 -> integer, truncating; NaN gives 0 and out-of-range values saturate
+// (kir.h leaves both unspecified; this keeps them defined in C++).
+template <class I>
+I truncate(float f) {
+  if (std::isnan(f)) return 0;
+  if (f <= float(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (f >= float(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return I(f);
+}
+
+int depthOf(const Kernel& k, const Block& b) {
+  int d = 0;
+  for (V v : b.items) {
+    const Inst& in = k.insts[size_t(v)];
+    if (in.op == Opc::For || in.op == Opc::If)
+      d = std::max(d, 1 + std::max(depthOf(k, in.body), depthOf(k, in.orelse)));
+  }
+  return d;
+}
+
+class Machine {
+ public:
+  Machine(const Kernel& k, const std::vector<std::vector<uint8_t>*>& buffers)
+      : k_(k), bufs_(buffers), w_(size_t(k.workgroupSize)), lanes_(k.insts.size() * w_), vars_(k.vars.size() * w_) {
+    masks_.assign(size_t(depthOf(k, k.body)) + 1, std::vector<uint8_t>(w_, 0));
+    for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems), 0u);
+  }
+
+  Status run(int64_t gridY) {
+    for (int64_t gy = 0; gy < gridY; ++gy)
+      for (int64_t gx = 0; gx < k_.gridX; ++gx) {
+        gx_ = int32_t(gx);
+        gy_ = int32_t(gy);
+        for (auto& s : shared_) std::fill(s.begin(), s.end(), ~0u);
+        std::fill(masks_[0].begin(), masks_[0].end(), 1);
+        if (!block(k_.body, 0)) return err_;
+      }
+    return ok();
+  }
+
+ private:
+  uint64_t* lanes(V v) { return lanes_.data() + size_t(v) * w_; }
+
+  // Records the error of instruction v in this workgroup (and thread t, when
+  // one thread is at fault); false, so callers can return it.
+  bool fail(V v, int64_t t, const std::string& msg) {
+    err_ = makeError(ErrorKind::Verify, {},
+                     "kernel " + k_.entry + ": %" + std::to_string(v) + " (" + opcName(k_.insts[size_t(v)].op) +
+                         "): " + msg + " in workgroup (" + std::to_string(gx_) + ", " + std::to_string(gy_) + ")" +
+                         (t >= 0 ? " thread " + std::to_string(t) : ""));
+    return false;
+  }
+  bool unsupported(V v, const Inst& in) {
+    return fail(v, -1, std::string("no ") + opcName(in.op) + " on " + scalarName(in.type));
+  }
+
+  // r[t] = f(a[t]) or f(a[t], b[t]) on the active threads.
+  template <class T, class F>
+  void map1(const uint8_t* m, V v, const Inst& in, F f) {
+    const uint64_t* a = lanes(in.args[0]);
+    uint64_t* r = lanes(v);
+    for (size_t t = 0; t < w_; ++t)
+      if (m[t]) r[t] = put(f(get<T>(a[t])));
+  }
+  template <class T, class F>
+  void map2(const uint8_t* m, V v, const Inst& in, F f) {
+    const uint64_t* a = lanes(in.args[0]);
+    const uint64_t* b = lanes(in.args[1]);
+    uint64_t* r = lanes(v);
+    for (size_t t = 0; t < w_; ++t)
+      if (m[t]) r[t] = put(f(get<T>(a[t]), get<T>(b[t])));
+  }
+
+  template <class T>
+  bool intBinary(const uint8_t* m, V v, const Inst& in) {
+    using U = std::make_unsigned_t<T>;
+    constexpr int bits = int(sizeof(T) * 8);
+    const uint64_t* b = lanes(in.args[1]);
+    switch (in.op) {
+      case Opc::Add: map2<T>(m, v, in, [](T x, T y) { return T(U(x) + U(y)); }); return true;
+      case Opc::Sub: map2<T>(m, v, in, [](T x, T y) { return T(U(x) - U(y)); }); return true;
+      case Opc::Mul: map2<T>(m, v, in, [](T x, T y) { return T(U(x) * U(y)); }); return true;
+      case Opc::Div:
+      case Opc::Rem:
+        for (size_t t = 0; t < w_; ++t)
+          if (m[t] && get<T>(b[t]) == 0) return fail(v, int64_t(t), "division by zero");
+        if (in.op == Opc::Div)
+          map2<T>(m, v, in, [](T x, T y) { return y == -1 ? T(U(0) - U(x)) : T(x / y); });
+        else
+          map2<T>(m, v, in, [](T x, T y) { return y == -1 ? T(0) : T(x % y); });
+        return true;
+      case Opc::Min: map2<T>(m, v, in, [](T x, T y) { return std::min(x, y); }); return true;
+      case Opc::Max: map2<T>(m, v, in, [](T x, T y) { return std::max(x, y); }); return true;
+      case Opc::And: map2<T>(m, v, in, [](T x, T y) { return T(x & y); }); return true;
+      case Opc::Or: map2<T>(m, v, in, [](T x, T y) { return T(x | y); }); return true;
+      case Opc::Xor: map2<T>(m, v, in, [](T x, T y) { return T(x ^ y); }); return true;
+      case Opc::Shl:
+      case Opc::ShrA:
+      case Opc::ShrL:
+        for (size_t t = 0; t < w_; ++t)
+          if (m[t] && (get<T>(b[t]) < 0 || get<T>(b[t]) >= bits))
+            return fail(v, int64_t(t), "shift amount " + std::to_string(get<T>(b[t])) + " outside [0, " + std::to_string(bits) + ")");
+        if (in.op == Opc::Shl)
+          map2<T>(m, v, in, [](T x, T y) { return T(U(x) << y); });
+        else if (in.op == Opc::ShrL)
+          map2<T>(m, v, in, [](T x, T y) { return T(U(x) >> y); });
+        else  // arithmetic: C++20 defines >> on negative values as sign-extending
+          map2<T>(m, v, in, [](T x, T y) { return T(x >> y); });
+        return true;
+      case Opc::Neg: map1<T>(m, v, in, [](T x) { return T(U(0) - U(x)); }); return true;
+      case Opc::Not: map1<T>(m, v, in, [](T x) { return T(~x); }); return true;
+      case Opc::Abs: map1<T>(m, v, in, [](T x) { return x < 0 ? T(U(0) - U(x)) : x; }); return true;
+      default: return unsupported(v, in);
+    }
+  }
+
+  bool floatArith(const uint8_t* m, V v, const Inst& in) {
+    using F = float;
+    switch (in.op) {
+      case Opc::Add: map2<F>(m, v, in, [](F x, F y) { return x + y; }); return true;
+      case Opc::Sub: map2<F>(m, v, in, [](F x, F y) { return x - y; }); return true;
+      case Opc::Mul: map2<F>(m, v, in, [](F x, F y) { return x * y; }); return true;
+      case Opc::Div: map2<F>(m, v, in, [](F x, F y) { return x / y; }); return true;
+      case Opc::Rem: map2<F>(m, v, in, [](F x, F y) { return std::fmod(x, y); }); return true;
+      case Opc::Min: map2<F>(m, v, in, [](F x, F y) { return std::fmin(x, y); }); return true;
+      case Opc::Max: map2<F>(m, v, in, [](F x, F y) { return std::fmax(x, y); }); return true;
+      case Opc::Pow: map2<F>(m, v, in, [](F x, F y) { return std::pow(x, y); }); return true;
+      case Opc::Neg: map1<F>(m, v, in, [](F x) { return -x; }); return true;
+      case Opc::Abs: map1<F>(m, v, in, [](F x) { return std::fabs(x); }); return true;
+      case Opc::Exp: map1<F>(m, v, in, [](F x) { return std::exp(x); }); return true;
+      case Opc::Log: map1<F>(m, v, in, [](F x) { return std::log(x); }); return true;
+      case Opc::Sqrt: map1<F>(m, v, in, [](F x) { return std::sqrt(x); }); return true;
+      case Opc::Rsqrt: map1<F>(m, v, in, [](F x) { return 1.0f / std::sqrt(x); }); return true;
+      case Opc::Tanh: map1<F>(m, v, in, [](F x) { return std::tanh(x); }); return true;
+      case Opc::Sin: map1<F>(m, v, in, [](F x) { return std::sin(x); }); return true;
+      case Opc::Cos: map1<F>(m, v, in, [](F x) { return std::cos(x); }); return true;
+      case Opc::Floor: map1<F>(m, v, in, [](F x) { return std::floor(x); }); return true;
+      default: return unsupported(v, in);
+    }
+  }
+
+  bool boolLogic(const uint8_t* m, V v, const Inst& in) {
+    switch (in.op) {
+      case Opc::And: map2<bool>(m, v, in, [](bool x, bool y) { return x && y; }); return true;
+      case Opc::Or: map2<bool>(m, v, in, [](bool x, bool y) { return x || y; }); return true;
+      case Opc::Xor: map2<bool>(m, v, in, [](bool x, bool y) { return x != y; }); return true;
+      case Opc::Not: map1<bool>(m, v, in, [](bool x) { return !x; }); return true;
+      default: return unsupported(v, in);
+    }
+  }
+
+  template <class T>
+  void compare(const uint8_t* m, V v, const Inst& in) {
+    switch (in.op) {
+      case Opc::Lt: map2<T>(m, v, in, [](T x, T y) { return x < y; }); break;
+      case Opc::Le: map2<T>(m, v, in, [](T x, T y) { return x <= y; }); break;
+      case Opc::Gt: map2<T>(m, v, in, [](T x, T y) { return x > y; }); break;
+      case Opc::Ge: map2<T>(m, v, in, [](T x, T y) { return x >= y; }); break;
+      case Opc::Eq: map2<T>(m, v, in, [](T x, T y) { return x == y; }); break;
+      default: map2<T>(m, v, in, [](T x, T y) { return x != y; }); break;
+    }
+  }
+
+  template <class From>
+  void convertFrom(const uint8_t* m, V v, const Inst& in) {
+    switch (in.type) {
+      case Scalar::Bool: map1<From>(m, v, in, [](From x) { return x != From(0); }); break;
+      case Scalar::F32: map1<From>(m, v, in, [](From x) { return float(x); }); break;
+      case Scalar::I32:
+        if constexpr (std::is_same_v<From, float>)
+          map1<From>(m, v, in, [](From x) { return truncate<int32_t>(x); });
+        else
+          map1<From>(m, v, in, [](From x) { return int32_t(x); });  // modular since C++20
+        break;
+      case Scalar::I64:
+        if constexpr (std::is_same_v<From, float>)
+          map1<From>(m, v, in, [](From x) { return truncate<int64_t>(x); });
+        else
+          map1<From>(m, v, in, [](From x) { return int64_t(x); });
+        break;
+    }
+  }
+
+  bool arith(const uint8_t* m, V v, const Inst& in) {
+    switch (in.type) {
+      case Scalar::I32: return intBinary<int32_t>(m, v, in);
+      case Scalar::I64: return intBinary<int64_t>(m, v, in);
+      case Scalar::F32: return floatArith(m, v, in);
+      case Scalar::Bool: return boolLogic(m, v, in);
+    }
+    return false;
+  }
+
+  // The index lanes of a Load/Store/SharedLoad/SharedStore, checked against
+  // `elems` elements and the `bytes` the bound vector holds.
+  bool checkIndex(const uint8_t* m, V v, const Inst& in, int64_t elems, int64_t bytes, int64_t elemSize,
+                  const char* kind, const std::string& name) {
+    const uint64_t* idx = lanes(in.args[0]);
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      int64_t i = get<int32_t>(idx[t]);
+      if (i < 0 || i >= elems || (i + 1) * elemSize > bytes)
+        return fail(v, int64_t(t),
+                    "index " + std::to_string(i) + " outside [0, " + std::to_string(std::min(elems, bytes / elemSize)) +
+                        ") of " + kind + " " + std::to_string(in.ref) + " (" + name + ")");
+    }
+    return true;
+  }
+
+  bool load(const uint8_t* m, V v, const Inst& in) {
+    const Buffer& b = k_.buffers[size_t(in.ref)];
+    std::vector<uint8_t>& bytes = *bufs_[size_t(in.ref)];
+    int sz = elemBytes(b.elem);
+    if (!checkIndex(m, v, in, b.elems, int64_t(bytes.size()), sz, "buffer", b.name))
+      return false;
+    const uint64_t* idx = lanes(in.args[0]);
+    uint64_t* r = lanes(v);
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      const uint8_t* p = bytes.data() + size_t(get<int32_t>(idx[t])) * size_t(sz);
+      uint64_t raw = 0;
+      std::memcpy(&raw, p, size_t(sz));
+      switch (b.elem) {
+        case Elem::F16: r[t] = put(halfToFloat(uint16_t(raw))); break;
+        default: r[t] = raw; break;  // f32, i32 (low half), i64, u8 and u16 zero-extended
+      }
+    }
+    return true;
+  }
+
+  bool store(const uint8_t* m, V v, const Inst& in) {
+    const Buffer& b = k_.buffers[size_t(in.ref)];
+    std::vector<uint8_t>& bytes = *bufs_[size_t(in.ref)];
+    int sz = elemBytes(b.elem);
+    if (!checkIndex(m, v, in, b.elems, int64_t(bytes.size()), sz, "buffer", b.name))
+      return false;
+    const uint64_t* idx = lanes(in.args[0]);
+    const uint64_t* val = lanes(in.args[1]);
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      uint8_t* p = bytes.data() + size_t(get<int32_t>(idx[t])) * size_t(sz);
+      uint64_t raw = b.elem == Elem::F16 ? floatToHalf(get<float>(val[t])) : val[t];
+      std::memcpy(p, &raw, size_t(sz));  // little-endian: the low bytes narrow
+    }
+    return true;
+  }
+
+  bool sharedAccess(const uint8_t* m, V v, const Inst& in) {
+    const Shared& s = k_.shared[size_t(in.ref)];
+    std::vector<uint32_t>& words = shared_[size_t(in.ref)];
+    if (!checkIndex(m, v, in, s.elems, s.elems * 4, 4, "shared", s.name))
+      return false;
+    const uint64_t* idx = lanes(in.args[0]);
+    if (in.op == Opc::SharedLoad) {
+      uint64_t* r = lanes(v);
+      for (size_t t = 0; t < w_; ++t)
+        if (m[t]) r[t] = words[size_t(get<int32_t>(idx[t]))];
+    } else {
+      const uint64_t* val = lanes(in.args[1]);
+      for (size_t t = 0; t < w_; ++t)
+        if (m[t]) words[size_t(get<int32_t>(idx[t]))] = uint32_t(val[t]);
+    }
+    return true;
+  }
+
+  // Threads of m that also satisfy pred, into out; whether any does.
+  template <class P>
+  bool narrow(const uint8_t* m, uint8_t* out, P pred) {
+    bool any = false;
+    for (size_t t = 0; t < w_; ++t) {
+      out[t] = m[t] && pred(t);
+      any |= out[t] != 0;
+    }
+    return any;
+  }
+
+  bool loop(V v, const Inst& in, int depth) {
+    const uint8_t* m = masks_[size_t(depth)].data();
+    uint8_t* inner = masks_[size_t(depth) + 1].data();
+    const uint64_t* lo = lanes(in.args[0]);
+    const uint64_t* hi = lanes(in.args[1]);
+    uint64_t* i = lanes(v);
+    for (size_t t = 0; t < w_; ++t)
+      if (m[t]) i[t] = lo[t];
+    bool any = narrow(m, inner, [&](size_t t) { return get<int32_t>(i[t]) < get<int32_t>(hi[t]); });
+    while (any) {
+      if (!block(in.body, depth + 1)) return false;
+      any = false;
+      for (size_t t = 0; t < w_; ++t) {
+        if (!inner[t]) continue;
+        int64_t next = int64_t(get<int32_t>(i[t])) + in.imm;  // stops before i could wrap
+        if (next < get<int32_t>(hi[t])) {
+          i[t] = put(int32_t(next));
+          any = true;
+        } else {
+          inner[t] = 0;
+        }
+      }
+    }
+    return true;
+  }
+
+  bool branch(const Inst& in, int depth) {
+    const uint8_t* m = masks_[size_t(depth)].data();
+    uint8_t* inner = masks_[size_t(depth) + 1].data();
+    const uint64_t* c = lanes(in.args[0]);
+    if (narrow(m, inner, [&](size_t t) { return c[t] != 0; }) && !block(in.body, depth + 1)) return false;
+    if (narrow(m, inner, [&](size_t t) { return c[t] == 0; }) && !block(in.orelse, depth + 1)) return false;
+    return true;
+  }
+
+  bool block(const Block& b, int depth) {
+    const uint8_t* m = masks_[size_t(depth)].data();
+    for (V v : b.items) {
+      const Inst& in = k_.insts[size_t(v)];
+      uint64_t* r = lanes(v);
+      switch (in.op) {
+        case Opc::Const: {
+          uint64_t x = in.type == Scalar::F32 ? put(float(in.fimm))
+                       : in.type == Scalar::I32 ? put(int32_t(in.imm))
+                       : in.type == Scalar::Bool ? put(in.imm != 0)
+                       : put(in.imm);
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = x;
+          break;
+        }
+        case Opc::GroupX:
+        case Opc::GroupY:
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = put(in.op == Opc::GroupX ? gx_ : gy_);
+          break;
+        case Opc::Local:
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = put(int32_t(t));
+          break;
+        case Opc::Lt: case Opc::Le: case Opc::Gt: case Opc::Ge: case Opc::Eq: case Opc::Ne:
+          switch (k_.insts[size_t(in.args[0])].type) {
+            case Scalar::Bool: compare<bool>(m, v, in); break;
+            case Scalar::I32: compare<int32_t>(m, v, in); break;
+            case Scalar::I64: compare<int64_t>(m, v, in); break;
+            case Scalar::F32: compare<float>(m, v, in); break;
+          }
+          break;
+        case Opc::Select: {
+          const uint64_t* c = lanes(in.args[0]);
+          const uint64_t* x = lanes(in.args[1]);
+          const uint64_t* y = lanes(in.args[2]);
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = c[t] ? x[t] : y[t];
+          break;
+        }
+        case Opc::Convert:
+          switch (k_.insts[size_t(in.args[0])].type) {
+            case Scalar::Bool: convertFrom<bool>(m, v, in); break;
+            case Scalar::I32: convertFrom<int32_t>(m, v, in); break;
+            case Scalar::I64: convertFrom<int64_t>(m, v, in); break;
+            case Scalar::F32: convertFrom<float>(m, v, in); break;
+          }
+          break;
+        case Opc::Bitcast: {  // f32 <-> i32: both keep their 32 bits in the low half
+          const uint64_t* a = lanes(in.args[0]);
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = a[t];
+          break;
+        }
+        case Opc::Load:
+          if (!load(m, v, in)) return false;
+          break;
+        case Opc::Store:
+          if (!store(m, v, in)) return false;
+          break;
+        case Opc::SharedLoad:
+        case Opc::SharedStore:
+          if (!sharedAccess(m, v, in)) return false;
+          break;
+        case Opc::GetVar: {
+          const uint64_t* x = vars_.data() + size_t(in.ref) * w_;
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = x[t];
+          break;
+        }
+        case Opc::SetVar: {
+          uint64_t* x = vars_.data() + size_t(in.ref) * w_;
+          const uint64_t* a = lanes(in.args[0]);
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) x[t] = a[t];
+          break;
+        }
+        case Opc::For:
+          if (!loop(v, in, depth)) return false;
+          break;
+        case Opc::If:
+          if (!branch(in, depth)) return false;
+          break;
+        case Opc::Barrier: {
+          size_t n = size_t(std::count(m, m + w_, uint8_t(1)));
+          if (n != w_)
+            return fail(v, -1, "reached by " + std::to_string(n) + " of the workgroup's " + std::to_string(w_) + " threads");
+          break;
+        }
+        default:
+          if (!arith(m, v, in)) return false;
+          break;
+      }
+    }
+    return true;
+  }
+
+  const Kernel& k_;
+  const std::vector<std::vector<uint8_t>*>& bufs_;
+  size_t w_;
+  std::vector<uint64_t> lanes_;  // instruction v's lanes at [v * w_, (v + 1) * w_)
+  std::vector<uint64_t> vars_;   // variable j's lanes at [j * w_, (j + 1) * w_)
+  std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
+  std::vector<std::vector<uint32_t>> shared_;
+  int32_t gx_ = 0, gy_ = 0;
+  Error err_{ErrorKind::Verify, {}, ""};
+};
+
+}  // namespace
+
+Status interpret(const Kernel& k, int64_t gridY, const std::vector<std::vector<uint8_t>*>& buffers) {
+  if (auto s = verify(k); !s) return s;
+  if (buffers.size() != k.buffers.size())
+    return makeError(ErrorKind::Verify, {},
+                     "kernel " + k.entry + ": " + std::to_string(buffers.size()) + " buffers bound, " +
+                         std::to_string(k.buffers.size()) + " declared");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (!buffers[i])
+      return makeError(ErrorKind::Verify, {}, "kernel " + k.entry + ": buffer " + std::to_string(i) + " not bound");
+  return Machine(k, buffers).run(gridY);
+}
+
+}  // namespace poot::kir

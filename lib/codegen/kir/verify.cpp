@@ -1,0 +1,241 @@
+// The KIR verifier in two walks over the structured body. The first checks
+// each instruction where it stands: every block item a valid index placed in
+// one block only, every operand defined earlier in this block or an enclosing
+// one (a scope stack: the values a block defines are dropped when it ends, and
+// a For's induction value is in scope only in its body), never a statement
+// used as a value, and the opcode's operand count, types and references. The
+// second finds the per-thread values: Local, anything computed from one, a
+// For's induction value when a bound is per-thread, and a variable set from a
+// per-thread value or under per-thread control (iterated to a fixed point,
+// since a loop may read a variable before the set that taints it); a Barrier
+// under an If or For whose condition or bound is per-thread is an error.
+#include "codegen/kir/verify.h"
+
+#include <vector>
+
+namespace poot::kir {
+
+namespace {
+
+bool isStatement(Opc op) {
+  return op == Opc::Store || op == Opc::SharedStore || op == Opc::SetVar || op == Opc::If || op == Opc::Barrier;
+}
+
+bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
+bool isNumber(Scalar s) { return s != Scalar::Bool; }
+
+class Verifier {
+ public:
+  explicit Verifier(const Kernel& k)
+      : k_(k), placed_(k.insts.size(), 0), inScope_(k.insts.size(), 0), perThread_(k.insts.size(), 0),
+        varPerThread_(k.vars.size(), 0) {}
+
+  Status run() {
+    if (k_.workgroupSize < 1 || k_.gridX < 1)
+      return error("workgroup size " + std::to_string(k_.workgroupSize) + " and grid x " + std::to_string(k_.gridX) +
+                   " must be positive");
+    for (size_t i = 0; i < k_.shared.size(); ++i)
+      if (k_.shared[i].type != Scalar::F32 && k_.shared[i].type != Scalar::I32)
+        return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds " +
+                     scalarName(k_.shared[i].type) + ", not f32 or i32");
+    if (!scoped(k_.body)) return err_;
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      if (!uniformity(k_.body, -1, changed)) return err_;
+    }
+    return ok();
+  }
+
+ private:
+  Error error(const std::string& msg) const { return makeError(ErrorKind::Verify, {}, "kernel " + k_.entry + ": " + msg); }
+
+  bool fail(V v, const std::string& msg) {
+    err_ = error("%" + std::to_string(v) + " (" + opcName(k_.insts[size_t(v)].op) + "): " + msg);
+    return false;
+  }
+
+  Scalar typeOf(V v) const { return k_.insts[size_t(v)].type; }
+  std::string arg(const Inst& in, size_t i) const {
+    return "%" + std::to_string(in.args[i]) + " (" + scalarName(typeOf(in.args[i])) + ")";
+  }
+
+  bool arity(V v, const Inst& in, size_t n) {
+    if (in.args.size() == n) return true;
+    return fail(v, std::to_string(in.args.size()) + " operands, expected " + std::to_string(n));
+  }
+  bool want(V v, const Inst& in, size_t i, Scalar t, const char* what) {
+    if (typeOf(in.args[i]) == t) return true;
+    return fail(v, std::string(what) + " " + arg(in, i) + " is not " + scalarName(t));
+  }
+  bool result(V v, const Inst& in, Scalar t) {
+    if (in.type == t) return true;
+    return fail(v, std::string("result type ") + scalarName(in.type) + ", expected " + scalarName(t));
+  }
+  bool sameTypes(V v, const Inst& in, size_t a, size_t b) {
+    if (typeOf(in.args[a]) == typeOf(in.args[b])) return true;
+    return fail(v, std::string("operand types ") + scalarName(typeOf(in.args[a])) + " and " +
+                       scalarName(typeOf(in.args[b])) + " differ");
+  }
+  bool typeIn(V v, Scalar t, bool allowed) {
+    if (allowed) return true;
+    return fail(v, std::string("not defined on ") + scalarName(t));
+  }
+  bool ref(V v, const Inst& in, size_t n, const char* what) {
+    if (in.ref >= 0 && size_t(in.ref) < n) return true;
+    return fail(v, std::string(what) + " " + std::to_string(in.ref) + " out of range (" + std::to_string(n) + ")");
+  }
+
+  // Operand counts, types and references of one instruction.
+  bool typed(V v, const Inst& in) {
+    switch (in.op) {
+      case Opc::Const: return arity(v, in, 0);
+      case Opc::GroupX: case Opc::GroupY: case Opc::Local: return arity(v, in, 0) && result(v, in, Scalar::I32);
+      case Opc::Add: case Opc::Sub: case Opc::Mul: case Opc::Div: case Opc::Rem: case Opc::Min: case Opc::Max:
+      case Opc::Pow: case Opc::And: case Opc::Or: case Opc::Xor: case Opc::Shl: case Opc::ShrA: case Opc::ShrL: {
+        if (!arity(v, in, 2) || !sameTypes(v, in, 0, 1) || !result(v, in, typeOf(in.args[0]))) return false;
+        Scalar t = in.type;
+        bool allowed = in.op == Opc::Pow                                        ? t == Scalar::F32
+                       : in.op == Opc::And || in.op == Opc::Or || in.op == Opc::Xor ? t != Scalar::F32
+                       : in.op >= Opc::Shl                                      ? isInt(t)
+                                                                                : isNumber(t);
+        return typeIn(v, t, allowed);
+      }
+      case Opc::Neg: case Opc::Not: case Opc::Abs: case Opc::Exp: case Opc::Log: case Opc::Sqrt: case Opc::Rsqrt:
+      case Opc::Tanh: case Opc::Sin: case Opc::Cos: case Opc::Floor: {
+        if (!arity(v, in, 1) || !result(v, in, typeOf(in.args[0]))) return false;
+        Scalar t = in.type;
+        bool allowed = in.op == Opc::Not                        ? t != Scalar::F32
+                       : in.op == Opc::Neg || in.op == Opc::Abs ? isNumber(t)
+                                                                : t == Scalar::F32;
+        return typeIn(v, t, allowed);
+      }
+      case Opc::Lt: case Opc::Le: case Opc::Gt: case Opc::Ge: case Opc::Eq: case Opc::Ne:
+        return arity(v, in, 2) && sameTypes(v, in, 0, 1) && result(v, in, Scalar::Bool) &&
+               typeIn(v, typeOf(in.args[0]), in.op >= Opc::Eq || isNumber(typeOf(in.args[0])));
+      case Opc::Select:
+        return arity(v, in, 3) && want(v, in, 0, Scalar::Bool, "condition") && sameTypes(v, in, 1, 2) &&
+               result(v, in, typeOf(in.args[1]));
+      case Opc::Convert: return arity(v, in, 1);
+      case Opc::Bitcast: {
+        if (!arity(v, in, 1)) return false;
+        Scalar from = typeOf(in.args[0]);
+        if ((from == Scalar::F32 && in.type == Scalar::I32) || (from == Scalar::I32 && in.type == Scalar::F32)) return true;
+        return fail(v, std::string("bitcast from ") + scalarName(from) + " to " + scalarName(in.type));
+      }
+      case Opc::Load:
+        return arity(v, in, 1) && ref(v, in, k_.buffers.size(), "buffer") && want(v, in, 0, Scalar::I32, "index") &&
+               result(v, in, valueOf(k_.buffers[size_t(in.ref)].elem));
+      case Opc::Store: {
+        if (!arity(v, in, 2) || !ref(v, in, k_.buffers.size(), "buffer") || !want(v, in, 0, Scalar::I32, "index"))
+          return false;
+        const Buffer& b = k_.buffers[size_t(in.ref)];
+        if (!want(v, in, 1, valueOf(b.elem), "value")) return false;
+        if (b.written) return true;
+        return fail(v, "store to read-only buffer " + std::to_string(in.ref) + " (" + b.name + ")");
+      }
+      case Opc::SharedLoad:
+        return arity(v, in, 1) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
+               result(v, in, k_.shared[size_t(in.ref)].type);
+      case Opc::SharedStore:
+        return arity(v, in, 2) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
+               want(v, in, 1, k_.shared[size_t(in.ref)].type, "value");
+      case Opc::GetVar:
+        return arity(v, in, 0) && ref(v, in, k_.vars.size(), "variable") && result(v, in, k_.vars[size_t(in.ref)]);
+      case Opc::SetVar:
+        return arity(v, in, 1) && ref(v, in, k_.vars.size(), "variable") &&
+               want(v, in, 0, k_.vars[size_t(in.ref)], "value");
+      case Opc::For:
+        if (!arity(v, in, 2) || !want(v, in, 0, Scalar::I32, "lower bound") ||
+            !want(v, in, 1, Scalar::I32, "upper bound") || !result(v, in, Scalar::I32))
+          return false;
+        if (in.imm > 0) return true;
+        return fail(v, "step " + std::to_string(in.imm) + " is not positive");
+      case Opc::If: return arity(v, in, 1) && want(v, in, 0, Scalar::Bool, "condition");
+      case Opc::Barrier: return arity(v, in, 0);
+    }
+    return fail(v, "unknown opcode");
+  }
+
+  // Placement, scope and types of every item of b and the blocks nested in it.
+  bool scoped(const Block& b) {
+    std::vector<V> defined;
+    bool good = true;
+    for (V v : b.items) {
+      if (v < 0 || size_t(v) >= k_.insts.size()) {
+        err_ = error("block item %" + std::to_string(v) + " out of range (" + std::to_string(k_.insts.size()) + ")");
+        good = false;
+        break;
+      }
+      if (placed_[size_t(v)]) {
+        good = fail(v, "placed in more than one block");
+        break;
+      }
+      placed_[size_t(v)] = 1;
+      const Inst& in = k_.insts[size_t(v)];
+      for (V a : in.args) {
+        if (a < 0 || size_t(a) >= k_.insts.size()) good = fail(v, "operand %" + std::to_string(a) + " out of range");
+        else if (isStatement(k_.insts[size_t(a)].op)) good = fail(v, "operand %" + std::to_string(a) + " is a statement");
+        else if (!inScope_[size_t(a)]) good = fail(v, "operand %" + std::to_string(a) + " is not defined before it in scope");
+        if (!good) break;
+      }
+      if (!good || !typed(v, in)) {
+        good = false;
+        break;
+      }
+      if (in.op != Opc::For && in.op != Opc::If && !(in.body.items.empty() && in.orelse.items.empty())) {
+        good = fail(v, "has nested blocks");
+        break;
+      }
+      if (in.op == Opc::For && !in.orelse.items.empty()) {
+        good = fail(v, "a for has no else block");
+        break;
+      }
+      if (in.op == Opc::For) inScope_[size_t(v)] = 1;
+      if ((in.op == Opc::For || in.op == Opc::If) && (!scoped(in.body) || !scoped(in.orelse))) {
+        good = false;
+        break;
+      }
+      if (in.op == Opc::For) inScope_[size_t(v)] = 0;
+      if (in.op != Opc::For && !isStatement(in.op)) {
+        inScope_[size_t(v)] = 1;
+        defined.push_back(v);
+      }
+    }
+    for (V v : defined) inScope_[size_t(v)] = 0;
+    return good;
+  }
+
+  // One pass of the per-thread analysis over b, under control that is
+  // per-thread when `divergent` (the If or For that makes it so) is not -1.
+  bool uniformity(const Block& b, V divergent, bool& changed) {
+    for (V v : b.items) {
+      const Inst& in = k_.insts[size_t(v)];
+      bool pt = in.op == Opc::Local || (in.op == Opc::GetVar && varPerThread_[size_t(in.ref)]);
+      for (V a : in.args) pt |= perThread_[size_t(a)] != 0;
+      perThread_[size_t(v)] = pt;
+      if (in.op == Opc::SetVar && (pt || divergent >= 0) && !varPerThread_[size_t(in.ref)]) {
+        varPerThread_[size_t(in.ref)] = 1;
+        changed = true;
+      }
+      if (in.op == Opc::Barrier && divergent >= 0)
+        return fail(v, "inside %" + std::to_string(divergent) + " (" + opcName(k_.insts[size_t(divergent)].op) +
+                           "), whose condition depends on the thread");
+      if (in.op == Opc::For || in.op == Opc::If) {
+        V inner = divergent >= 0 ? divergent : pt ? v : -1;
+        if (!uniformity(in.body, inner, changed) || !uniformity(in.orelse, inner, changed)) return false;
+      }
+    }
+    return true;
+  }
+
+  const Kernel& k_;
+  std::vector<uint8_t> placed_, inScope_, perThread_, varPerThread_;
+  Error err_{ErrorKind::Verify, {}, ""};
+};
+
+}  // namespace
+
+Status verify(const Kernel& k) { return Verifier(k).run(); }
+
+}  // namespace poot::kir

@@ -1,0 +1,399 @@
+// The KIR to LLVM IR writer. It walks the structured body once with an
+// IRBuilder: values map one to one by instruction index (a value defined in
+// a block dominates the blocks nested in it, so no phis are needed except a
+// For's induction value in its header); For is head (phi, signed compare) ->
+// body -> back edge, If is then/else/merge. Thread and workgroup ids, the
+// barrier and the kernel marking are the only target-specific parts besides
+// the math (math.h).
+#include "codegen/llvm/module.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsAMDGPU.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/MDBuilder.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "codegen/llvm/math.h"
+
+namespace poot::llvmgen {
+
+namespace {
+
+using kir::Opc;
+using kir::Scalar;
+using llvm::Value;
+
+std::string symbolName(const std::string& s) {
+  std::string out = "smem_";
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+class Writer {
+ public:
+  Writer(const kir::Kernel& k, Target target, llvm::Module& m)
+      : k_(k), target_(target), m_(m), ctx_(m.getContext()), b_(ctx_), math_(b_, target),
+        vals_(k.insts.size(), nullptr) {}
+
+  Status write();
+
+ private:
+  llvm::Type* type(Scalar s);
+  llvm::Type* elemType(kir::Elem e);
+  void declare();
+  Status block(const kir::Block& blk);
+  Status inst(kir::V v);
+  Value* constant(const kir::Inst& in);
+  Value* special(llvm::Intrinsic::ID nvptx, llvm::Intrinsic::ID amdgpu);
+  Expected<Value*> binary(kir::V v, Value* a, Value* c);
+  Expected<Value*> unary(kir::V v, Value* a);
+  Value* compare(Opc op, Scalar t, Value* a, Value* c);
+  Value* convert(Scalar from, Scalar to, Value* x);
+  Value* load(const kir::Inst& in, Value* index);
+  void store(const kir::Inst& in, Value* index, Value* value);
+  Value* sharedAt(int32_t array, Value* index);
+  void barrier();
+  Status loop(kir::V v);
+  Status branch(kir::V v);
+  Error unsupported(kir::V v);
+
+  const kir::Kernel& k_;
+  Target target_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  Math math_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<Value*> vals_;
+  std::vector<llvm::AllocaInst*> vars_;
+  std::vector<llvm::GlobalVariable*> shared_;
+};
+
+llvm::Type* Writer::type(Scalar s) {
+  switch (s) {
+    case Scalar::Bool: return b_.getInt1Ty();
+    case Scalar::I32: return b_.getInt32Ty();
+    case Scalar::I64: return b_.getInt64Ty();
+    case Scalar::F32: return b_.getFloatTy();
+  }
+  return nullptr;
+}
+
+llvm::Type* Writer::elemType(kir::Elem e) {
+  switch (e) {
+    case kir::Elem::F32: return b_.getFloatTy();
+    case kir::Elem::F16: return b_.getHalfTy();
+    case kir::Elem::I32: return b_.getInt32Ty();
+    case kir::Elem::I64: return b_.getInt64Ty();
+    case kir::Elem::U8: return b_.getInt8Ty();
+    case kir::Elem::U16: return b_.getInt16Ty();
+  }
+  return nullptr;
+}
+
+Error Writer::unsupported(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  return makeError(ErrorKind::Verify, Loc{},
+                   "inst " + std::to_string(v) + ": " + kir::opcName(in.op) + " on " + kir::scalarName(in.type) +
+                       " has no llvm lowering");
+}
+
+// The entry function, its kernel marking and the workgroup arrays.
+void Writer::declare() {
+  std::vector<llvm::Type*> params(k_.buffers.size(), b_.getPtrTy(1));
+  fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
+                               llvm::Function::ExternalLinkage, k_.entry, m_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  for (size_t i = 0; i < k_.buffers.size(); ++i) {
+    llvm::Argument* a = fn_->getArg(unsigned(i));
+    a->setName(k_.buffers[i].name);
+    a->addAttr(llvm::Attribute::NoCapture);
+    if (!k_.buffers[i].written) a->addAttr(llvm::Attribute::ReadOnly);
+  }
+  if (target_ == Target::Ptx) {
+    fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
+    llvm::NamedMDNode* md = m_.getOrInsertNamedMetadata("nvvm.annotations");
+    for (auto [key, value] : {std::pair<const char*, int64_t>{"kernel", 1}, {"maxntidx", k_.workgroupSize}})
+      md->addOperand(llvm::MDNode::get(ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
+                                              llvm::ConstantAsMetadata::get(b_.getInt32(uint32_t(value)))}));
+  } else {
+    fn_->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
+    fn_->addFnAttr("amdgpu-flat-work-group-size", "1," + std::to_string(k_.workgroupSize));
+    m_.addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", 500);
+  }
+  for (const kir::Shared& s : k_.shared) {
+    auto* ty = llvm::ArrayType::get(type(s.type), uint64_t(s.elems));
+    auto* g = new llvm::GlobalVariable(m_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
+                                       symbolName(s.name), nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    g->setAlignment(llvm::Align(4));
+    shared_.push_back(g);
+  }
+}
+
+Status Writer::write() {
+  declare();
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+  unsigned allocaSpace = m_.getDataLayout().getAllocaAddrSpace();
+  for (size_t i = 0; i < k_.vars.size(); ++i)
+    vars_.push_back(b_.CreateAlloca(type(k_.vars[i]), allocaSpace, nullptr, "var" + std::to_string(i)));
+  if (auto s = block(k_.body); !s) return s;
+  b_.CreateRetVoid();
+  return ok();
+}
+
+Status Writer::block(const kir::Block& blk) {
+  for (kir::V v : blk.items)
+    if (auto s = inst(v); !s) return s;
+  return ok();
+}
+
+Value* Writer::constant(const kir::Inst& in) {
+  switch (in.type) {
+    case Scalar::Bool: return b_.getInt1(in.imm != 0);
+    case Scalar::I32: return b_.getInt32(uint32_t(in.imm));
+    case Scalar::I64: return b_.getInt64(uint64_t(in.imm));
+    case Scalar::F32: return llvm::ConstantFP::get(b_.getFloatTy(), in.fimm);
+  }
+  return nullptr;
+}
+
+Value* Writer::special(llvm::Intrinsic::ID nvptx, llvm::Intrinsic::ID amdgpu) {
+  return b_.CreateIntrinsic(target_ == Target::Ptx ? nvptx : amdgpu, {}, {});
+}
+
+Status Writer::inst(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
+  Scalar operand = in.args.empty() ? in.type : k_.insts[size_t(in.args[0])].type;
+  Value* r = nullptr;
+  switch (in.op) {
+    case Opc::Const: r = constant(in); break;
+    case Opc::GroupX:
+      r = special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, llvm::Intrinsic::amdgcn_workgroup_id_x);
+      break;
+    case Opc::GroupY:
+      r = special(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y, llvm::Intrinsic::amdgcn_workgroup_id_y);
+      break;
+    case Opc::Local: {
+      auto* call = llvm::cast<llvm::CallInst>(
+          special(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, llvm::Intrinsic::amdgcn_workitem_id_x));
+      call->setMetadata(llvm::LLVMContext::MD_range,
+                        llvm::MDBuilder(ctx_).createRange(llvm::APInt(32, 0), llvm::APInt(32, k_.workgroupSize)));
+      r = call;
+      break;
+    }
+    case Opc::Neg: case Opc::Not: case Opc::Abs: case Opc::Exp: case Opc::Log: case Opc::Sqrt:
+    case Opc::Rsqrt: case Opc::Tanh: case Opc::Sin: case Opc::Cos: case Opc::Floor: {
+      auto x = unary(v, arg(0));
+      if (!x) return x.error();
+      r = *x;
+      break;
+    }
+    case Opc::Lt: case Opc::Le: case Opc::Gt: case Opc::Ge: case Opc::Eq: case Opc::Ne:
+      r = compare(in.op, operand, arg(0), arg(1));
+      break;
+    case Opc::Select: r = b_.CreateSelect(arg(0), arg(1), arg(2)); break;
+    case Opc::Convert: r = convert(operand, in.type, arg(0)); break;
+    case Opc::Bitcast: r = b_.CreateBitCast(arg(0), type(in.type)); break;
+    case Opc::Load: r = load(in, arg(0)); break;
+    case Opc::Store: store(in, arg(0), arg(1)); break;
+    case Opc::SharedLoad: r = b_.CreateAlignedLoad(type(in.type), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
+    case Opc::SharedStore: b_.CreateAlignedStore(arg(1), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
+    case Opc::GetVar: r = b_.CreateLoad(type(in.type), vars_[size_t(in.ref)]); break;
+    case Opc::SetVar: b_.CreateStore(arg(0), vars_[size_t(in.ref)]); break;
+    case Opc::For: return loop(v);
+    case Opc::If: return branch(v);
+    case Opc::Barrier: barrier(); break;
+    default: {  // the binary operations
+      auto x = binary(v, arg(0), arg(1));
+      if (!x) return x.error();
+      r = *x;
+      break;
+    }
+  }
+  if (r && !r->hasName() && !llvm::isa<llvm::Constant>(r)) r->setName("v" + std::to_string(v));
+  vals_[size_t(v)] = r;
+  return ok();
+}
+
+Expected<Value*> Writer::binary(kir::V v, Value* a, Value* c) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  bool fp = in.type == Scalar::F32, boolean = in.type == Scalar::Bool;
+  auto intrinsic = [&](llvm::Intrinsic::ID id) { return b_.CreateBinaryIntrinsic(id, a, c); };
+  switch (in.op) {
+    case Opc::Add: return fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+    case Opc::Sub: return fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+    case Opc::Mul: return fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+    case Opc::Div:
+      if (boolean) return unsupported(v);
+      return fp ? b_.CreateFDiv(a, c) : b_.CreateSDiv(a, c);
+    case Opc::Rem:
+      if (boolean) return unsupported(v);
+      return fp ? b_.CreateFRem(a, c) : b_.CreateSRem(a, c);
+    case Opc::Min:
+      return intrinsic(fp ? llvm::Intrinsic::minnum : boolean ? llvm::Intrinsic::umin : llvm::Intrinsic::smin);
+    case Opc::Max:
+      return intrinsic(fp ? llvm::Intrinsic::maxnum : boolean ? llvm::Intrinsic::umax : llvm::Intrinsic::smax);
+    case Opc::Pow:
+      if (!fp) return unsupported(v);
+      return math_.pow(a, c);
+    case Opc::And: case Opc::Or: case Opc::Xor:
+      if (fp) return unsupported(v);
+      return in.op == Opc::And ? b_.CreateAnd(a, c) : in.op == Opc::Or ? b_.CreateOr(a, c) : b_.CreateXor(a, c);
+    case Opc::Shl: case Opc::ShrA: case Opc::ShrL:
+      if (fp || boolean) return unsupported(v);
+      return in.op == Opc::Shl ? b_.CreateShl(a, c) : in.op == Opc::ShrA ? b_.CreateAShr(a, c) : b_.CreateLShr(a, c);
+    default: return unsupported(v);
+  }
+}
+
+Expected<Value*> Writer::unary(kir::V v, Value* a) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  bool fp = in.type == Scalar::F32;
+  switch (in.op) {
+    case Opc::Neg: return fp ? b_.CreateFNeg(a) : b_.CreateNeg(a);
+    case Opc::Not:
+      if (fp) return unsupported(v);
+      return b_.CreateNot(a);
+    case Opc::Abs:
+      if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+      if (in.type == Scalar::Bool) return a;
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a, b_.getFalse());
+    case Opc::Floor: return fp ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a) : a;
+    default: break;
+  }
+  if (!fp) return unsupported(v);
+  switch (in.op) {
+    case Opc::Exp: return math_.exp(a);
+    case Opc::Log: return math_.log(a);
+    case Opc::Sqrt: return math_.sqrt(a);
+    case Opc::Rsqrt: return math_.rsqrt(a);
+    case Opc::Tanh: return math_.tanh(a);
+    case Opc::Sin: return math_.sin(a);
+    case Opc::Cos: return math_.cos(a);
+    default: return unsupported(v);
+  }
+}
+
+Value* Writer::compare(Opc op, Scalar t, Value* a, Value* c) {
+  using P = llvm::CmpInst::Predicate;
+  int i = int(op) - int(Opc::Lt);
+  if (t == Scalar::F32) {
+    static const P fp[] = {P::FCMP_OLT, P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE, P::FCMP_OEQ, P::FCMP_UNE};
+    return b_.CreateFCmp(fp[i], a, c);
+  }
+  static const P sint[] = {P::ICMP_SLT, P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE, P::ICMP_EQ, P::ICMP_NE};
+  static const P uint[] = {P::ICMP_ULT, P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE, P::ICMP_EQ, P::ICMP_NE};
+  return b_.CreateICmp(t == Scalar::Bool ? uint[i] : sint[i], a, c);
+}
+
+Value* Writer::convert(Scalar from, Scalar to, Value* x) {
+  if (from == to) return x;
+  if (to == Scalar::Bool)
+    return from == Scalar::F32 ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0))
+                               : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  if (from == Scalar::Bool) return to == Scalar::F32 ? b_.CreateUIToFP(x, type(to)) : b_.CreateZExt(x, type(to));
+  if (to == Scalar::F32) return b_.CreateSIToFP(x, type(to));
+  // Out of range is unspecified in KIR, but must not be poison here.
+  if (from == Scalar::F32) return b_.CreateFreeze(b_.CreateFPToSI(x, type(to)));
+  return b_.CreateSExtOrTrunc(x, type(to));
+}
+
+Value* Writer::load(const kir::Inst& in, Value* index) {
+  const kir::Buffer& buf = k_.buffers[size_t(in.ref)];
+  llvm::Type* et = elemType(buf.elem);
+  Value* p = b_.CreateInBoundsGEP(et, fn_->getArg(unsigned(in.ref)), index);
+  Value* raw = b_.CreateAlignedLoad(et, p, llvm::Align(uint64_t(kir::elemBytes(buf.elem))));
+  switch (buf.elem) {
+    case kir::Elem::F16: return b_.CreateFPExt(raw, b_.getFloatTy());
+    case kir::Elem::U8:
+    case kir::Elem::U16: return b_.CreateZExt(raw, b_.getInt32Ty());
+    default: return raw;
+  }
+}
+
+void Writer::store(const kir::Inst& in, Value* index, Value* value) {
+  const kir::Buffer& buf = k_.buffers[size_t(in.ref)];
+  llvm::Type* et = elemType(buf.elem);
+  if (buf.elem == kir::Elem::F16) value = b_.CreateFPTrunc(value, et);
+  if (buf.elem == kir::Elem::U8 || buf.elem == kir::Elem::U16) value = b_.CreateTrunc(value, et);
+  Value* p = b_.CreateInBoundsGEP(et, fn_->getArg(unsigned(in.ref)), index);
+  b_.CreateAlignedStore(value, p, llvm::Align(uint64_t(kir::elemBytes(buf.elem))));
+}
+
+Value* Writer::sharedAt(int32_t array, Value* index) {
+  llvm::GlobalVariable* g = shared_[size_t(array)];
+  return b_.CreateInBoundsGEP(g->getValueType(), g, {b_.getInt32(0), index});
+}
+
+void Writer::barrier() {
+  if (target_ == Target::Ptx) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+    return;
+  }
+  llvm::SyncScope::ID workgroup = ctx_.getOrInsertSyncScopeID("workgroup");
+  b_.CreateFence(llvm::AtomicOrdering::Release, workgroup);
+  b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
+  b_.CreateFence(llvm::AtomicOrdering::Acquire, workgroup);
+}
+
+// Generated loops stay far from INT32_MAX, so the increment is nsw, which
+// lets the loop passes count trips.
+Status Writer::loop(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  Value* lo = vals_[size_t(in.args[0])];
+  Value* hi = vals_[size_t(in.args[1])];
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, "for.head", fn_);
+  auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt32Ty(), 2, "i" + std::to_string(v));
+  i->addIncoming(lo, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, hi), body, exit);
+  b_.SetInsertPoint(body);
+  vals_[size_t(v)] = i;
+  if (auto s = block(in.body); !s) return s;
+  i->addIncoming(b_.CreateNSWAdd(i, b_.getInt32(uint32_t(in.imm))), b_.GetInsertBlock());
+  b_.CreateBr(head);
+  exit->moveAfter(b_.GetInsertBlock());
+  b_.SetInsertPoint(exit);
+  return ok();
+}
+
+Status Writer::branch(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  auto* then = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+  auto* merge = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
+  llvm::BasicBlock* orelse = in.orelse.items.empty() ? merge : llvm::BasicBlock::Create(ctx_, "if.else", fn_);
+  b_.CreateCondBr(vals_[size_t(in.args[0])], then, orelse);
+  b_.SetInsertPoint(then);
+  if (auto s = block(in.body); !s) return s;
+  b_.CreateBr(merge);
+  if (orelse != merge) {
+    orelse->moveAfter(b_.GetInsertBlock());
+    b_.SetInsertPoint(orelse);
+    if (auto s = block(in.orelse); !s) return s;
+    b_.CreateBr(merge);
+  }
+  merge->moveAfter(b_.GetInsertBlock());
+  b_.SetInsertPoint(merge);
+  return ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<llvm::Module>> buildModule(const kir::Kernel& k, Target target,
+                                                    const llvm::TargetMachine& tm, llvm::LLVMContext& ctx) {
+  auto m = std::make_unique<llvm::Module>(k.entry, ctx);
+  m->setTargetTriple(tm.getTargetTriple().str());
+  m->setDataLayout(tm.createDataLayout());
+  if (auto s = Writer(k, target, *m).write(); !s) return s.error();
+  return m;
+}
+
+}  // namespace poot::llvmgen

@@ -1,0 +1,253 @@
+// The emitter's frame: capabilities from legalize, one StorageBuffer variable
+// per binding (a Block struct per element type, NonWritable when never
+// stored), Workgroup arrays, the WorkgroupId and LocalInvocationIndex
+// builtins on first use, one GLCompute entry point whose interface lists every
+// global, and the function body. Control flow stays structured: a For is a
+// loop whose header holds the induction OpPhi and the exit test, whose body
+// falls into a continue block that adds the step (stopping at hi where the
+// sum would wrap, as KIR's loop stops); an If is a selection whose
+// empty else branches straight to the merge. Function variables open the
+// first block, as SPIR-V requires.
+#include "codegen/spirv/emitter.h"
+#include "codegen/spirv/spirv.h"
+
+namespace poot::spirv {
+
+using kir::Elem;
+using kir::Opc;
+using kir::Scalar;
+
+Id Emitter::op(SpvOp o, Id type, const Words& args) {
+  Id r = m_.id();
+  put(m_.s.functions, o, cat({type, r}, args));
+  return r;
+}
+
+Id Emitter::ext(uint32_t glslOp, Id type, const Words& args) {
+  return op(SpvOpExtInst, type, cat({m_.glsl(), glslOp}, args));
+}
+
+Id Emitter::scalar(Scalar s) {
+  switch (s) {
+    case Scalar::Bool: return m_.boolType();
+    case Scalar::I32: return i32();
+    case Scalar::I64: return m_.intType(64, true);
+    case Scalar::F32: return f32();
+  }
+  return 0;
+}
+
+Id Emitter::elemType(Elem e) {
+  switch (e) {
+    case Elem::F32: return f32();
+    case Elem::F16: return m_.floatType(16);
+    case Elem::I32: return i32();
+    case Elem::I64: return m_.intType(64, true);
+    case Elem::U8: return m_.intType(8, false);
+    case Elem::U16: return m_.intType(16, false);
+  }
+  return 0;
+}
+
+void Emitter::declareGlobals() {
+  for (size_t i = 0; i < k_.buffers.size(); ++i) {
+    const kir::Buffer& b = k_.buffers[i];
+    Id block = m_.blockType(elemType(b.elem), uint32_t(kir::elemBytes(b.elem)));
+    Id var = m_.variable(m_.pointerType(SpvStorageClassStorageBuffer, block), SpvStorageClassStorageBuffer);
+    m_.name(var, b.name);
+    m_.decorate(var, SpvDecorationDescriptorSet, {0});
+    m_.decorate(var, SpvDecorationBinding, {uint32_t(i)});
+    if (!b.written) m_.decorate(var, SpvDecorationNonWritable);
+    buffers_.push_back(var);
+    interface_.push_back(var);
+  }
+  for (const kir::Shared& s : k_.shared) {
+    Id array = m_.arrayType(scalar(s.type), uint32_t(s.elems));
+    Id var = m_.variable(m_.pointerType(SpvStorageClassWorkgroup, array), SpvStorageClassWorkgroup);
+    m_.name(var, s.name);
+    shared_.push_back(var);
+    interface_.push_back(var);
+  }
+}
+
+Id Emitter::builtin(Id& cache, SpvBuiltIn b, Id pointee, const char* name) {
+  if (cache == 0) {
+    cache = m_.variable(m_.pointerType(SpvStorageClassInput, pointee), SpvStorageClassInput);
+    m_.name(cache, name);
+    m_.decorate(cache, SpvDecorationBuiltIn, {uint32_t(b)});
+    interface_.push_back(cache);
+  }
+  return cache;
+}
+
+Id Emitter::groupId(uint32_t component) {
+  Id v3 = m_.vectorType(u32(), 3);
+  Id var = builtin(workgroupId_, SpvBuiltInWorkgroupId, v3, "workgroup_id");
+  Id u = op(SpvOpCompositeExtract, u32(), {op(SpvOpLoad, v3, {var}), component});
+  return op(SpvOpBitcast, i32(), {u});
+}
+
+Words Emitter::run() {
+  m_.capability(SpvCapabilityShader);
+  // Without this mode Vulkan lets a driver assume no f32 value is NaN or
+  // infinite; generators test for both (masked keys are -inf, Max and Min
+  // propagate NaN), so every module asks for IEEE behaviour and the runtime
+  // refuses a device without shaderSignedZeroInfNanPreserveFloat32.
+  m_.capability(SpvCapabilitySignedZeroInfNanPreserve);
+  if (needs_.int64) m_.capability(SpvCapabilityInt64);
+  if (needs_.storage8) m_.capability(SpvCapabilityStorageBuffer8BitAccess);
+  if (needs_.storage16) m_.capability(SpvCapabilityStorageBuffer16BitAccess);
+  put(m_.s.memoryModel, SpvOpMemoryModel, {SpvAddressingModelLogical, SpvMemoryModelGLSL450});
+  declareGlobals();
+
+  Id voidT = m_.voidType();
+  Id fn = m_.id();
+  put(m_.s.functions, SpvOpFunction, {voidT, fn, SpvFunctionControlMaskNone, m_.functionType(voidT)});
+  label(m_.id());
+  for (Scalar s : k_.vars)
+    vars_.push_back(op(SpvOpVariable, m_.pointerType(SpvStorageClassFunction, scalar(s)), {SpvStorageClassFunction}));
+  vals_.assign(k_.insts.size(), 0);
+  block(k_.body);
+  put(m_.s.functions, SpvOpReturn, {});
+  put(m_.s.functions, SpvOpFunctionEnd, {});
+
+  put(m_.s.entryPoints, SpvOpEntryPoint, cat(cat({SpvExecutionModelGLCompute, fn}, literal(k_.entry)), interface_));
+  put(m_.s.executionModes, SpvOpExecutionMode, {fn, SpvExecutionModeLocalSize, uint32_t(k_.workgroupSize), 1, 1});
+  put(m_.s.executionModes, SpvOpExecutionMode, {fn, SpvExecutionModeSignedZeroInfNanPreserve, 32});
+  m_.name(fn, k_.entry);
+  return m_.write();
+}
+
+void Emitter::label(Id l) {
+  put(m_.s.functions, SpvOpLabel, {l});
+  current_ = l;
+}
+
+void Emitter::block(const kir::Block& b) {
+  for (kir::V v : b.items) inst(v);
+}
+
+Id Emitter::load(const kir::Inst& in) {
+  const kir::Buffer& b = k_.buffers[size_t(in.ref)];
+  Id t = elemType(b.elem);
+  Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassStorageBuffer, t),
+              {buffers_[size_t(in.ref)], m_.constant(i32(), 0), val(in.args[0])});
+  Id raw = op(SpvOpLoad, t, {ptr});
+  switch (b.elem) {
+    case Elem::U8:
+    case Elem::U16: return op(SpvOpBitcast, i32(), {op(SpvOpUConvert, u32(), {raw})});
+    case Elem::F16: return op(SpvOpFConvert, f32(), {raw});
+    default: return raw;
+  }
+}
+
+void Emitter::store(const kir::Inst& in) {
+  const kir::Buffer& b = k_.buffers[size_t(in.ref)];
+  Id t = elemType(b.elem);
+  Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassStorageBuffer, t),
+              {buffers_[size_t(in.ref)], m_.constant(i32(), 0), val(in.args[0])});
+  Id value = val(in.args[1]);
+  if (b.elem == Elem::U8 || b.elem == Elem::U16) value = op(SpvOpUConvert, t, {value});
+  if (b.elem == Elem::F16) {
+    value = op(SpvOpFConvert, t, {value});
+    m_.decorate(value, SpvDecorationFPRoundingMode, {SpvFPRoundingModeRTE});
+  }
+  put(m_.s.functions, SpvOpStore, {ptr, value});
+}
+
+void Emitter::loop(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  Id header = m_.id(), body = m_.id(), cont = m_.id(), merge = m_.id(), next = m_.id();
+  Id entry = current_;
+  put(m_.s.functions, SpvOpBranch, {header});
+  label(header);
+  Id i = op(SpvOpPhi, i32(), {val(in.args[0]), entry, next, cont});
+  vals_[size_t(v)] = i;
+  Id more = op(SpvOpSLessThan, m_.boolType(), {i, val(in.args[1])});
+  put(m_.s.functions, SpvOpLoopMerge, {merge, cont, SpvLoopControlMaskNone});
+  put(m_.s.functions, SpvOpBranchConditional, {more, body, merge});
+  label(body);
+  block(in.body);
+  put(m_.s.functions, SpvOpBranch, {cont});
+  label(cont);
+  // i + step, or hi where that wraps (the loop ends there, as in KIR).
+  Id raw = op(SpvOpIAdd, i32(), {i, m_.constant(i32(), uint64_t(in.imm))});
+  Id wrapped = op(SpvOpSLessThan, m_.boolType(), {raw, i});
+  put(m_.s.functions, SpvOpSelect, {i32(), next, wrapped, val(in.args[1]), raw});
+  put(m_.s.functions, SpvOpBranch, {header});
+  label(merge);
+}
+
+void Emitter::branch(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  Id then = m_.id(), merge = m_.id();
+  Id orelse = in.orelse.items.empty() ? merge : m_.id();
+  put(m_.s.functions, SpvOpSelectionMerge, {merge, SpvSelectionControlMaskNone});
+  put(m_.s.functions, SpvOpBranchConditional, {val(in.args[0]), then, orelse});
+  label(then);
+  block(in.body);
+  put(m_.s.functions, SpvOpBranch, {merge});
+  if (orelse != merge) {
+    label(orelse);
+    block(in.orelse);
+    put(m_.s.functions, SpvOpBranch, {merge});
+  }
+  label(merge);
+}
+
+void Emitter::inst(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  Id& r = vals_[size_t(v)];
+  switch (in.op) {
+    case Opc::Const: r = constant(in); return;
+    case Opc::GroupX: r = groupId(0); return;
+    case Opc::GroupY: r = groupId(1); return;
+    case Opc::Local: {
+      Id var = builtin(localIndex_, SpvBuiltInLocalInvocationIndex, u32(), "local_index");
+      r = op(SpvOpBitcast, i32(), {op(SpvOpLoad, u32(), {var})});
+      return;
+    }
+    case Opc::Load: r = load(in); return;
+    case Opc::Store: store(in); return;
+    case Opc::SharedLoad:
+    case Opc::SharedStore: {
+      Scalar t = k_.shared[size_t(in.ref)].type;
+      Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassWorkgroup, scalar(t)),
+                  {shared_[size_t(in.ref)], val(in.args[0])});
+      if (in.op == Opc::SharedLoad)
+        r = op(SpvOpLoad, scalar(t), {ptr});
+      else
+        put(m_.s.functions, SpvOpStore, {ptr, val(in.args[1])});
+      return;
+    }
+    case Opc::GetVar: r = op(SpvOpLoad, scalar(in.type), {vars_[size_t(in.ref)]}); return;
+    case Opc::SetVar: put(m_.s.functions, SpvOpStore, {vars_[size_t(in.ref)], val(in.args[0])}); return;
+    case Opc::For: loop(v); return;
+    case Opc::If: branch(v); return;
+    case Opc::Barrier:
+      put(m_.s.functions, SpvOpControlBarrier,
+          {m_.constant(u32(), SpvScopeWorkgroup), m_.constant(u32(), SpvScopeWorkgroup),
+           m_.constant(u32(), SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask)});
+      return;
+    case Opc::Select:
+      r = op(SpvOpSelect, scalar(in.type), {val(in.args[0]), val(in.args[1]), val(in.args[2])});
+      return;
+    case Opc::Convert: r = convert(in); return;
+    case Opc::Bitcast: r = op(SpvOpBitcast, scalar(in.type), {val(in.args[0])}); return;
+    default: break;
+  }
+  if (in.op >= Opc::Add && in.op <= Opc::ShrL)
+    r = binary(in);
+  else if (in.op >= Opc::Neg && in.op <= Opc::Floor)
+    r = unary(in);
+  else
+    r = compare(in);
+}
+
+Expected<std::vector<uint32_t>> emit(const kir::Kernel& k) {
+  Expected<Needs> needs = legalize(k);
+  if (!needs) return needs.error();
+  return Emitter(k, *needs).run();
+}
+
+}  // namespace poot::spirv

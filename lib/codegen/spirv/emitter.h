@@ -1,0 +1,67 @@
+// The emitter's state, shared by its two source files: emit.cpp writes the
+// module's interface (buffers, workgroup arrays, builtins, the entry point),
+// memory access and structured control flow; arith.cpp lowers the scalar
+// opcodes (binary, unary, compare, select, convert, bitcast). One Emitter
+// writes one kernel into one Module; every KIR value maps to one result id.
+#pragma once
+
+#include <vector>
+
+#include "codegen/kir/kir.h"
+#include "codegen/spirv/legalize.h"
+#include "codegen/spirv/module.h"
+
+namespace poot::spirv {
+
+class Emitter {
+ public:
+  Emitter(const kir::Kernel& k, const Needs& needs) : k_(k), needs_(needs) {}
+  Words run();
+
+ private:
+  // emit.cpp
+  void declareGlobals();
+  Id builtin(Id& cache, SpvBuiltIn b, Id pointee, const char* name);
+  void block(const kir::Block& b);
+  void inst(kir::V v);
+  void loop(kir::V v);
+  void branch(kir::V v);
+  void label(Id l);
+  Id groupId(uint32_t component);
+  Id load(const kir::Inst& in);
+  void store(const kir::Inst& in);
+
+  // arith.cpp
+  Id binary(const kir::Inst& in);
+  Id unary(const kir::Inst& in);
+  Id compare(const kir::Inst& in);
+  Id convert(const kir::Inst& in);
+  Id constant(const kir::Inst& in);
+
+  // Helpers: one instruction with a result in the function, a GLSL.std.450
+  // call, types and constants.
+  Id op(SpvOp o, Id type, const Words& args);
+  Id ext(uint32_t glslOp, Id type, const Words& args);
+  Id scalar(kir::Scalar s);
+  Id elemType(kir::Elem e);
+  Id i32() { return m_.intType(32, true); }
+  Id u32() { return m_.intType(32, false); }
+  Id f32() { return m_.floatType(32); }
+  Id zeroOf(kir::Scalar s);
+  Id oneOf(kir::Scalar s);
+  Id val(kir::V v) const { return vals_[size_t(v)]; }
+  kir::Scalar typeOf(kir::V v) const { return k_.insts[size_t(v)].type; }
+
+  const kir::Kernel& k_;
+  Needs needs_;
+  Module m_;
+  std::vector<Id> vals_;     // KIR value -> result id
+  std::vector<Id> buffers_;  // binding -> StorageBuffer variable
+  std::vector<Id> shared_;   // array -> Workgroup variable
+  std::vector<Id> vars_;     // variable -> Function variable
+  Words interface_;          // every global variable, for OpEntryPoint
+  Id workgroupId_ = 0, localIndex_ = 0;  // builtin variables, on first use
+  Id current_ = 0;                       // the block being filled
+};
+
+}  // namespace poot::spirv

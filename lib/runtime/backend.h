@@ -1,0 +1,83 @@
+// The interface a Session runs a plan through: one device, its buffers, its
+// compiled kernels and recorded programs. A backend allocates buffers (every
+// byte of which stays addressable until the backend goes), moves bytes to
+// and from them, builds a kernel once from its blob and records a program (an
+// ordered list of dispatches, each with its grid and its bindings as buffer
+// ranges) once, to be run as many times as the caller likes: the grid never
+// depends on the data. Running a program submits it and waits; consecutive
+// dispatches in a program see each other's writes. Every failure is a typed
+// error (Capability when the device lacks something, Io when the driver
+// fails), never an exit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "runtime/plan_reader.h"
+
+namespace poot::rt {
+
+// What the live device is and can hold, in the device profile's terms
+// (docs/device-profile.md), as the driver reports it.
+struct DeviceInfo {
+  std::string name;     // the driver's own name, "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string slug;     // a profile-style name, "lavapipe", "nvidia-h200"
+  Target target = Target::Spirv;
+  std::string arch;     // the newest environment the device runs: "vulkan1.3"
+  std::string driver;   // driver name and version, for messages and probe comments
+  int64_t computeUnits = 1;
+  int64_t workgroupMemoryBytes = 0;
+  int64_t maxWorkgroupSize = 0;
+  int64_t subgroupSize = 0;
+  int64_t gridLimits[3] = {0, 0, 0};
+  int64_t maxBindingBytes = 0;   // the most bytes one binding may span
+  int64_t memoryBytes = 0;       // the largest device heap
+  int64_t bindingAlignment = 1;  // a binding's offset must be a multiple of this
+  bool f16Storage = false;       // 16-bit storage buffer access
+  bool f16Arith = false;         // shaderFloat16
+};
+
+using BufferId = int32_t;
+using KernelId = int32_t;
+using ProgramId = int32_t;
+
+// A byte range of a buffer, as one binding of a dispatch sees it.
+struct BufferRange {
+  BufferId buffer = -1;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+struct DispatchCommand {
+  KernelId kernel = -1;
+  int64_t grid[3] = {1, 1, 1};
+  std::vector<BufferRange> bindings;  // binding i of the kernel's set 0
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+
+  // A buffer of at least `bytes` bytes (0 is allowed), contents undefined.
+  virtual Expected<BufferId> allocate(int64_t bytes) = 0;
+  virtual Status upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) = 0;
+  virtual Status download(BufferId buffer, int64_t offset, void* data, int64_t bytes) = 0;
+  // Copies `bytes` from the start of src to the start of dst on the device,
+  // and waits.
+  virtual Status copy(BufferId src, BufferId dst, int64_t bytes) = 0;
+
+  // A kernel from its blob (SPIR-V words for Vulkan) whose entry runs
+  // `workgroupSize` threads and reads `bindings` storage buffers.
+  virtual Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
+                                          int64_t workgroupSize, int bindings) = 0;
+  // Records the dispatches in order, each seeing every earlier one's writes.
+  virtual Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) = 0;
+  // Submits a recorded program and waits until it has finished.
+  virtual Status run(ProgramId program) = 0;
+};
+
+}  // namespace poot::rt

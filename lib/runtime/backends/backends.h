@@ -1,0 +1,17 @@
+// Opening a backend by the name the tools take (--backend): "vulkan" today;
+// "cuda" and "hip" are names of the contract that this build does not have
+// yet, refused as a capability.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/diag.h"
+#include "runtime/backend.h"
+
+namespace poot::rt {
+
+// `device` picks the device as VulkanOptions::device does (empty: the default).
+Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device);
+
+}  // namespace poot::rt

@@ -1,0 +1,359 @@
+// The Session. create() checks the plan against the backend's DeviceInfo
+// (target, arch, name, kernel and dispatch limits), then allocates: the arena
+// and every buffer outside it, zeroing the states; builds each kernel used by
+// a dispatch; finds the paged write maps in the source graph (slots that
+// reach a ScatterUpdate's index operand through reshapes); and splits the
+// dispatches into phases. Phase one ends before the first dispatch that
+// writes a state (through a view or not) when every witness's last writer
+// is in it; otherwise there is one phase and a device-side copy of every
+// state, taken before each step and restored when a witness fails. Binds are
+// all checked before the first upload, so a refused step touches nothing.
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+namespace poot::rt {
+
+namespace {
+
+Error capability(const char* kind, std::string msg) {
+  Error e = makeError(ErrorKind::Capability, {}, std::move(msg));
+  e.capability = kind;
+  return e;
+}
+
+Error bindError(std::string msg) { return makeError(ErrorKind::Bind, {}, std::move(msg)); }
+
+// "vulkan1.3" -> 3; -1 when it is not of that form.
+int vulkanMinor(const std::string& arch) {
+  const std::string prefix = "vulkan1.";
+  if (arch.rfind(prefix, 0) != 0 || arch.size() == prefix.size()) return -1;
+  int minor = 0;
+  for (size_t i = prefix.size(); i < arch.size(); ++i) {
+    if (!std::isdigit(uint8_t(arch[i]))) return -1;
+    minor = minor * 10 + (arch[i] - '0');
+  }
+  return minor;
+}
+
+int64_t word(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::I64) {
+    int64_t v;
+    std::memcpy(&v, t.bytes.data() + size_t(i) * 8, 8);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, t.bytes.data() + size_t(i) * 4, 4);
+  return v;
+}
+
+Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions& opts) {
+  if (p.device.target != d.target)
+    return capability("Target", std::string("the plan is for target ") + targetName(p.device.target) + ", device '" +
+                                    d.name + "' runs " + targetName(d.target));
+  if (d.target == Target::Spirv && vulkanMinor(p.device.arch) > vulkanMinor(d.arch))
+    return capability("Device", "the plan needs " + p.device.arch + ", device '" + d.name + "' runs " + d.arch);
+  const std::string& name = p.device.name;
+  bool same = name == d.slug || name.rfind(d.slug + "-", 0) == 0;
+  if (!same && !opts.allowOtherDevice)
+    return capability("Device", "the plan was built for device '" + name + "', this is '" + d.slug + "' (" + d.name +
+                                    "); recompile it for this device or allow another device");
+  for (const Kernel& k : p.kernels) {
+    if (k.workgroupSize > d.maxWorkgroupSize)
+      return capability("WorkgroupSize", "kernel '" + k.entry + "' runs " + std::to_string(k.workgroupSize) +
+                                             " threads a workgroup, device '" + d.name + "' holds " +
+                                             std::to_string(d.maxWorkgroupSize));
+    if (k.workgroupMemory > d.workgroupMemoryBytes)
+      return capability("WorkgroupMemory", "kernel '" + k.entry + "' uses " + std::to_string(k.workgroupMemory) +
+                                               " bytes of workgroup memory, device '" + d.name + "' has " +
+                                               std::to_string(d.workgroupMemoryBytes));
+  }
+  for (size_t i = 0; i < p.dispatches.size(); ++i) {
+    const Dispatch& x = p.dispatches[i];
+    for (int k = 0; k < 3; ++k)
+      if (x.grid[k] < 1 || x.grid[k] > d.gridLimits[k])
+        return capability("GridLimit", "dispatch " + std::to_string(i) + " has " + std::to_string(x.grid[k]) +
+                                           " workgroups along " + "xyz"[k] + ", device '" + d.name + "' allows " +
+                                           std::to_string(d.gridLimits[k]));
+    if (!x.params.empty())
+      return makeError(ErrorKind::Format, {}, "dispatch " + std::to_string(i) +
+                                                  " has scalar parameters, which this runtime does not pass");
+  }
+  for (const Buffer& b : p.buffers)
+    if (b.bytes > d.maxBindingBytes)
+      return capability("BufferBytes", "buffer %" + b.name + " has " + std::to_string(b.bytes) + " bytes, device '" +
+                                           d.name + "' binds at most " + std::to_string(d.maxBindingBytes));
+  if (256 % d.bindingAlignment)
+    return capability("Device", "device '" + d.name + "' needs binding offsets aligned to " +
+                                    std::to_string(d.bindingAlignment) + " bytes, the arena is aligned to 256");
+  return ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Session>> Session::create(PlanFile plan, std::unique_ptr<Backend> backend,
+                                                   SessionOptions opts) {
+  if (auto s = checkDevice(plan, backend->info(), opts); !s) return s.error();
+  std::unique_ptr<Session> s(new Session(std::move(plan), std::move(backend)));
+  if (auto b = s->build(); !b) return b.error();
+  return s;
+}
+
+BufferRange Session::rangeOf(int32_t buffer) const {
+  const Buffer* b = &plan_.buffers[size_t(buffer)];
+  if (b->role == Role::View) buffer = b->alias, b = &plan_.buffers[size_t(buffer)];
+  if (b->inArena()) return {arena_, b->offset, b->bytes};
+  return {own_[size_t(buffer)], 0, b->bytes};
+}
+
+Status Session::build() {
+  const std::vector<Buffer>& bufs = plan_.buffers;
+  auto arena = backend_->allocate(plan_.arenaBytes);
+  if (!arena) return arena.error();
+  arena_ = *arena;
+  own_.assign(bufs.size(), -1);
+  weightBound_.assign(bufs.size(), false);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (bufs[i].inArena() || bufs[i].role == Role::View) continue;
+    auto b = backend_->allocate(bufs[i].bytes);
+    if (!b) return b.error();
+    own_[i] = *b;
+    if (bufs[i].role != Role::State) continue;
+    states_.push_back(int32_t(i));
+    if (auto z = upload(int32_t(i), Tensor(bufs[i].type)); !z) return z;
+  }
+
+  // Kernels, each built once with the binding count of its dispatches.
+  std::vector<int> bindings(plan_.kernels.size(), -1);
+  for (size_t i = 0; i < plan_.dispatches.size(); ++i) {
+    const Dispatch& d = plan_.dispatches[i];
+    int& n = bindings[size_t(d.kernel)];
+    if (n >= 0 && n != int(d.bindings.size()))
+      return makeError(ErrorKind::Format, {}, "dispatch " + std::to_string(i) + " binds " +
+                                                  std::to_string(d.bindings.size()) + " buffers, kernel '" +
+                                                  plan_.kernels[size_t(d.kernel)].entry + "' takes " +
+                                                  std::to_string(n));
+    n = int(d.bindings.size());
+  }
+  std::vector<KernelId> kernels(plan_.kernels.size(), -1);
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    if (bindings[k] < 0) continue;
+    const Kernel& kn = plan_.kernels[k];
+    if (kn.blob.empty())
+      return makeError(ErrorKind::Format, {}, "kernel '" + kn.entry + "' has no code (the plan was written without it)");
+    auto id = backend_->createKernel(kn.blob, kn.entry, kn.workgroupSize, bindings[k]);
+    if (!id) return id.error();
+    kernels[k] = *id;
+  }
+
+  // Paged write maps: slots that reach a ScatterUpdate's index operand.
+  const Graph& g = plan_.source;
+  for (const Eqn& e : g.eqns) {
+    if (e.op != Op::ScatterUpdate) continue;
+    ValueId v = e.operands[1];
+    while (g.value(v).storage == Storage::Result && g.eqns[size_t(g.value(v).def)].op == Op::Reshape)
+      v = g.eqns[size_t(g.value(v).def)].operands[0];
+    if (g.value(v).storage != Storage::Slot) continue;
+    int64_t pool = g.type(e.operands[0]).shape.at(0);
+    for (const Slot& s : plan_.slots)
+      if (bufs[size_t(s.buffer)].value == v) {
+        auto [it, fresh] = writeMaps_.emplace(s.buffer, pool);
+        if (!fresh) it->second = std::min(it->second, pool);
+      }
+  }
+
+  // Phases: see the file comment.
+  auto base = [&](int32_t b) { return bufs[size_t(b)].role == Role::View ? bufs[size_t(b)].alias : b; };
+  size_t firstStateWrite = plan_.dispatches.size();
+  std::map<int32_t, size_t> lastWrite;
+  for (size_t i = 0; i < plan_.dispatches.size(); ++i) {
+    const Dispatch& d = plan_.dispatches[i];
+    for (size_t j = size_t(d.reads); j < d.bindings.size(); ++j) {
+      int32_t b = base(d.bindings[j]);
+      lastWrite[b] = i;
+      if (bufs[size_t(b)].role == Role::State) firstStateWrite = std::min(firstStateWrite, i);
+    }
+  }
+  bool hoisted = true;
+  for (const Export& v : plan_.validations)
+    if (lastWrite.count(v.buffer) && lastWrite[v.buffer] >= firstStateWrite) hoisted = false;
+  std::vector<std::vector<DispatchCommand>> phases(1);
+  for (size_t i = 0; i < plan_.dispatches.size(); ++i) {
+    if (i == firstStateWrite && hoisted && !plan_.validations.empty()) phases.emplace_back();
+    const Dispatch& d = plan_.dispatches[i];
+    DispatchCommand c;
+    c.kernel = kernels[size_t(d.kernel)];
+    std::copy(d.grid, d.grid + 3, c.grid);
+    for (int32_t b : d.bindings) c.bindings.push_back(rangeOf(b));
+    phases.back().push_back(std::move(c));
+  }
+  for (const auto& cmds : phases) {
+    auto p = backend_->record(cmds);
+    if (!p) return p.error();
+    phases_.push_back(*p);
+  }
+  if (!hoisted)
+    for (int32_t s : states_) {
+      auto b = backend_->allocate(bufs[size_t(s)].bytes);
+      if (!b) return b.error();
+      stateBackup_.push_back(*b);
+    }
+  return ok();
+}
+
+int32_t Session::findBuffer(const std::string& name, Role role) const {
+  for (size_t i = 0; i < plan_.buffers.size(); ++i)
+    if (plan_.buffers[i].role == role && plan_.buffers[i].name == name) return int32_t(i);
+  return -1;
+}
+
+Status Session::upload(int32_t buffer, const Tensor& t) {
+  return backend_->upload(own_[size_t(buffer)], 0, t.bytes.data(), int64_t(t.bytes.size()));
+}
+
+Expected<Tensor> Session::download(int32_t buffer) {
+  BufferRange r = rangeOf(buffer);
+  Tensor t(plan_.buffers[size_t(buffer)].type);
+  if (auto s = backend_->download(r.buffer, r.offset, t.bytes.data(), int64_t(t.bytes.size())); !s) return s.error();
+  return t;
+}
+
+namespace {
+
+// The tensor fits the buffer exactly: dtype, shape and byte count.
+Status checkType(const char* what, const Buffer& b, const Tensor& t) {
+  if (t.type != b.type)
+    return bindError(std::string(what) + " %" + b.name + " is bound to " + t.type.str() + ", expected " + b.type.str());
+  if (int64_t(t.bytes.size()) != b.bytes)
+    return bindError(std::string(what) + " %" + b.name + " holds " + std::to_string(t.bytes.size()) +
+                     " bytes, its type " + b.type.str() + " needs " + std::to_string(b.bytes));
+  return ok();
+}
+
+}  // namespace
+
+Status Session::bindWeights(const std::map<std::string, Tensor>& weights) {
+  std::vector<std::pair<int32_t, const Tensor*>> bound;
+  for (const auto& [name, t] : weights) {
+    int32_t b = findBuffer(name, Role::Weight);
+    if (b < 0) return bindError("the plan has no weight %" + name);
+    if (auto s = checkType("weight", plan_.buffers[size_t(b)], t); !s) return s;
+    bound.emplace_back(b, &t);
+  }
+  for (auto [b, t] : bound) {
+    if (auto s = upload(b, *t); !s) return s;
+    weightBound_[size_t(b)] = true;
+  }
+  return ok();
+}
+
+Status Session::setState(const std::string& name, const Tensor& value) {
+  int32_t b = findBuffer(name, Role::State);
+  if (b < 0) return bindError("the plan has no state %" + name);
+  if (auto s = checkType("state", plan_.buffers[size_t(b)], value); !s) return s;
+  return upload(b, value);
+}
+
+Expected<Tensor> Session::readState(const std::string& name) {
+  int32_t b = findBuffer(name, Role::State);
+  if (b < 0) return bindError("the plan has no state %" + name);
+  return download(b);
+}
+
+Status Session::checkBinds(const std::map<std::string, Tensor>& inputs) const {
+  const std::vector<Buffer>& bufs = plan_.buffers;
+  for (const auto& [name, t] : inputs)
+    if (findBuffer(name, Role::Input) < 0 && findBuffer(name, Role::Slot) < 0) {
+      for (const Buffer& b : bufs)
+        if (b.name == name && b.value >= 0 && (b.role == Role::Weight || b.role == Role::State))
+          return bindError("%" + name + " is a " + roleName(b.role) + ", not an input or a slot");
+      return bindError("the plan has no input or slot %" + name);
+    }
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = bufs[i];
+    if (b.role == Role::Weight && !weightBound_[i]) return bindError("weight %" + b.name + " is not bound");
+    if (b.role != Role::Input && b.role != Role::Slot) continue;
+    const char* what = b.role == Role::Input ? "input" : "slot";
+    auto it = inputs.find(b.name);
+    if (it == inputs.end()) return bindError(std::string(what) + " %" + b.name + " is not bound");
+    if (auto s = checkType(what, b, it->second); !s) return s;
+  }
+  for (const Slot& s : plan_.slots) {
+    const Tensor& t = inputs.at(s.name);
+    auto pool = writeMaps_.find(s.buffer);
+    if (pool != writeMaps_.end()) {
+      std::map<int64_t, int64_t> named;  // pool slot -> the word that names it
+      for (int64_t i = 0; i < t.size(); ++i) {
+        int64_t w = word(t, i);
+        if (w == -1) continue;
+        if (w < 0 || w >= pool->second)
+          return bindError("slot map %" + s.name + ": word " + std::to_string(i) + " is " + std::to_string(w) +
+                           ", not -1 or a slot of the pool [0, " + std::to_string(pool->second) + ")");
+        auto [at, fresh] = named.emplace(w, i);
+        if (!fresh)
+          return bindError("slot map %" + s.name + ": pool slot " + std::to_string(w) + " is named twice (words " +
+                           std::to_string(at->second) + " and " + std::to_string(i) + ")");
+      }
+    }
+    for (int64_t i = 0; i < t.size(); ++i) {
+      int64_t w = word(t, i);
+      if (w < s.lo || w > s.hi)
+        return makeError(ErrorKind::Range, {},
+                         "slot %" + s.name + " word " + std::to_string(i) + " has value " + std::to_string(w) +
+                             " outside its declared range [" + std::to_string(s.lo) + ", " + std::to_string(s.hi) + "]");
+    }
+  }
+  return ok();
+}
+
+Status Session::copyStates(bool restore) {
+  for (size_t i = 0; i < states_.size(); ++i) {
+    BufferId live = own_[size_t(states_[i])];
+    int64_t bytes = plan_.buffers[size_t(states_[i])].bytes;
+    auto s = restore ? backend_->copy(stateBackup_[i], live, bytes) : backend_->copy(live, stateBackup_[i], bytes);
+    if (!s) return s;
+  }
+  return ok();
+}
+
+Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs) {
+  if (auto s = checkBinds(inputs); !s) return s.error();
+  for (size_t i = 0; i < plan_.buffers.size(); ++i) {
+    const Buffer& b = plan_.buffers[i];
+    if (b.role == Role::Input || b.role == Role::Slot)
+      if (auto s = upload(int32_t(i), inputs.at(b.name)); !s) return s.error();
+  }
+  if (copiesStates())
+    if (auto s = copyStates(false); !s) return s.error();
+
+  StepResult result;
+  auto start = std::chrono::steady_clock::now();
+  for (size_t p = 0; p < phases_.size(); ++p) {
+    if (auto s = backend_->run(phases_[p]); !s) return s.error();
+    if (p > 0) continue;
+    std::string failed;
+    for (const Export& v : plan_.validations) {
+      auto w = download(v.buffer);
+      if (!w) return w.error();
+      if (std::any_of(w->bytes.begin(), w->bytes.end(), [](uint8_t x) { return x == 0; }))
+        failed += (failed.empty() ? "%" : ", %") + v.name;
+    }
+    if (failed.empty()) continue;
+    if (copiesStates())
+      if (auto s = copyStates(true); !s) return s.error();
+    return makeError(ErrorKind::Range, {}, "validation failed: " + failed);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const Export& o : plan_.outputs) {
+    auto t = download(o.buffer);
+    if (!t) return t.error();
+    result.outputs.emplace(o.name, t.take());
+  }
+  return result;
+}
+
+}  // namespace poot::rt

@@ -1,0 +1,94 @@
+// A Session runs one loaded plan on one backend, step after step. Creating
+// it checks the plan against the live device, allocates every buffer once
+// (the arena, and one buffer for each input, weight, state, slot, output and
+// witness; views alias their base; temps and scratch are arena ranges),
+// builds each kernel once and records the command stream once. States start
+// as zeros; weights must be bound before the first step.
+//
+// The device check: the plan's target must be the backend's, its arch no
+// newer than the device's, every kernel's workgroup size and memory, every
+// grid and every binding within the device's limits (Capability errors).
+// The plan's device name must be the device's slug or start with it and a
+// '-' ("nvidia-h200-vulkan" runs on a device whose slug is "nvidia-h200"),
+// else the plan is refused (Capability "Device") unless the caller passes
+// allowOtherDevice: a plan tuned for another device runs correctly, only
+// not as planned.
+//
+// A step checks every bind before anything is uploaded or dispatched: every
+// input and slot present with its exact dtype and shape (Bind), every slot
+// word in its declared range (Range), and every paged write map (a slot the
+// graph uses as a ScatterUpdate's index) a forward slot map: each word a
+// pool slot or -1, no slot named twice (Bind, "slot map ..."). A failed bind
+// changes nothing. Then the validation channel: the dispatches up to the
+// first that writes a state run first; if a witness is false, the step
+// returns a Range error "validation failed: %NAME" and runs nothing more, so
+// outputs are not published and every state is as it was. When some witness
+// is written only after a state write, the states are copied aside on the
+// device before the step and copied back on failure instead.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+#include "oracle/tensor.h"
+#include "runtime/backend.h"
+#include "runtime/plan_reader.h"
+
+namespace poot::rt {
+
+struct SessionOptions {
+  bool allowOtherDevice = false;  // run a plan whose device name is not this device's
+};
+
+struct StepResult {
+  std::map<std::string, Tensor> outputs;  // by the graph's output names
+  double seconds = 0;                     // wall time of the submitted programs
+};
+
+class Session {
+ public:
+  static Expected<std::unique_ptr<Session>> create(PlanFile plan, std::unique_ptr<Backend> backend,
+                                                   SessionOptions opts = {});
+
+  const PlanFile& plan() const { return plan_; }
+  Backend& backend() { return *backend_; }
+
+  // Binds weights by name (the source graph's weight names, as in the
+  // checkpoint); any subset, all checked before any is uploaded.
+  Status bindWeights(const std::map<std::string, Tensor>& weights);
+  Status setState(const std::string& name, const Tensor& value);
+  Expected<Tensor> readState(const std::string& name);
+
+  // One step; `inputs` holds every per-call input and slot, by name.
+  Expected<StepResult> step(const std::map<std::string, Tensor>& inputs);
+
+  // Whether failed witnesses are handled by copying the states aside (some
+  // witness is written after a state write) rather than by running the
+  // witnesses' dispatches first.
+  bool copiesStates() const { return !stateBackup_.empty(); }
+
+ private:
+  Session(PlanFile plan, std::unique_ptr<Backend> backend) : plan_(std::move(plan)), backend_(std::move(backend)) {}
+  Status build();
+  Status checkBinds(const std::map<std::string, Tensor>& inputs) const;
+  Status upload(int32_t buffer, const Tensor& t);
+  Expected<Tensor> download(int32_t buffer);
+  BufferRange rangeOf(int32_t buffer) const;
+  int32_t findBuffer(const std::string& name, Role role) const;
+  Status copyStates(bool restore);
+
+  PlanFile plan_;
+  std::unique_ptr<Backend> backend_;
+  BufferId arena_ = -1;
+  std::vector<BufferId> own_;          // per plan buffer: its own backend buffer, or -1
+  std::vector<ProgramId> phases_;      // run in order; witnesses checked after the first
+  std::vector<BufferId> stateBackup_;  // per state buffer, in plan order, when copiesStates()
+  std::vector<int32_t> states_;        // plan buffers of role State
+  std::map<int32_t, int64_t> writeMaps_;  // slot buffer -> pool slots, for paged write maps
+  std::vector<bool> weightBound_;      // per plan buffer
+};
+
+}  // namespace poot::rt

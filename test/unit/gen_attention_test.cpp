@@ -1,0 +1,375 @@
+// Tests of the attention generators (gen/attention.cpp, gen/selected.cpp):
+// one-eqn graphs of every Attention form and of SelectedAttention are
+// planned, generated, verified and run on the KIR interpreter (kir_plan.h)
+// against the oracle on fresh random parameters. Every output element must
+// be within 2e-5 of the oracle's (outputs are softmax averages of values in
+// (-1, 1); the streaming fold and the split-KV combine reassociate the sums),
+// and NaN exactly where the oracle has NaN. Profiles: lavapipe (32 KiB of
+// workgroup memory, so wide heads get few lanes), a 16 KiB copy (fewer
+// still, and one compute unit, so nothing splits) and a copy with 64 compute
+// units, so a decode with Lk >= 256 splits. A last case hands the kernels
+// to the emitters of all three target kinds.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kir_plan.h"
+#include "testing.h"
+
+namespace poot {
+namespace {
+
+using testing::freshSeed;
+
+constexpr double kTol = 2e-5;
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+// One Attention eqn: its shape and form.
+struct Case {
+  int64_t B = 1, Hq = 2, nrep = 1, Lq = 1, Lk = 37, Dk = 32, Dv = 32;
+  std::string key = "dense";  // dense, split, paged
+  int64_t Ds = 8;             // split: the shared key width
+  int64_t S = 0;              // paged: pool slots (0: B * Lk + 5)
+  int64_t Hm = 0;             // 0: no mask; 1 or Hq: an additive mask's heads
+  bool live = false;
+  double softcap = 0;         // 0: none
+};
+
+std::string dims(std::vector<int64_t> d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+int64_t poolSlots(const Case& c) { return c.S ? c.S : c.B * c.Lk + 5; }
+
+std::string graphText(const Case& c) {
+  int64_t Hkv = c.Hq / c.nrep;
+  bool paged = c.key == "paged", split = c.key == "split";
+  std::string s = "graph t\ninput %q : f32" + dims({c.B, c.Hq, c.Lq, c.Dk}) + "\n", ops = "%q, %k";
+  if (paged) {
+    s += "input %k : f32" + dims({poolSlots(c), Hkv, c.Dk}) + "\n";
+    s += "input %v : f32" + dims({poolSlots(c), Hkv, c.Dv}) + "\n";
+    s += "slot %read : i32" + dims({c.B, c.Lk}) + " range [0, " + std::to_string(poolSlots(c) - 1) + "]\n";
+  } else {
+    s += "input %k : f32" + dims({c.B, Hkv, c.Lk, c.Dk - (split ? c.Ds : 0)}) + "\n";
+    s += "input %v : f32" + dims({c.B, Hkv, c.Lk, c.Dv}) + "\n";
+  }
+  if (split) {
+    s += "input %k_shared : f32" + dims({c.B, 1, c.Lk, c.Ds}) + "\n";
+    ops += ", %k_shared";
+  }
+  ops += ", %v";
+  if (paged) ops += ", %read";
+  if (c.Hm) {
+    s += "input %mask : f32" + dims({c.B, c.Hm, c.Lq, c.Lk}) + "\n";
+    ops += ", %mask";
+  }
+  if (c.live) {
+    s += "input %len : i32" + dims({c.B}) + "\n";
+    ops += ", %len";
+  }
+  s += "%out = Attention(" + ops + ") {scale=" + std::to_string(1 / std::sqrt(double(c.Dk)));
+  if (c.softcap) s += ", softcap=" + std::to_string(c.softcap);
+  s += ", n_rep=" + std::to_string(c.nrep) + ", key=" + c.key + ", mask=" + (c.Hm ? "additive" : "none") +
+       ", bound=" + (c.live ? "live" : "capacity") + "} : f32" + dims({c.B, c.Hq, c.Lq, c.Dv}) + "\n";
+  return s + "output %out\n";
+}
+
+DeviceProfile withMemory(int64_t bytes, int64_t units) {
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  d.name = "lavapipe-" + std::to_string(bytes) + "-" + std::to_string(units);
+  d.workgroup_memory_bytes = bytes;
+  d.compute_units = units;
+  return d;
+}
+const DeviceProfile& lavapipe() {
+  static const DeviceProfile d = testing::loadTarget("lavapipe");
+  return d;
+}
+const DeviceProfile& small() {
+  static const DeviceProfile d = withMemory(16384, 1);
+  return d;
+}
+const DeviceProfile& wide() {
+  static const DeviceProfile d = withMemory(32768, 64);
+  return d;
+}
+
+// The schedule kinds of the plan's dispatches, in order.
+std::vector<std::string> kindsOf(const Graph& g, const DeviceProfile& d) {
+  auto p = planGraph(g, d);
+  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+  std::vector<std::string> out;
+  for (const Dispatch& dp : p->dispatches) out.push_back(p->kernels[size_t(dp.kernel)].request.schedule.kind);
+  return out;
+}
+const std::vector<std::string> kStreaming = {"streaming"};
+const std::vector<std::string> kSplit = {"split-kv-partials", "split-kv-combine"};
+
+// The plan on the interpreter against the oracle on `params`.
+void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params) {
+  auto want = evaluate(g, params);
+  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  auto got = testing::runOnKir(g, d, params);
+  REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
+  const Tensor &a = want->outputs.at("out"), &b = got->outputs.at("out");
+  REQUIRE(a.type == b.type);
+  int64_t bad = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double x = a.get(i), y = b.get(i);
+    bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= kTol;
+    if (!std::isnan(x) && !std::isnan(y)) worst = std::max(worst, std::fabs(x - y));
+    if (!ok && ++bad <= 3) FAIL_CHECK("element " << i << ": " << y << " vs the oracle's " << x);
+  }
+  CHECK_MESSAGE(bad == 0, bad << " elements differ; the largest finite difference is " << worst);
+}
+
+// Fresh parameters for c, with `tweak` applied before the check.
+template <class Tweak>
+void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& kinds, Tweak tweak) {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  CAPTURE(graphText(c));
+  Graph g = testing::parse(graphText(c));
+  REQUIRE(kindsOf(g, d) == kinds);
+  auto params = completeParams(g, {}, seed);
+  tweak(params, seed);
+  check(g, d, params);
+}
+void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& kinds) {
+  run(c, d, kinds, [](std::map<std::string, Tensor>&, uint64_t) {});
+}
+
+// The key row of (b, g, t): a dense row, or the pool row read[b, t] * Hkv + g.
+int64_t keyRow(const Case& c, const std::map<std::string, Tensor>& p, int64_t b, int64_t g, int64_t t) {
+  int64_t Hkv = c.Hq / c.nrep;
+  if (c.key == "paged") return int64_t(p.at("read").get(b * c.Lk + t)) * Hkv + g;
+  return (b * Hkv + g) * c.Lk + t;
+}
+
+// NaN in every key and value element of the keys at or past len[b].
+void poisonPastLen(const Case& c, std::map<std::string, Tensor>& p) {
+  int64_t Hkv = c.Hq / c.nrep, Dkh = c.Dk - (c.key == "split" ? c.Ds : 0);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = std::max<int64_t>(0, int64_t(p.at("len").get(b))); t < c.Lk; ++t)
+      for (int64_t g = 0; g < Hkv; ++g) {
+        int64_t row = keyRow(c, p, b, g, t);
+        for (int64_t d = 0; d < Dkh; ++d) p.at("k").set(row * Dkh + d, kNaN);
+        for (int64_t d = 0; d < c.Dv; ++d) p.at("v").set(row * c.Dv + d, kNaN);
+        for (int64_t d = 0; c.key == "split" && g == 0 && d < c.Ds; ++d)
+          p.at("k_shared").set((b * c.Lk + t) * c.Ds + d, kNaN);
+      }
+}
+
+void setLens(std::map<std::string, Tensor>& p, const std::vector<int64_t>& lens) {
+  for (size_t b = 0; b < lens.size(); ++b) p.at("len").set(int64_t(b), double(lens[b]));
+}
+
+TEST_CASE("attention gen: dense value widths, lanes from the workgroup memory") {
+  std::set<int64_t> lanes;
+  for (int64_t dv : {32, 48, 64, 80, 96, 112, 128, 192, 256, 512})
+    for (const DeviceProfile* d : {&lavapipe(), &small()}) {
+      CAPTURE(dv);
+      CAPTURE(d->name);
+      Case c;
+      c.Hq = 4, c.nrep = 2, c.Lq = 2, c.Dv = dv, c.Dk = dv > 128 ? 64 : dv;
+      c.Lk = dv > 128 ? 45 : 77;  // never a multiple of the lane count
+      c.B = dv > 128 ? 1 : 2;
+      run(c, *d, kStreaming);
+      auto p = planGraph(testing::parse(graphText(c)), *d);
+      REQUIRE(bool(p));
+      lanes.insert(p->kernels[0].request.schedule.lanes);
+    }
+  CHECK(lanes == std::set<int64_t>{4, 8, 16, 32, 64});  // 512 wide on 16 KiB: 4 lanes
+}
+
+TEST_CASE("attention gen: masks and softcap") {
+  Case c;
+  c.B = 2, c.Hq = 4, c.nrep = 2, c.Lq = 3, c.Lk = 70, c.Dk = 48, c.Dv = 64;
+  SUBCASE("shared mask") { c.Hm = 1; }
+  SUBCASE("alibi per-head mask") { c.Hm = c.Hq; }
+  SUBCASE("softcap") { c.softcap = 0.7; }  // small enough that the cap bends every score
+  SUBCASE("softcap and per-head mask") { c.softcap = 2.5, c.Hm = c.Hq; }
+  run(c, lavapipe(), kStreaming);
+}
+
+TEST_CASE("attention gen: -inf keys add no weight and a fully masked row is NaN") {
+  Case c;
+  c.B = 2, c.Hq = 2, c.Lq = 2, c.Lk = 90, c.Dk = 32, c.Dv = 32, c.Hm = 1;
+  run(c, lavapipe(), kStreaming, [&](std::map<std::string, Tensor>& p, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    Tensor &mask = p.at("mask"), &v = p.at("v");
+    // Row (b = 0, i = 1) sees nothing. Batch row 1 hides every third key
+    // from all its query rows, and those keys' values are NaN: a hidden
+    // value row must not be read.
+    for (int64_t t = 0; t < c.Lk; ++t) mask.set((0 * c.Lq + 1) * c.Lk + t, -kInf);
+    for (int64_t t = 0; t < c.Lk; ++t)
+      if (rng() % 3 == 0) {
+        for (int64_t i = 0; i < c.Lq; ++i) mask.set((1 * c.Lq + i) * c.Lk + t, -kInf);
+        for (int64_t h = 0; h < c.Hq; ++h)
+          for (int64_t d = 0; d < c.Dv; ++d) v.set(((1 * c.Hq + h) * c.Lk + t) * c.Dv + d, kNaN);
+      }
+  });
+}
+
+TEST_CASE("attention gen: split key") {
+  Case c;
+  c.B = 2, c.Hq = 4, c.nrep = 4, c.Lq = 2, c.Lk = 53, c.Dk = 48, c.Ds = 16, c.Dv = 32;
+  SUBCASE("plain") {}
+  SUBCASE("masked and capped") { c.Hm = c.Hq, c.softcap = 3.0; }
+  run(c, lavapipe(), kStreaming);
+}
+
+TEST_CASE("attention gen: paged key through a permuted read map") {
+  Case c;
+  c.B = 2, c.Hq = 4, c.nrep = 2, c.Lq = 2, c.Lk = 41, c.Dk = 32, c.Dv = 48, c.key = "paged";
+  SUBCASE("plain") {}
+  SUBCASE("masked") { c.Hm = 1; }
+  run(c, lavapipe(), kStreaming);
+}
+
+TEST_CASE("attention gen: live length visits only the live keys") {
+  Case c;
+  c.B = 3, c.Hq = 2, c.Lq = 2, c.Lk = 67, c.Dk = 32, c.Dv = 32, c.live = true;
+  SUBCASE("dense") {}
+  SUBCASE("paged") { c.key = "paged"; }
+  SUBCASE("split key, masked") { c.key = "split", c.Hm = 1; }
+  run(c, lavapipe(), kStreaming, [&](std::map<std::string, Tensor>& p, uint64_t) {
+    setLens(p, {1, c.Lk, 30});
+    poisonPastLen(c, p);
+  });
+}
+
+TEST_CASE("attention gen: live length outside 1..=Lk is clamped as the oracle clamps it") {
+  Case c;
+  c.B = 2, c.Hq = 2, c.Lk = 20, c.live = true;
+  run(c, lavapipe(), kStreaming, [&](std::map<std::string, Tensor>& p, uint64_t) { setLens(p, {0, c.Lk + 9}); });
+}
+
+TEST_CASE("attention gen: split-kv decode") {
+  Case c;
+  c.B = 1, c.Hq = 2, c.nrep = 2, c.Lq = 1, c.Lk = 600, c.Dk = 64, c.Dv = 64;
+  const DeviceProfile* d = &wide();
+  SUBCASE("dense") {}
+  SUBCASE("wide value") { c.Dv = 192, c.Lk = 300; }
+  SUBCASE("per-head mask and softcap") { c.Hm = c.Hq, c.softcap = 1.5; }
+  SUBCASE("paged") { c.key = "paged"; }
+  SUBCASE("split key") { c.key = "split"; }
+  SUBCASE("one row on lavapipe") { c.Hq = 1, c.nrep = 1, c.Lk = 260, d = &lavapipe(); }
+  CAPTURE(c.key);
+  run(c, *d, kSplit);
+}
+
+TEST_CASE("attention gen: split-kv decode with live lengths leaves neutral partials") {
+  Case c;
+  c.B = 4, c.Hq = 2, c.Lq = 1, c.Lk = 520, c.Dk = 32, c.Dv = 80, c.live = true;
+  SUBCASE("dense") {}
+  SUBCASE("paged") { c.key = "paged"; }
+  run(c, wide(), kSplit, [&](std::map<std::string, Tensor>& p, uint64_t) {
+    setLens(p, {1, c.Lk, 200, 131});  // chunks past the length are empty
+    poisonPastLen(c, p);
+  });
+}
+
+TEST_CASE("attention gen: split-kv decode of a fully masked row is NaN") {
+  Case c;
+  c.B = 2, c.Hq = 2, c.Lq = 1, c.Lk = 512, c.Dk = 32, c.Dv = 32, c.Hm = 1;
+  run(c, wide(), kSplit, [&](std::map<std::string, Tensor>& p, uint64_t) {
+    for (int64_t t = 0; t < c.Lk; ++t) p.at("mask").set(t, -kInf);          // batch row 0 sees nothing
+    for (int64_t t = 300; t < c.Lk; ++t) p.at("mask").set(c.Lk + t, -kInf);  // row 1: its last chunks
+  });
+}
+
+// One SelectedAttention eqn.
+struct Selected {
+  int64_t B = 2, Hq = 4, nrep = 2, Lq = 3, Lk = 96, Dk = 32, Dv = 48, K = 3, block = 8;
+  double softcap = 0;
+};
+
+std::string selectedText(const Selected& c) {
+  std::string s = "graph t\ninput %q : f32" + dims({c.B, c.Hq, c.Lq, c.Dk}) + "\n";
+  s += "input %k : f32" + dims({c.B, c.Hq / c.nrep, c.Lk, c.Dk}) + "\n";
+  s += "input %v : f32" + dims({c.B, c.Hq / c.nrep, c.Lk, c.Dv}) + "\n";
+  s += "input %ids : i32" + dims({c.B, c.Lq, c.K}) + "\n";
+  s += "input %qpos : i32" + dims({c.B, c.Lq}) + "\n";
+  s += "%out = SelectedAttention(%q, %k, %v, %ids, %qpos) {scale=" + std::to_string(1 / std::sqrt(double(c.Dk)));
+  if (c.softcap) s += ", softcap=" + std::to_string(c.softcap);
+  s += ", n_rep=" + std::to_string(c.nrep) + ", block=" + std::to_string(c.block) + "} : f32" +
+       dims({c.B, c.Hq, c.Lq, c.Dv}) + "\n";
+  return s + "output %out\n";
+}
+
+TEST_CASE("attention gen: selected attention visits the selected blocks and its own") {
+  Selected c;
+  SUBCASE("plain") {}
+  SUBCASE("softcap, one lane block") { c.softcap = 1.2, c.block = 32, c.K = 2; }
+  SUBCASE("wide value") { c.Dv = 256, c.Lk = 40, c.block = 4, c.K = 4; }
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  Graph g = testing::parse(selectedText(c));
+  REQUIRE(kindsOf(g, lavapipe()) == kStreaming);
+  auto p = completeParams(g, {}, seed);
+  std::mt19937_64 rng(seed);
+  int64_t NB = c.Lk / c.block;
+  for (int64_t row = 0; row < c.B * c.Lq; ++row) {
+    // Positions: one negative (sees nothing), one at the very end, the rest
+    // anywhere; ids: -1, repeats, the own block and blocks past the position.
+    int64_t pos = row == 0 ? -1 : row == 1 ? c.Lk - 1 : int64_t(rng() % uint64_t(c.Lk));
+    p.at("qpos").set(row, double(pos));
+    for (int64_t j = 0; j < c.K; ++j) {
+      int64_t id = int64_t(rng() % uint64_t(NB + 1)) - 1;
+      if (j == 1) id = p.at("ids").get(row * c.K);  // a repeat
+      if (j == 2 && pos >= 0) id = pos / c.block;   // the own block
+      p.at("ids").set(row * c.K + j, double(id));
+    }
+  }
+  // NaN in the keys and values no row visits: blocks no id names and past
+  // every position.
+  std::vector<bool> seen(size_t(c.B * c.Lk), false);  // per batch row
+  for (int64_t row = 0; row < c.B * c.Lq; ++row) {
+    int64_t pos = int64_t(p.at("qpos").get(row)), b = row / c.Lq;
+    for (int64_t t = 0; t <= pos && t < c.Lk; ++t) {
+      bool chosen = t / c.block == pos / c.block;
+      for (int64_t j = 0; j < c.K; ++j) chosen |= int64_t(p.at("ids").get(row * c.K + j)) == t / c.block;
+      if (chosen) seen[size_t(b * c.Lk + t)] = true;
+    }
+  }
+  for (int64_t bg = 0; bg < c.B * c.Hq / c.nrep; ++bg)
+    for (int64_t t = 0; t < c.Lk; ++t)
+      if (!seen[size_t(bg / (c.Hq / c.nrep) * c.Lk + t)]) {
+        for (int64_t d = 0; d < c.Dk; ++d) p.at("k").set((bg * c.Lk + t) * c.Dk + d, kNaN);
+        for (int64_t d = 0; d < c.Dv; ++d) p.at("v").set((bg * c.Lk + t) * c.Dv + d, kNaN);
+      }
+  check(g, lavapipe(), p);
+}
+
+// The generated kernels also pass the emitters: SPIR-V (validated), PTX and
+// HSACO, for the streaming, split-KV and selected schedules.
+TEST_CASE("attention gen: every schedule emits for the spirv, ptx and hsaco targets") {
+  Case c;
+  c.B = 1, c.Hq = 4, c.Lk = 600, c.key = "paged", c.Hm = 4, c.live = true, c.softcap = 2;
+  Selected sel;
+  for (const char* target : {"lavapipe", "nvidia-h200", "amd-mi300x"})
+    for (const std::string& text : {graphText(c), selectedText(sel)}) {
+      CAPTURE(target);
+      CAPTURE(text);
+      DeviceProfile d = testing::loadTarget(target);
+      auto p = planGraph(testing::parse(text), d);
+      REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+      REQUIRE(bool(planBuffers(*p)));
+      auto s = generateKernels(*p, d);
+      CHECK_MESSAGE(bool(s), (s ? "" : s.error().str()));
+      for (const Kernel& k : p->kernels) CHECK(!k.blob.empty());
+    }
+}
+
+}  // namespace
+}  // namespace poot

@@ -1,0 +1,374 @@
+// The primitive generators (elementwise, reduce, matmul, rows, guard) against
+// the oracle: one-eqn graphs planned for lavapipe (plus bf16 storage), their
+// kernels generated as KIR and run on the KIR interpreter (kir_plan.h), on
+// fresh random parameters (and hand-picked ones where the edge cases matter:
+// NaN, infinities, ties, -1 indices, saturating conversions, negative
+// divisors). Data movement, integer, bool and compare results must be equal;
+// float arithmetic within 1e-6 relative to the larger value, transcendental
+// functions within 1e-5 (one ulp, 1e-3, for f16 results of them). Then whole
+// tiny model graphs (as traced, after the rope pass, and fully compiled when
+// no attention op remains) run the same way, within 1e-4.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "codegen/gen/generators.h"
+#include "kir_plan.h"
+#include "passes/pass.h"
+#include "plan/schedule.h"
+#include "testing.h"
+
+namespace poot {
+namespace {
+
+using testing::relativeToLarger;
+using testing::Tolerance;
+
+// Exact: integers and bools byte for byte; floats bit for bit, any NaN
+// matching any NaN (checkClose cannot: inf - inf is NaN).
+const Tolerance kExact = relativeToLarger(0);
+const Tolerance kArith = relativeToLarger(1e-6);
+const Tolerance kTrans = relativeToLarger(1e-5);
+// A two-byte result of an approximated function (Builder::erf) may round to
+// the neighbouring f16 value: one f16 ulp.
+const Tolerance kHalfUlp = relativeToLarger(1e-3);
+
+void checkSame(const std::string& what, const Tensor& want, const Tensor& got, Tolerance tol) {
+  if (tol.tol != 0) return testing::checkClose(what, want, got, tol);
+  REQUIRE_MESSAGE(got.type == want.type, what);
+  if (!isFloat(want.dtype())) {
+    CHECK_MESSAGE(got.bytes == want.bytes, what);
+    return;
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    double w = want.get(i), g = got.get(i);
+    bool same = std::isnan(w) ? std::isnan(g) : std::memcmp(&w, &g, sizeof w) == 0;
+    if (!same && ++bad <= 3) FAIL_CHECK(what << " element " << i << ": " << g << " vs " << w);
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
+}
+
+// Lavapipe, with bf16 storage as well: a bf16 kernel is integer arithmetic
+// around f32 (the Builder's lowering), which the interpreter runs like any
+// other; lavapipe itself lists no bf16.
+const DeviceProfile& device() {
+  static const DeviceProfile d = [] {
+    DeviceProfile p = testing::loadTarget("lavapipe");
+    p.bf16 = p.f16;
+    return p;
+  }();
+  return d;
+}
+
+// A tensor of `type` holding `vals` (converted as the oracle stores them).
+Tensor tensorOf(const std::string& type, const std::vector<double>& vals) {
+  Tensor t(testing::ty(type));
+  REQUIRE(int64_t(vals.size()) == t.size());
+  for (size_t i = 0; i < vals.size(); ++i) t.set(int64_t(i), vals[i]);
+  return t;
+}
+
+// Runs graph `text` on the oracle and on the generated kernels with the same
+// parameters (`given`, the rest drawn from a fresh seed) and compares every
+// output, state and validation.
+void checkGraph(const Graph& g, Tolerance tol, std::map<std::string, Tensor> given = {}) {
+  uint64_t seed = testing::freshSeed();
+  CAPTURE(seed);
+  auto params = completeParams(g, std::move(given), seed);
+  auto want = evaluate(g, params);
+  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  auto got = testing::runOnKir(g, device(), params);
+  REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
+  CHECK(want->validations == got->validations);
+  auto compare = [&](const char* kind, const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+    REQUIRE(a.size() == b.size());
+    for (const auto& [name, t] : a) {
+      REQUIRE_MESSAGE(b.count(name), kind << " " << name);
+      checkSame(std::string(kind) + " " + name, t, b.at(name), tol);
+    }
+  };
+  compare("output", want->outputs, got->outputs);
+  compare("state", want->states, got->states);
+}
+
+void check(const std::string& text, Tolerance tol, std::map<std::string, Tensor> given = {}) {
+  CAPTURE(text);
+  checkGraph(testing::parse(text), tol, std::move(given));
+}
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+TEST_CASE("gen: creation ops") {
+  check("graph g\n%r = Iota() {axis=-2} : f32[3,5,7]\noutput %r\n", kExact);
+  check("graph g\n%r = Iota() {axis=0} : i64[4,3]\noutput %r\n", kExact);
+  check("graph g\n%r = Iota() {axis=2} : bf16[2,3,300]\noutput %r\n", kExact);
+  check("graph g\n%r = Constant() {value=[0.1]} : f16[5,70]\noutput %r\n", kExact);
+  check("graph g\n%r = Constant() {value=[0.1, 2, 2, 2, -3.5, 1e-30, 7]} : bf16[7]\noutput %r\n", kExact);
+  check("graph g\n%r = Constant() {value=[0.1, 2, 2, 2, -3.5, 1e-30]} : f32[2,3]\noutput %r\n", kExact);
+  check("graph g\n%r = Constant() {value=[5, -9007199254740993, 1, 1, 0]} : i64[5]\noutput %r\n", kExact);
+  check("graph g\n%r = Constant() {value=[1, 0, 0, 1]} : bool[2,2]\noutput %r\n", kExact);
+  check("graph g\n%r = Constant() {value=[-4]} : i32[]\noutput %r\n", kExact);
+}
+
+TEST_CASE("gen: data movement") {
+  check("graph g\ninput %x : f32[6,5]\n%r = Reshape(%x) : f32[3,10]\n%n = Neg(%r) : f32[3,10]\noutput %n\n", kExact);
+  check("graph g\ninput %x : f32[3,1,5]\n%r = Broadcast(%x) : f32[2,3,4,5]\noutput %r\n", kExact);
+  check("graph g\ninput %x : bool[1,7]\n%r = Broadcast(%x) : bool[3,7]\noutput %r\n", kExact);
+  check("graph g\ninput %x : bf16[2,3,4,5]\n%r = Transpose(%x) {perm=[2, 0, 3, 1]} : bf16[4,2,5,3]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %x : i64[3,4,9]\n%r = Slice(%x) {axis=-1, start=2, limit=7} : i64[3,4,5]\noutput %r\n", kExact);
+  check("graph g\ninput %x : f16[2,3,5]\ninput %y : f16[2,1,5]\ninput %z : f16[2,4,5]\n"
+        "%r = Concat(%x, %y, %z) {axis=1} : f16[2,8,5]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %x : i32[3,2]\ninput %y : i32[3,5]\n%r = Concat(%x, %y) {axis=-1} : i32[3,7]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %t : f32[10,6]\ninput %i : i32[3,4]\n%r = Gather(%t, %i) {axis=0} : f32[3,4,6]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %t : bf16[3,7,5]\ninput %i : i64[4]\n%r = Gather(%t, %i) {axis=-2} : bf16[3,4,5]\noutput %r\n",
+        kExact);
+  for (int64_t pos : {0, 3, 17}) {  // 17 is clamped to 5
+    check("graph g\ninput %x : f32[2,9,3]\nslot %p : i32[] range [0, 20]\n"
+          "%r = DynamicSlice(%x, %p) {axis=1, size=4} : f32[2,4,3]\noutput %r\n",
+          kExact, {{"p", tensorOf("i32[]", {double(pos)})}});
+  }
+  check("graph g\ninput %x : i64[300]\nslot %p : i64[1] range [0, 299]\n"
+        "%r = DynamicSlice(%x, %p) {axis=0, size=257} : i64[257]\noutput %r\n",
+        kExact);
+}
+
+TEST_CASE("gen: updates in place") {
+  // The new value of a state is written over the state's own buffer.
+  for (int64_t pos : {0, 4, 8}) {  // 8 is clamped to 5
+    check("graph g\nstate %s : f32[2,9,3]\ninput %u : f32[2,4,3]\nslot %p : i32[] range [0, 8]\n"
+          "%n = DynamicUpdateSlice(%s, %u, %p) {axis=1} : f32[2,9,3]\n%o = Neg(%n) : f32[2,9,3]\n"
+          "output %o\nstate_out %s = %n\n",
+          kExact, {{"p", tensorOf("i32[]", {double(pos)})}});
+  }
+  check("graph g\nstate %s : bf16[7,5]\ninput %u : bf16[7,2]\nslot %p : i64[] range [0, 3]\n"
+        "%n = DynamicUpdateSlice(%s, %u, %p) {axis=-1} : bf16[7,5]\n%o = Neg(%u) : bf16[7,2]\n"
+        "output %o\nstate_out %s = %n\n",
+        kExact);
+  // -1 skips, a repeated index takes the later row.
+  check("graph g\nstate %s : f32[6,4]\ninput %i : i32[5]\ninput %u : f32[5,4]\n"
+        "%n = ScatterUpdate(%s, %i, %u) : f32[6,4]\n%o = Neg(%u) : f32[5,4]\noutput %o\nstate_out %s = %n\n",
+        kExact, {{"i", tensorOf("i32[5]", {2, -1, 5, 2, 0})}});
+  check("graph g\ninput %x : i64[5,2,3]\ninput %i : i64[3]\ninput %u : i64[3,2,3]\n"
+        "%n = ScatterUpdate(%x, %i, %u) : i64[5,2,3]\noutput %n\n",
+        kExact, {{"i", tensorOf("i64[3]", {-1, 4, -1})}});
+}
+
+TEST_CASE("gen: convert") {
+  std::vector<double> edge = {kNaN, kInf, -kInf, 3e9, -3e9, -2.7, 2.5, 1e20, -0.0, 65504, 70000, 1e-8};
+  const char* froms[] = {"f32", "f16", "bf16"};
+  for (const char* from : froms)
+    for (const char* to : {"f32", "f16", "bf16", "i32", "i64", "bool"}) {
+      std::string text = std::string("graph g\ninput %x : ") + from + "[12]\n%r = Convert(%x) : " + to +
+                         "[12]\noutput %r\n";
+      check(text, kExact, {{"x", tensorOf(std::string(from) + "[12]", edge)}});
+    }
+  std::vector<double> ints = {0, 1, -1, 2147483647, -2147483648, 16777217, -5, 7, 0, 3, 100000, -100000};
+  for (const char* from : {"i32", "i64"})
+    for (const char* to : {"f32", "f16", "bf16", "i32", "i64", "bool"}) {
+      std::string text = std::string("graph g\ninput %x : ") + from + "[12]\n%r = Convert(%x) : " + to +
+                         "[12]\noutput %r\n";
+      check(text, kExact, {{"x", tensorOf(std::string(from) + "[12]", ints)}});
+    }
+  Tensor big(testing::ty("i64[3]"));
+  int64_t bigs[] = {int64_t(1) << 40 | 5, -(int64_t(1) << 33) - 7, INT64_MIN};
+  std::memcpy(big.bytes.data(), bigs, sizeof bigs);
+  check("graph g\ninput %x : i64[3]\n%r = Convert(%x) : i32[3]\noutput %r\n", kExact, {{"x", big}});
+  check("graph g\ninput %x : i64[3]\n%r = Convert(%x) : f32[3]\noutput %r\n", kExact, {{"x", big}});
+  for (const char* to : {"f32", "bf16", "i32", "i64"})
+    check(std::string("graph g\ninput %x : bool[9]\n%r = Convert(%x) : ") + to + "[9]\noutput %r\n", kExact);
+}
+
+TEST_CASE("gen: unary") {
+  for (const char* op : {"Neg", "Abs"}) {
+    check(std::string("graph g\ninput %x : f32[5,61]\n%r = ") + op + "(%x) : f32[5,61]\noutput %r\n", kExact);
+    check(std::string("graph g\ninput %x : i64[4]\n%r = ") + op + "(%x) : i64[4]\noutput %r\n", kExact,
+          {{"x", tensorOf("i64[4]", {-3, 0, 5, -9e15})}});
+    check(std::string("graph g\ninput %x : i32[4]\n%r = ") + op + "(%x) : i32[4]\noutput %r\n", kExact,
+          {{"x", tensorOf("i32[4]", {-3, 0, 5, -2147483648.0})}});
+  }
+  check("graph g\ninput %x : bool[3,5]\n%r = Not(%x) : bool[3,5]\noutput %r\n", kExact);
+  for (const char* op : {"Sqrt", "Rsqrt", "Recip"})
+    check(std::string("graph g\ninput %x : f32[5,61]\n%r = ") + op + "(%x) : f32[5,61]\noutput %r\n", kArith);
+  for (const char* op : {"Exp", "Log", "Tanh", "Sin", "Cos", "Erf", "Sigmoid"}) {
+    check(std::string("graph g\ninput %x : f32[5,61]\n%r = ") + op + "(%x) : f32[5,61]\noutput %r\n", kTrans);
+    check(std::string("graph g\ninput %x : f16[3,7]\n%r = ") + op + "(%x) : f16[3,7]\noutput %r\n", kHalfUlp);
+  }
+}
+
+TEST_CASE("gen: binary and compare with broadcasting") {
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
+    check(std::string("graph g\ninput %a : f32[3,1,5]\ninput %b : f32[4,5]\n%r = ") + op +
+              "(%a, %b) : f32[3,4,5]\noutput %r\n",
+          kArith);
+    check(std::string("graph g\ninput %a : bf16[7]\ninput %b : bf16[2,1]\n%r = ") + op +
+              "(%a, %b) : bf16[2,7]\noutput %r\n",
+          kArith);
+    check(std::string("graph g\ninput %a : f16[]\ninput %b : f16[3,2]\n%r = ") + op +
+              "(%a, %b) : f16[3,2]\noutput %r\n",
+          kArith);
+    check(std::string("graph g\ninput %a : i64[2,3]\ninput %b : i64[3]\n%r = ") + op +
+              "(%a, %b) : i64[2,3]\noutput %r\n",
+          kExact, {{"a", tensorOf("i64[2,3]", {7, -7, 9e15, -9, 1, 0})}, {"b", tensorOf("i64[3]", {2, -1, 4})}});
+    check(std::string("graph g\ninput %a : i32[4]\ninput %b : i32[4]\n%r = ") + op + "(%a, %b) : i32[4]\noutput %r\n",
+          kExact,
+          {{"a", tensorOf("i32[4]", {-2147483648.0, 7, -7, 2147483647})}, {"b", tensorOf("i32[4]", {-1, 2, 2, 3})}});
+  }
+  // NaN propagates through Max and Min from either side.
+  for (const char* op : {"Max", "Min"})
+    check(std::string("graph g\ninput %a : f32[4]\ninput %b : f32[4]\n%r = ") + op + "(%a, %b) : f32[4]\noutput %r\n",
+          kExact, {{"a", tensorOf("f32[4]", {kNaN, 1, kNaN, -0.0})}, {"b", tensorOf("f32[4]", {1, kNaN, kNaN, 0.0})}});
+  check("graph g\ninput %a : f32[3,4]\ninput %b : f32[4]\n%p = Abs(%a) : f32[3,4]\n%r = Pow(%p, %b) : f32[3,4]\n"
+        "output %r\n",
+        kTrans);
+  for (const char* op : {"And", "Or", "Eq", "Ne"})
+    check(std::string("graph g\ninput %a : bool[3,1]\ninput %b : bool[1,6]\n%r = ") + op +
+              "(%a, %b) : bool[3,6]\noutput %r\n",
+          kExact);
+  for (const char* op : {"Lt", "Le", "Gt", "Ge", "Eq", "Ne"}) {
+    check(std::string("graph g\ninput %a : f32[5]\ninput %b : f32[5]\n%r = ") + op + "(%a, %b) : bool[5]\noutput %r\n",
+          kExact,
+          {{"a", tensorOf("f32[5]", {kNaN, 1, 2, 3, kNaN})}, {"b", tensorOf("f32[5]", {1, kNaN, 2, 1, kNaN})}});
+    check(std::string("graph g\ninput %a : i64[2,1,3]\ninput %b : i64[4,1]\n%r = ") + op +
+              "(%a, %b) : bool[2,4,3]\noutput %r\n",
+          kExact);
+    check(std::string("graph g\ninput %a : bf16[9]\ninput %b : bf16[]\n%r = ") + op + "(%a, %b) : bool[9]\noutput %r\n",
+          kExact);
+  }
+  check("graph g\ninput %c : bool[4,1]\ninput %a : f32[1,5]\ninput %b : f32[4,5]\n"
+        "%r = Select(%c, %a, %b) : f32[4,5]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %c : bool[]\ninput %a : i64[3]\ninput %b : i64[2,3]\n"
+        "%r = Select(%c, %a, %b) : i64[2,3]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %c : bool[2,3]\ninput %a : bool[3]\ninput %b : bool[2,1]\n"
+        "%r = Select(%c, %a, %b) : bool[2,3]\noutput %r\n",
+        kExact);
+}
+
+TEST_CASE("gen: rope") {
+  for (const char* style : {"half", "interleaved"}) {
+    check(std::string("graph g\ninput %x : f32[1,2,3,8]\ninput %c : f32[3,4]\ninput %s : f32[3,4]\n"
+                      "%r = Rope(%x, %c, %s) {style=") +
+              style + "} : f32[1,2,3,8]\noutput %r\n",
+          kArith);
+    check(std::string("graph g\ninput %x : f16[2,3,6]\ninput %c : f16[2,1,3]\ninput %s : f16[2,1,3]\n"
+                      "%r = Rope(%x, %c, %s) {style=") +
+              style + "} : f16[2,3,6]\noutput %r\n",
+          kArith);
+  }
+}
+
+TEST_CASE("gen: reductions") {
+  for (const char* op : {"ReduceSum", "ReduceMax", "ReduceMin"}) {
+    for (const char* axis : {"0", "1", "-1"})
+      for (bool keep : {true, false}) {
+        std::string type = keep ? (std::string(axis) == "0" ? "[1,5,7]" : std::string(axis) == "1" ? "[3,1,7]" : "[3,5,1]")
+                                : (std::string(axis) == "0" ? "[5,7]" : std::string(axis) == "1" ? "[3,7]" : "[3,5]");
+        std::string attrs = std::string(" {axis=") + axis + ", keepdim=" + (keep ? "true" : "false") + "}";
+        check(std::string("graph g\ninput %x : f32[3,5,7]\n%r = ") + op + "(%x)" + attrs + " : f32" + type +
+                  "\noutput %r\n",
+              kArith);
+        check(std::string("graph g\ninput %x : i64[3,5,7]\n%r = ") + op + "(%x)" + attrs + " : i64" + type +
+                  "\noutput %r\n",
+              kExact);
+      }
+    check(std::string("graph g\ninput %x : bf16[300]\n%r = ") + op + "(%x) {axis=0, keepdim=false} : bf16[]\noutput %r\n",
+          kArith);
+    check(std::string("graph g\ninput %x : f32[2,4]\n%r = ") + op + "(%x) {axis=1, keepdim=false} : f32[2]\noutput %r\n",
+          kExact, {{"x", tensorOf("f32[2,4]", {1, kNaN, 3, 2, 5, 4, 6, kNaN})}});
+  }
+}
+
+TEST_CASE("gen: matmul") {
+  check("graph g\ninput %a : f32[2,1,3,5]\ninput %b : f32[4,5,7]\n%r = MatMul(%a, %b) : f32[2,4,3,7]\noutput %r\n",
+        kArith);
+  check("graph g\ninput %a : f16[17,33]\ninput %b : f16[33,9]\n%r = MatMul(%a, %b) : f16[17,9]\noutput %r\n", kArith);
+  check("graph g\ninput %a : i32[3,1,2,4]\ninput %b : i32[2,4,2]\n%r = MatMul(%a, %b) : i32[3,2,2,2]\noutput %r\n",
+        kExact);
+  check("graph g\ninput %a : i64[3,4]\ninput %b : i64[1,4,2]\n%r = MatMul(%a, %b) : i64[1,3,2]\noutput %r\n", kExact);
+}
+
+TEST_CASE("gen: topk and block topk") {
+  check("graph g\ninput %x : f32[3,10]\n%v, %i = TopK(%x) {k=4} : f32[3,4], i32[3,4]\noutput %v\noutput %i\n", kExact);
+  check("graph g\ninput %x : f32[2,5]\n%v, %i = TopK(%x) {k=5} : f32[2,5], i32[2,5]\noutput %v\noutput %i\n", kExact,
+        {{"x", tensorOf("f32[2,5]", {1, kNaN, 3, kNaN, 3, 2, 2, -0.0, 0.0, 2})}});
+  check("graph g\ninput %x : i64[300,6]\n%v, %i = TopK(%x) {k=3} : i64[300,3], i32[300,3]\noutput %v\noutput %i\n",
+        kExact);
+  check("graph g\ninput %x : bf16[4,9]\n%v, %i = TopK(%x) {k=1} : bf16[4,1], i32[4,1]\noutput %v\noutput %i\n",
+        kExact);
+  // qpos / 4 is 0, 1, 2, 5, 9 (clamped to 6) and -1 (clamped to 0) candidate blocks.
+  check("graph g\ninput %s : f32[2,3,6]\ninput %q : i32[2,3]\n%r = BlockTopK(%s, %q) {k=4, block=4} : i32[2,3,4]\n"
+        "output %r\n",
+        kExact, {{"q", tensorOf("i32[2,3]", {3, 4, 11, 20, 39, -5})}});
+  check("graph g\ninput %s : f32[1,2,5]\ninput %q : i64[1,2]\n%r = BlockTopK(%s, %q) {k=5, block=1} : i32[1,2,5]\n"
+        "output %r\n",
+        kExact,
+        {{"s", tensorOf("f32[1,2,5]", {1, kNaN, 1, 0, 5, 2, 2, 2, 2, 2})}, {"q", tensorOf("i64[1,2]", {4, 5})}});
+}
+
+TEST_CASE("gen: index guard") {
+  std::string text = "graph g\ninput %x : i32[300]\n%c, %ok = IndexGuard(%x) {lo=2, hi=13} : i32[300], bool[]\n"
+                     "output %c\nvalidation %ok\n";
+  check(text, kExact);  // inputs in [0, 16): some below, some above
+  std::vector<double> inside(300, 5.0);
+  check(text, kExact, {{"x", tensorOf("i32[300]", inside)}});
+  inside[299] = 14;
+  check(text, kExact, {{"x", tensorOf("i32[300]", inside)}});
+  check("graph g\ninput %x : i64[3]\n%c, %ok = IndexGuard(%x) {lo=-1, hi=1} : i64[3], bool[]\noutput %c\n"
+        "validation %ok\n",
+        kExact, {{"x", tensorOf("i64[3]", {-1, 0, 1})}});
+}
+
+TEST_CASE("gen: refusals name their check") {
+  Schedule s = plainSchedule("elementwise", device());
+  auto refused = [&](KernelRequest r) {
+    auto k = generateKernel(GenInput{r, device(), "k", {1, 1, 1}});
+    REQUIRE(!k);
+    CHECK(k.error().kind == ErrorKind::Capability);
+    return k.error().capability;
+  };
+  Type huge = testing::ty("f32[65536,32768]");  // 2^31 elements
+  CHECK(refused(KernelRequest{Op::Neg, {huge}, {huge}, {}, s}) == "IndexWidth");
+  std::vector<double> vals(5000, 0.5);
+  vals[7] = 2;
+  Attrs attrs{Attr{"value", vals}};
+  CHECK(refused(KernelRequest{Op::Constant, {}, {testing::ty("f32[5000]")}, attrs, s}) == "ConstantSize");
+}
+
+bool hasAttention(const Graph& g) {
+  for (const Eqn& e : g.eqns)
+    if (e.op == Op::Attention || e.op == Op::SelectedAttention) return true;
+  return false;
+}
+
+// Whole tiny models: f32 matmuls, norms and softmaxes over small widths. As
+// traced and after the rope pass they hold primitive ops (and Rope) only;
+// fully compiled, those that still hold attention are left to the attention
+// generators' tests.
+TEST_CASE("gen: tiny graphs on the generated kernels") {
+  for (const auto& path : testing::filesIn(testing::sourceDir() / "examples" / "graphs", "tiny-", ".pg")) {
+    CAPTURE(path.filename().string());
+    for (const char* stop : {"", "ranges", "all"}) {
+      CAPTURE(stop);
+      Graph g = testing::loadGraphFile(path);
+      if (*stop) {
+        PassContext ctx;
+        PipelineOptions opts;
+        if (std::string(stop) != "all") opts.stopAfter = stop;
+        auto s = runPipeline(g, ctx, opts);
+        REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+      }
+      if (std::string(stop) == "all" && hasAttention(g)) continue;
+      checkGraph(g, relativeToLarger(1e-4));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace poot

@@ -1,0 +1,668 @@
+// Unit tests of the KIR tools (lib/codegen/kir): the interpreter on kernels
+// built here with the Builder, over fresh random inputs, against values the
+// test computes directly from kir.h's semantics (every opcode on every type it
+// takes, per-thread loop trip counts, if/else masking, a workgroup reduction in
+// shared memory across barriers, u8 bool and u16 bf16 storage, f16 rounding,
+// out-of-bounds and other run-time errors); the verifier on each malformed
+// case; the printer on one kernel checked line by line; and the plan runner of
+// kir_plan.h on small graphs against the oracle. Each random test prints its
+// seed when it fails.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/kir/builder.h"
+#include "codegen/kir/interp.h"
+#include "codegen/kir/print.h"
+#include "codegen/kir/verify.h"
+#include "kir_plan.h"
+#include "testing.h"
+
+namespace poot::kir {
+
+using testing::freshSeed;
+
+namespace {
+
+template <class T>
+std::vector<uint8_t> toBytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+template <class T>
+T at(const std::vector<uint8_t>& bytes, size_t i) {
+  T x;
+  std::memcpy(&x, bytes.data() + i * sizeof(T), sizeof(T));
+  return x;
+}
+
+// The same f32, or both NaN.
+bool same(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b)); }
+
+void runOk(const Kernel& k, int64_t gridY, const std::vector<std::vector<uint8_t>*>& buffers) {
+  auto v = verify(k);
+  REQUIRE_MESSAGE(bool(v), (v ? "" : v.error().message));
+  auto s = interpret(k, gridY, buffers);
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().message));
+}
+
+std::string errorOf(const Status& s) {
+  REQUIRE_FALSE(bool(s));
+  CHECK(s.error().kind == ErrorKind::Verify);
+  return s.error().message;
+}
+
+// Random f32 of magnitude in [0.25, 4) with a random sign, a few NaN, inf,
+// zero and negative zero among them.
+std::vector<float> randomFloats(std::mt19937_64& rng, size_t n) {
+  std::uniform_real_distribution<float> mag(0.25f, 4.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = (rng() & 1 ? -1.0f : 1.0f) * mag(rng);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), 0.0f, -0.0f};
+  for (float s : specials) v[rng() % n] = s;
+  return v;
+}
+
+// One thread per element: out[j * n + i] = op_j(a[i], b[i]) for each
+// operation j that `ops` lists; n = 4 workgroups of 32 in x by 2 in y.
+constexpr int64_t kW = 32, kGridX = 2, kGridY = 2, kN = kW * kGridX * kGridY;
+
+struct Elementwise {
+  DType dtype;       // of a and b
+  DType outDtype;    // of out
+  int64_t ops;       // operations, each writing n elements
+  // Emits op j on the loaded a and b; returns the value stored.
+  std::function<V(Builder&, int64_t j, V a, V b)> body;
+
+  Kernel kernel() const {
+    Builder bl("ew", kW, kGridX);
+    int32_t a = bl.buffer("a", dtype, kN, false), b = bl.buffer("b", dtype, kN, false);
+    int32_t out = bl.buffer("out", outDtype, kN * ops, true);
+    V i = bl.add(bl.mul(bl.workgroupId(), bl.i32(kW)), bl.local());
+    V x = bl.load(a, i), y = bl.load(b, i);
+    for (int64_t j = 0; j < ops; ++j) bl.store(out, bl.add(bl.i32(j * kN), i), body(bl, j, x, y));
+    return bl.finish();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<float> a = randomFloats(rng, kN), b = randomFloats(rng, kN);
+  const Opc binary[] = {Opc::Add, Opc::Sub, Opc::Mul, Opc::Div, Opc::Rem, Opc::Min, Opc::Max, Opc::Pow};
+  const Opc unary[] = {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Log, Opc::Sqrt, Opc::Rsqrt,
+                       Opc::Tanh, Opc::Sin, Opc::Cos, Opc::Floor};
+  const Opc compares[] = {Opc::Lt, Opc::Le, Opc::Gt, Opc::Ge, Opc::Eq, Opc::Ne};
+  const int64_t nb = int64_t(std::size(binary)), nu = int64_t(std::size(unary));
+
+  Elementwise f{DType::F32, DType::F32, nb + nu + 1, [&](Builder& bl, int64_t j, V x, V y) {
+                  if (j < nb) return bl.binary(binary[j], x, y);
+                  if (j < nb + nu) return bl.unary(unary[j - nb], x);
+                  return bl.select(bl.lt(x, y), x, y);
+                }};
+  Elementwise c{DType::F32, DType::Bool, int64_t(std::size(compares)),
+                [&](Builder& bl, int64_t j, V x, V y) { return bl.compare(compares[j], x, y); }};
+  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b);
+  std::vector<uint8_t> fo(size_t(f.ops * kN) * 4), co(size_t(c.ops * kN));
+  runOk(f.kernel(), kGridY, {&ab, &bb, &fo});
+  runOk(c.kernel(), kGridY, {&ab, &bb, &co});
+
+  for (size_t i = 0; i < size_t(kN); ++i) {
+    float x = a[i], y = b[i];
+    const float want[] = {x + y, x - y, x * y, x / y, std::fmod(x, y), std::fmin(x, y), std::fmax(x, y), std::pow(x, y),
+                          -x, std::fabs(x), std::exp(x), std::log(x), std::sqrt(x), 1.0f / std::sqrt(x),
+                          std::tanh(x), std::sin(x), std::cos(x), std::floor(x), x < y ? x : y};
+    for (size_t j = 0; j < std::size(want); ++j) {
+      CAPTURE(j);
+      CAPTURE(i);
+      CHECK(same(at<float>(fo, j * size_t(kN) + i), want[j]));
+    }
+    const bool cmp[] = {x < y, x <= y, x > y, x >= y, x == y, x != y};
+    for (size_t j = 0; j < std::size(cmp); ++j) CHECK(co[j * size_t(kN) + i] == uint8_t(cmp[j]));
+  }
+  // Min and Max return the other operand when one is NaN.
+  size_t nan = size_t(std::find_if(a.begin(), a.end(), [](float v) { return std::isnan(v); }) - a.begin());
+  if (nan < a.size() && !std::isnan(b[nan])) {
+    CHECK(same(at<float>(fo, 5 * size_t(kN) + nan), b[nan]));
+    CHECK(same(at<float>(fo, 6 * size_t(kN) + nan), b[nan]));
+  }
+}
+
+TEST_CASE_TEMPLATE("kir interpret: integer arithmetic wraps, divides toward zero and shifts", T, int32_t, int64_t) {
+  using U = std::make_unsigned_t<T>;
+  constexpr bool wide = sizeof(T) == 8;
+  constexpr int bits = wide ? 64 : 32;
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<T> a(kN), b(kN);
+  for (size_t i = 0; i < size_t(kN); ++i) {
+    a[i] = T(rng());
+    b[i] = i % 4 == 0 ? T(rng() % 7) - 3 : T(rng());  // small divisors too, -1 among them
+    if (b[i] == 0) b[i] = 1;
+  }
+  a[3] = std::numeric_limits<T>::min();
+  b[3] = -1;
+  const Opc binary[] = {Opc::Add, Opc::Sub, Opc::Mul, Opc::Div, Opc::Rem, Opc::Min, Opc::Max, Opc::And, Opc::Or, Opc::Xor};
+  const Opc shifts[] = {Opc::Shl, Opc::ShrA, Opc::ShrL};
+  const Opc unary[] = {Opc::Neg, Opc::Not, Opc::Abs};
+  const Opc compares[] = {Opc::Lt, Opc::Le, Opc::Gt, Opc::Ge, Opc::Eq, Opc::Ne};
+  const int64_t nb = int64_t(std::size(binary)), ns = int64_t(std::size(shifts)), nu = int64_t(std::size(unary));
+  DType dt = wide ? DType::I64 : DType::I32;
+  Elementwise f{dt, dt, nb + ns + nu, [&](Builder& bl, int64_t j, V x, V y) {
+                  if (j < nb) return bl.binary(binary[j], x, y);
+                  if (j < nb + ns) {
+                    V mask = wide ? bl.i64(bits - 1) : bl.i32(bits - 1);
+                    return bl.binary(shifts[j - nb], x, bl.binary(Opc::And, y, mask));
+                  }
+                  return bl.unary(unary[j - nb - ns], x);
+                }};
+  Elementwise c{dt, DType::Bool, int64_t(std::size(compares)),
+                [&](Builder& bl, int64_t j, V x, V y) { return bl.compare(compares[j], x, y); }};
+  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b);
+  std::vector<uint8_t> fo(size_t(f.ops * kN) * sizeof(T)), co(size_t(c.ops * kN));
+  runOk(f.kernel(), kGridY, {&ab, &bb, &fo});
+  runOk(c.kernel(), kGridY, {&ab, &bb, &co});
+  for (size_t i = 0; i < size_t(kN); ++i) {
+    T x = a[i], y = b[i];
+    int s = int(U(y) & U(bits - 1));
+    bool overflow = x == std::numeric_limits<T>::min() && y == -1;
+    const T want[] = {T(U(x) + U(y)), T(U(x) - U(y)), T(U(x) * U(y)), overflow ? x : T(x / y), overflow ? T(0) : T(x % y),
+                      std::min(x, y), std::max(x, y), T(x & y), T(x | y), T(x ^ y),
+                      T(U(x) << s), T(x >> s), T(U(x) >> s), T(U(0) - U(x)), T(~x), x < 0 ? T(U(0) - U(x)) : x};
+    for (size_t j = 0; j < std::size(want); ++j) {
+      CAPTURE(j);
+      CAPTURE(i);
+      CHECK(at<T>(fo, j * size_t(kN) + i) == want[j]);
+    }
+    const bool cmp[] = {x < y, x <= y, x > y, x >= y, x == y, x != y};
+    for (size_t j = 0; j < std::size(cmp); ++j) CHECK(co[j * size_t(kN) + i] == uint8_t(cmp[j]));
+  }
+}
+
+TEST_CASE("kir interpret: bool logic, select, converts and bitcasts") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<float> a = randomFloats(rng, kN);
+  std::vector<int32_t> b(kN);
+  for (size_t i = 0; i < size_t(kN); ++i) {
+    b[i] = int32_t(rng());
+    a[i] *= float(1 << (rng() % 20));  // magnitudes well past 1 so truncation shows
+  }
+  b[1] = 0;
+  b[2] = 1 << 30;
+  a[5] = 0.75f;
+  a[6] = -1.5f;
+
+  Builder bl("cv", kW, kGridX);
+  int32_t fa = bl.buffer("a", DType::F32, kN, false), ib = bl.buffer("b", DType::I32, kN, false);
+  int32_t of = bl.buffer("of", DType::F32, kN * 4, true), oi = bl.buffer("oi", DType::I32, kN * 3, true);
+  int32_t ol = bl.buffer("ol", DType::I64, kN * 2, true), ob = bl.buffer("ob", DType::Bool, kN * 6, true);
+  V i = bl.add(bl.mul(bl.workgroupId(), bl.i32(kW)), bl.local());
+  V x = bl.load(fa, i), y = bl.load(ib, i);
+  V n = bl.i32(kN);
+  auto slot = [&](int64_t j) { return bl.add(bl.mul(bl.i32(j), n), i); };
+  V p = bl.gt(x, bl.f32(0)), q = bl.ne(y, bl.i32(0));
+  bl.store(of, slot(0), bl.convert(y, Scalar::F32));
+  bl.store(of, slot(1), bl.convert(p, Scalar::F32));
+  bl.store(of, slot(2), bl.bitcast(y, Scalar::F32));
+  bl.store(of, slot(3), bl.convert(bl.convert(y, Scalar::I64), Scalar::F32));
+  bl.store(oi, slot(0), bl.convert(x, Scalar::I32));
+  bl.store(oi, slot(1), bl.bitcast(x, Scalar::I32));
+  bl.store(oi, slot(2), bl.convert(bl.add(bl.convert(y, Scalar::I64), bl.i64(int64_t(1) << 40)), Scalar::I32));
+  bl.store(ol, slot(0), bl.convert(y, Scalar::I64));
+  bl.store(ol, slot(1), bl.convert(x, Scalar::I64));
+  bl.store(ob, slot(0), bl.binary(Opc::And, p, q));
+  bl.store(ob, slot(1), bl.binary(Opc::Or, p, q));
+  bl.store(ob, slot(2), bl.binary(Opc::Xor, p, q));
+  bl.store(ob, slot(3), bl.unary(Opc::Not, p));
+  bl.store(ob, slot(4), bl.convert(x, Scalar::Bool));
+  bl.store(ob, slot(5), bl.select(q, bl.eq(p, q), bl.ne(p, q)));
+  Kernel k = bl.finish();
+
+  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b), fo(size_t(kN) * 16), io(size_t(kN) * 12), lo(size_t(kN) * 16),
+                       bo(size_t(kN) * 6);
+  runOk(k, kGridY, {&ab, &bb, &fo, &io, &lo, &bo});
+  for (size_t j = 0; j < size_t(kN); ++j) {
+    CAPTURE(j);
+    float xf = a[j];
+    int32_t yi = b[j];
+    bool pp = xf > 0, qq = yi != 0;
+    CHECK(same(at<float>(fo, j), float(yi)));
+    CHECK(same(at<float>(fo, size_t(kN) + j), pp ? 1.0f : 0.0f));
+    CHECK(same(at<float>(fo, 2 * size_t(kN) + j), std::bit_cast<float>(yi)));
+    CHECK(same(at<float>(fo, 3 * size_t(kN) + j), float(int64_t(yi))));
+    if (std::isfinite(xf)) CHECK(at<int32_t>(io, j) == int32_t(std::trunc(xf)));
+    CHECK(at<int32_t>(io, size_t(kN) + j) == std::bit_cast<int32_t>(xf));
+    CHECK(at<int32_t>(io, 2 * size_t(kN) + j) == yi);  // i64 -> i32 keeps the low bits
+    CHECK(at<int64_t>(lo, j) == int64_t(yi));
+    if (std::isfinite(xf)) CHECK(at<int64_t>(lo, size_t(kN) + j) == int64_t(std::trunc(xf)));
+    const bool want[] = {pp && qq, pp || qq, pp != qq, !pp, xf != 0, qq ? pp == qq : pp != qq};
+    for (size_t m = 0; m < std::size(want); ++m) CHECK(bo[m * size_t(kN) + j] == uint8_t(want[m]));
+  }
+  CHECK(at<int32_t>(io, 5) == 0);   // 0.75 truncates toward zero
+  CHECK(at<int32_t>(io, 6) == -1);  // -1.5 too
+}
+
+TEST_CASE("kir interpret: f16, bf16 (u16) and bool (u8) storage") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<float> x = randomFloats(rng, kN);
+  for (float& v : x) v *= 1.0f + float(rng() % 1000) * 1e-4f;  // bits below bf16 and f16 precision
+  x[7] = -std::numeric_limits<float>::quiet_NaN();
+  x[8] = 1.0f + 1.0f / 256.0f;  // a bf16 tie, rounding to even
+  x[9] = 70000.0f;              // past f16's range: inf
+  std::vector<uint16_t> h(kN), bf(kN);
+  std::vector<uint8_t> bo(kN);
+  for (size_t i = 0; i < size_t(kN); ++i) {
+    h[i] = uint16_t(rng());
+    bf[i] = uint16_t(rng());
+    bo[i] = uint8_t(rng() & 1);
+  }
+
+  Builder bl("st", kW, kGridX);
+  int32_t fx = bl.buffer("x", DType::F32, kN, false), fh = bl.buffer("h", DType::F16, kN, false);
+  int32_t fb = bl.buffer("bf", DType::BF16, kN, false), fbool = bl.buffer("b", DType::Bool, kN, false);
+  int32_t oh = bl.buffer("oh", DType::F16, kN, true), obf = bl.buffer("obf", DType::BF16, kN, true);
+  int32_t of = bl.buffer("of", DType::F32, kN * 2, true), ob = bl.buffer("ob", DType::Bool, kN, true);
+  V i = bl.add(bl.mul(bl.workgroupId(), bl.i32(kW)), bl.local());
+  V v = bl.load(fx, i);
+  bl.store(oh, i, v);
+  bl.store(obf, i, v);
+  bl.store(of, i, bl.load(fh, i));
+  bl.store(of, bl.add(i, bl.i32(kN)), bl.load(fb, i));
+  V flag = bl.load(fbool, i);
+  CHECK(bl.typeOf(flag) == Scalar::Bool);
+  bl.store(ob, i, bl.unary(Opc::Not, flag));
+  Kernel k = bl.finish();
+  CHECK(k.buffers[size_t(fb)].elem == Elem::U16);
+  CHECK(k.buffers[size_t(fbool)].elem == Elem::U8);
+
+  std::vector<uint8_t> xb = toBytes(x), hb = toBytes(h), bfb = toBytes(bf), ohb(size_t(kN) * 2, 0xff),
+                       obfb(size_t(kN) * 2, 0xff), ofb(size_t(kN) * 8), obb(size_t(kN), 0xff);
+  runOk(k, kGridY, {&xb, &hb, &bfb, &bo, &ohb, &obfb, &ofb, &obb});
+  for (size_t j = 0; j < size_t(kN); ++j) {
+    CAPTURE(j);
+    CHECK(at<uint16_t>(ohb, j) == floatToHalf(x[j]));
+    CHECK(at<uint16_t>(obfb, j) == floatToBf16(x[j]));
+    CHECK(same(at<float>(ofb, j), halfToFloat(h[j])));
+    CHECK(same(at<float>(ofb, size_t(kN) + j), bf16ToFloat(bf[j])));
+    CHECK(obb[j] == uint8_t(!bo[j]));
+  }
+  CHECK(std::isnan(bf16ToFloat(at<uint16_t>(obfb, 7))));
+  CHECK(at<uint16_t>(obfb, 8) == 0x3f80);
+  CHECK(at<uint16_t>(ohb, 9) == 0x7c00);
+}
+
+TEST_CASE("kir interpret: loops with per-thread trip counts, variables and if/else masking") {
+  // Thread t of workgroup g: sum of i for i = t % 5 to t + g step 3, in a
+  // variable; odd iterations also count into a second variable, under an If;
+  // then the two results land in out[g * W + t] by an if/else on t's parity.
+  constexpr int64_t W = 16, G = 3;
+  Builder bl("loops", W, G);
+  int32_t out = bl.buffer("out", DType::I32, 2 * W * G, true);
+  V t = bl.local(), g = bl.groupX();
+  int32_t sum = bl.var(Scalar::I32, bl.i32(0)), odd = bl.var(Scalar::I32, bl.i32(0));
+  bl.forRange(bl.rem(t, bl.i32(5)), bl.add(t, g), 3, [&](V i) {
+    bl.set(sum, bl.add(bl.get(sum), i));
+    bl.ifThen(bl.eq(bl.binary(Opc::And, i, bl.i32(1)), bl.i32(1)), [&] { bl.set(odd, bl.add(bl.get(odd), bl.i32(1))); });
+  });
+  V slot = bl.add(bl.mul(g, bl.i32(W)), t);
+  bl.ifElse(bl.eq(bl.rem(t, bl.i32(2)), bl.i32(0)), [&] { bl.store(out, slot, bl.get(sum)); },
+            [&] { bl.store(out, slot, bl.neg(bl.get(sum))); });
+  bl.store(out, bl.add(slot, bl.i32(W * G)), bl.get(odd));
+  Kernel k = bl.finish();
+  std::vector<uint8_t> o(size_t(2 * W * G) * 4, 0xff);
+  runOk(k, 1, {&o});
+  for (int32_t gg = 0; gg < G; ++gg)
+    for (int32_t tt = 0; tt < W; ++tt) {
+      CAPTURE(gg);
+      CAPTURE(tt);
+      int32_t s = 0, n = 0;
+      for (int32_t i = tt % 5; i < tt + gg; i += 3) {
+        s += i;
+        n += i & 1;
+      }
+      CHECK(at<int32_t>(o, size_t(gg * W + tt)) == (tt % 2 == 0 ? s : -s));
+      CHECK(at<int32_t>(o, size_t(W * G + gg * W + tt)) == n);
+    }
+}
+
+TEST_CASE("kir interpret: a loop near the top of i32 stops without wrapping") {
+  Builder bl("top", 1, 1);
+  int32_t out = bl.buffer("out", DType::I32, 1, true);
+  int32_t n = bl.var(Scalar::I32, bl.i32(0));
+  int32_t top = std::numeric_limits<int32_t>::max();
+  bl.forRange(bl.i32(top - 10), bl.i32(top), 4, [&](V) { bl.set(n, bl.add(bl.get(n), bl.i32(1))); });
+  bl.store(out, bl.i32(0), bl.get(n));
+  std::vector<uint8_t> o(4);
+  runOk(bl.finish(), 1, {&o});
+  CHECK(at<int32_t>(o, 0) == 3);
+}
+
+TEST_CASE("kir interpret: a workgroup reduction in shared memory across barriers") {
+  // Each workgroup of 64 sums its 64 elements by halving strides, a barrier
+  // before each step; thread 0 writes the sum. 5 x 2 workgroups.
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  constexpr int64_t W = 64, GX = 5, GY = 2, N = W * GX * GY;
+  std::vector<float> x(N);
+  std::uniform_real_distribution<float> dist(0.5f, 2.0f);
+  for (float& v : x) v = (rng() & 1 ? -1.0f : 1.0f) * dist(rng);
+
+  Builder bl("reduce", W, GX);
+  int32_t in = bl.buffer("x", DType::F32, N, false), out = bl.buffer("sum", DType::F32, GX * GY, true);
+  int32_t sh = bl.shared("partial", Scalar::F32, W);
+  V t = bl.local(), wg = bl.workgroupId();
+  bl.sharedStore(sh, t, bl.load(in, bl.add(bl.mul(wg, bl.i32(W)), t)));
+  bl.forRange(bl.i32(0), bl.i32(6), 1, [&](V step) {
+    V stride = bl.binary(Opc::ShrL, bl.i32(W / 2), step);
+    bl.barrier();
+    bl.ifThen(bl.lt(t, stride), [&] {
+      bl.sharedStore(sh, t, bl.add(bl.sharedLoad(sh, t), bl.sharedLoad(sh, bl.add(t, stride))));
+    });
+  });
+  bl.barrier();
+  bl.ifThen(bl.eq(t, bl.i32(0)), [&] { bl.store(out, wg, bl.sharedLoad(sh, bl.i32(0))); });
+  Kernel k = bl.finish();
+  CHECK(k.sharedBytes() == W * 4);
+  std::vector<uint8_t> xb = toBytes(x), ob(size_t(GX * GY) * 4);
+  runOk(k, GY, {&xb, &ob});
+  for (size_t g = 0; g < size_t(GX * GY); ++g) {
+    std::vector<float> p(x.begin() + long(g * W), x.begin() + long((g + 1) * W));  // the same tree, in f32
+    for (size_t s = W / 2; s >= 1; s /= 2)
+      for (size_t j = 0; j < s; ++j) p[j] += p[j + s];
+    CAPTURE(g);
+    CHECK(same(at<float>(ob, g), p[0]));
+  }
+}
+
+TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
+  SUBCASE("a load past the buffer's elements names the kernel, the instruction and the index") {
+    Builder bl("oob_load", 8, 1);
+    int32_t in = bl.buffer("x", DType::F32, 10, false), out = bl.buffer("y", DType::F32, 16, true);
+    V i = bl.add(bl.local(), bl.i32(5));
+    V ld = bl.load(in, i);
+    bl.store(out, i, ld);
+    std::vector<uint8_t> x(64), y(64);
+    std::string e = errorOf(interpret(bl.finish(), 1, {&x, &y}));
+    CHECK(e == "kernel oob_load: %" + std::to_string(ld) +
+                   " (load): index 10 outside [0, 10) of buffer 0 (x) in workgroup (0, 0) thread 5");
+  }
+  SUBCASE("a store past the bytes bound") {
+    Builder bl("oob_store", 4, 1);
+    int32_t out = bl.buffer("y", DType::I32, 8, true);
+    bl.store(out, bl.add(bl.local(), bl.i32(4)), bl.local());
+    std::vector<uint8_t> y(24);  // 6 elements, fewer than declared
+    CHECK(errorOf(interpret(bl.finish(), 1, {&y})).find("(store): index 6 outside [0, 6) of buffer 0 (y)") !=
+          std::string::npos);
+  }
+  SUBCASE("a negative shared index") {
+    Builder bl("oob_shared", 4, 1);
+    int32_t sh = bl.shared("m", Scalar::I32, 4);
+    bl.sharedStore(sh, bl.sub(bl.local(), bl.i32(1)), bl.local());
+    CHECK(errorOf(interpret(bl.finish(), 1, {})).find("(shared.store): index -1 outside [0, 4) of shared 0 (m)") !=
+          std::string::npos);
+  }
+  SUBCASE("integer division by zero") {
+    Builder bl("div0", 4, 1);
+    int32_t out = bl.buffer("y", DType::I32, 4, true);
+    bl.store(out, bl.local(), bl.div(bl.i32(7), bl.sub(bl.local(), bl.i32(2))));
+    Kernel k = bl.finish();
+    CHECK(errorOf(interpret(k, 1, {nullptr})) == "kernel div0: buffer 0 not bound");
+    std::vector<uint8_t> y(16);
+    CHECK(errorOf(interpret(k, 1, {&y})).find("division by zero in workgroup (0, 0) thread 2") != std::string::npos);
+  }
+  SUBCASE("a shift amount out of range") {
+    Builder bl("shift", 1, 1);
+    int32_t out = bl.buffer("y", DType::I32, 1, true);
+    bl.store(out, bl.i32(0), bl.binary(Opc::Shl, bl.i32(1), bl.i32(32)));
+    std::vector<uint8_t> y(4);
+    CHECK(errorOf(interpret(bl.finish(), 1, {&y})).find("shift amount 32 outside [0, 32)") != std::string::npos);
+  }
+  SUBCASE("the wrong number of buffers") {
+    Builder bl("count", 1, 1);
+    bl.buffer("y", DType::I32, 1, true);
+    CHECK(errorOf(interpret(bl.finish(), 1, {})) == "kernel count: 0 buffers bound, 1 declared");
+  }
+}
+
+TEST_CASE("kir verify: rejects each malformed kernel") {
+  SUBCASE("operand types differ") {
+    Builder bl("mix", 1, 1);
+    V a = bl.i32(1), b = bl.f32(2);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Add, Scalar::I32, {a, b}});
+    k.body.items.push_back(V(k.insts.size() - 1));
+    CHECK(errorOf(verify(k)) == "kernel mix: %2 (add): operand types i32 and f32 differ");
+  }
+  SUBCASE("a float-only op on an integer") {
+    Builder bl("ints", 1, 1);
+    V a = bl.i32(1);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Exp, Scalar::I32, {a}});
+    k.body.items.push_back(1);
+    CHECK(errorOf(verify(k)) == "kernel ints: %1 (exp): not defined on i32");
+  }
+  SUBCASE("a value used after the block that defines it") {
+    Builder bl("scope", 4, 1);
+    int32_t out = bl.buffer("y", DType::I32, 4, true);
+    V inner = -1;
+    bl.ifThen(bl.boolean(true), [&] { inner = bl.add(bl.local(), bl.i32(1)); });
+    bl.store(out, bl.i32(0), bl.i32(0));
+    Kernel k = bl.finish();
+    V st = k.body.items.back();
+    k.insts[size_t(st)].args[1] = inner;
+    CHECK(errorOf(verify(k)) == "kernel scope: %" + std::to_string(st) + " (store): operand %" + std::to_string(inner) +
+                                    " is not defined before it in scope");
+  }
+  SUBCASE("a for's induction value after the loop, and a value used before its definition") {
+    Builder bl("after", 4, 1);
+    int32_t out = bl.buffer("y", DType::I32, 4, true);
+    V loop = -1;
+    bl.forRange(bl.i32(0), bl.i32(4), 1, [&](V i) { loop = i; });
+    V z = bl.i32(0);
+    bl.store(out, z, z);
+    Kernel k = bl.finish();
+    V st = k.body.items.back();
+    Kernel early = k;
+    k.insts[size_t(st)].args[1] = loop;
+    CHECK(errorOf(verify(k)) == "kernel after: %" + std::to_string(st) + " (store): operand %" + std::to_string(loop) +
+                                    " is not defined before it in scope");
+    std::swap(early.body.items[early.body.items.size() - 2], early.body.items.back());  // the store before its const
+    CHECK(errorOf(verify(early)).find("operand %" + std::to_string(z) + " is not defined before it in scope") !=
+          std::string::npos);
+  }
+  SUBCASE("a store to a read-only buffer, and a stored value of the wrong type") {
+    Builder bl("ro", 1, 1);
+    int32_t x = bl.buffer("x", DType::F32, 1, false);
+    V z = bl.i32(0), f = bl.f32(1);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Store, Scalar::I32, {z, f}, x});
+    k.body.items.push_back(2);
+    CHECK(errorOf(verify(k)) == "kernel ro: %2 (store): store to read-only buffer 0 (x)");
+    k.buffers[0].written = true;
+    CHECK(bool(verify(k)));
+    k.insts[2].args[1] = z;
+    CHECK(errorOf(verify(k)) == "kernel ro: %2 (store): value %0 (i32) is not f32");
+  }
+  SUBCASE("out-of-range references") {
+    Builder bl("refs", 1, 1);
+    V z = bl.i32(0);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Load, Scalar::F32, {z}, 3});
+    k.body.items.push_back(1);
+    CHECK(errorOf(verify(k)) == "kernel refs: %1 (load): buffer 3 out of range (0)");
+  }
+  SUBCASE("a barrier under an if on the thread index") {
+    Builder bl("bar", 8, 1);
+    bl.ifThen(bl.lt(bl.local(), bl.i32(4)), [&] { bl.barrier(); });
+    CHECK(errorOf(verify(bl.finish())) == "kernel bar: %4 (barrier): inside %3 (if), whose condition depends on the thread");
+  }
+  SUBCASE("a barrier in a for whose bound is per-thread, through a variable set in a loop") {
+    Builder bl("bar2", 8, 1);
+    int32_t n = bl.var(Scalar::I32, bl.i32(1));
+    bl.forRange(bl.i32(0), bl.i32(2), 1, [&](V) {
+      bl.forRange(bl.i32(0), bl.get(n), 1, [&](V) { bl.barrier(); });
+      bl.set(n, bl.local());
+    });
+    CHECK(errorOf(verify(bl.finish())).find("(barrier): inside %") != std::string::npos);
+  }
+  SUBCASE("a barrier under workgroup-uniform control is fine") {
+    Builder bl("bar3", 8, 4);
+    int32_t x = bl.buffer("x", DType::I32, 4, false);
+    bl.ifThen(bl.lt(bl.groupX(), bl.i32(2)), [&] {
+      bl.forRange(bl.i32(0), bl.load(x, bl.groupX()), 1, [&](V) { bl.barrier(); });
+    });
+    CHECK(bool(verify(bl.finish())));
+  }
+  SUBCASE("a statement used as a value, and a bad step") {
+    Builder bl("stmt", 1, 1);
+    bl.barrier();
+    V one = bl.i32(1);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Neg, Scalar::I32, {0}});
+    k.body.items.push_back(2);
+    CHECK(errorOf(verify(k)) == "kernel stmt: %2 (neg): operand %0 is a statement");
+    k.insts[2] = Inst{Opc::For, Scalar::I32, {one, one}};
+    CHECK(errorOf(verify(k)) == "kernel stmt: %2 (for): step 0 is not positive");
+  }
+}
+
+TEST_CASE("kir print: a small kernel, exactly") {
+  // Every value is built in its own statement, so the numbering does not
+  // depend on the order C++ evaluates arguments in.
+  Builder bl("scale_0", 64, 3);
+  int32_t x = bl.buffer("x", DType::F32, 100, false), y = bl.buffer("y", DType::I64, 100, true);
+  int32_t sh = bl.shared("m", Scalar::F32, 64);
+  V t = bl.local();
+  V n = bl.i32(100);
+  V inside = bl.lt(t, n);
+  int32_t acc = bl.var(Scalar::F32, bl.f32(0.1));
+  bl.ifElse(
+      inside,
+      [&] {
+        V lo = bl.i32(0);
+        V hi = bl.i32(2);
+        bl.forRange(lo, hi, 1, [&](V) {
+          V a = bl.get(acc);
+          V b = bl.load(x, t);
+          bl.set(acc, bl.mul(a, b));
+        });
+        V a = bl.get(acc);
+        bl.sharedStore(sh, t, a);
+      },
+      [&] {
+        V big = bl.f32(-1e30);
+        bl.sharedStore(sh, t, big);
+      });
+  bl.barrier();
+  V g = bl.groupX();
+  V first = bl.eq(g, bl.i32(0));
+  bl.ifThen(first, [&] {
+    V zero = bl.i32(0);
+    V s = bl.sharedLoad(sh, zero);
+    V wide = bl.convert(s, Scalar::I64);
+    bl.store(y, zero, bl.add(wide, bl.i64(-5)));
+  });
+  Kernel k = bl.finish();
+  REQUIRE(bool(verify(k)));
+  CHECK(print(k) ==
+        "kernel scale_0 workgroup=64 grid_x=3 shared_bytes=256\n"
+        "  buffer 0 x f32[100] read\n"
+        "  buffer 1 y i64[100] write\n"
+        "  shared 0 m f32[64]\n"
+        "  var 0 f32\n"
+        "  %0 = local : i32\n"
+        "  %1 = const 100 : i32\n"
+        "  %2 = lt %0, %1 : bool\n"
+        "  %3 = const 0.1 : f32\n"
+        "  set v0, %3\n"
+        "  if %2 {\n"
+        "    %6 = const 0 : i32\n"
+        "    %7 = const 2 : i32\n"
+        "    for %8 = %6 to %7 step 1 {\n"
+        "      %9 = get v0 : f32\n"
+        "      %10 = load b0[%0] : f32\n"
+        "      %11 = mul %9, %10 : f32\n"
+        "      set v0, %11\n"
+        "    }\n"
+        "    %13 = get v0 : f32\n"
+        "    shared.store s0[%0], %13\n"
+        "  } else {\n"
+        "    %15 = const -1e+30 : f32\n"
+        "    shared.store s0[%0], %15\n"
+        "  }\n"
+        "  barrier\n"
+        "  %18 = group.x : i32\n"
+        "  %19 = const 0 : i32\n"
+        "  %20 = eq %18, %19 : bool\n"
+        "  if %20 {\n"
+        "    %22 = const 0 : i32\n"
+        "    %23 = shared.load s0[%22] : f32\n"
+        "    %24 = convert %23 : i64\n"
+        "    %25 = const -5 : i64\n"
+        "    %26 = add %24, %25 : i64\n"
+        "    store b1[%22], %26\n"
+        "  }\n");
+  Builder flags("flags", 1, 1);
+  flags.boolean(true);
+  flags.boolean(false);
+  flags.f32(std::numeric_limits<double>::infinity());
+  flags.f32(1.0 / 3.0);
+  CHECK(print(flags.finish()) ==
+        "kernel flags workgroup=1 grid_x=1 shared_bytes=0\n"
+        "  %0 = const true : bool\n"
+        "  %1 = const false : bool\n"
+        "  %2 = const inf : f32\n"
+        "  %3 = const 0.33333334 : f32\n");
+}
+
+TEST_CASE("kir plan runner: a chain of temporaries, a view and a state update against the oracle") {
+  // a, b and e are arena temporaries (a and e may share bytes), c a view of b,
+  // d the state's new value written over it in place and read again after.
+  Graph g = testing::parse(
+      "graph t\ninput %x : f32[4,8]\nstate %s : f32[32]\n"
+      "%a = Exp(%x) : f32[4,8]\n%b = Neg(%a) : f32[4,8]\n%c = Reshape(%b) : f32[32]\n"
+      "%d = Add(%c, %s) : f32[32]\n%e = Mul(%d, %d) : f32[32]\n%f = Tanh(%e) : f32[32]\n"
+      "output %f\nstate_out %s = %d\n");
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  auto p = planGraph(g, d);
+  REQUIRE(bool(p));
+  REQUIRE(bool(planBuffers(*p)));
+  int views = 0, temps = 0;
+  for (const poot::Buffer& b : p->buffers) {
+    views += b.role == BufferRole::View;
+    temps += b.role == BufferRole::Temp;
+  }
+  CHECK(views == 1);
+  CHECK(temps == 3);
+  CHECK(p->dispatches.size() == 5);
+  testing::checkKirMatchesOracle(g, d, freshSeed(), testing::relativeToLarger(1e-5));
+}
+
+TEST_CASE("kir plan runner: a parameter left unbound is a bind error") {
+  Graph g = testing::parse("graph t\ninput %x : f32[3]\n%y = Neg(%x) : f32[3]\noutput %y\n");
+  auto r = testing::runOnKir(g, testing::loadTarget("lavapipe"), {});
+  REQUIRE_FALSE(bool(r));
+  CHECK(r.error().kind == ErrorKind::Bind);
+  CHECK(r.error().message == "parameter x not bound");
+}
+
+}  // namespace poot::kir

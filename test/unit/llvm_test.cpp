@@ -1,0 +1,370 @@
+// Unit tests of the LLVM lowering (codegen/llvm): kernels built with the KIR
+// Builder that use every opcode on every type it applies to, nested loops and
+// ifs, variables, workgroup arrays and barriers. PTX must name the entry,
+// declare workgroup memory of the kernel's size, synchronize with bar.sync and
+// pass ptxas (when it is installed); HSACO must be an AMDGPU ELF whose kernel
+// descriptor records the kernel's workgroup memory and whose metadata note
+// names the kernel. Both are byte-identical across compiles. The compile time
+// of a 200-instruction kernel is printed, not asserted.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "codegen/kir/builder.h"
+#include "codegen/llvm/link.h"
+#include "codegen/llvm/llvm.h"
+
+using namespace poot;
+using kir::Opc;
+using kir::Scalar;
+using kir::V;
+
+namespace {
+
+std::unique_ptr<llvmgen::Lowering> lowering(Target t, const std::string& arch) {
+  auto l = llvmgen::Lowering::create(t, arch);
+  REQUIRE_MESSAGE(bool(l), (l ? "" : l.error().str()));
+  return l.take();
+}
+
+std::vector<uint8_t> compile(llvmgen::Lowering& l, const kir::Kernel& k) {
+  auto blob = l.compile(k);
+  REQUIRE_MESSAGE(bool(blob), (blob ? "" : blob.error().str()));
+  REQUIRE(!blob->empty());
+  return blob.take();
+}
+
+// Every opcode on every type it means something for, f16/bf16/bool/i64
+// storage, two workgroup arrays with barriers around them, variables, and a
+// loop nest with an if/else inside a loop and a loop inside an if.
+kir::Kernel allOps(int64_t wg) {
+  const int64_t n = 4096;
+  kir::Builder b("all_ops", wg, 8);
+  int32_t xf = b.buffer("x", DType::F32, n, false);
+  int32_t xh = b.buffer("h", DType::F16, n, true);
+  int32_t xi = b.buffer("i", DType::I32, n, true);
+  int32_t xl = b.buffer("l", DType::I64, n, true);
+  int32_t xb = b.buffer("b", DType::Bool, n, true);
+  int32_t xbf = b.buffer("bf", DType::BF16, n, true);
+  int32_t out = b.buffer("out", DType::F32, n, true);
+  int32_t tile = b.shared("tile", Scalar::F32, wg);
+  int32_t count = b.shared("count", Scalar::I32, 2 * wg);
+  V lid = b.local();
+  V gid = b.add(b.mul(b.workgroupId(), b.i32(wg)), lid);
+  V x = b.load(xf, gid);
+  V f = b.add(x, b.load(xh, gid));
+  for (Opc op : {Opc::Add, Opc::Sub, Opc::Mul, Opc::Div, Opc::Rem, Opc::Min, Opc::Max, Opc::Pow})
+    f = b.binary(op, f, b.f32(1.5));
+  for (Opc op : {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Log, Opc::Sqrt, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos,
+                 Opc::Floor})
+    f = b.add(f, b.unary(op, x));
+  V i = b.load(xi, gid);
+  V l = b.load(xl, gid);
+  for (Opc op : {Opc::Add, Opc::Sub, Opc::Mul, Opc::Div, Opc::Rem, Opc::Min, Opc::Max, Opc::And, Opc::Or, Opc::Xor,
+                 Opc::Shl, Opc::ShrA, Opc::ShrL}) {
+    i = b.binary(op, i, b.i32(3));
+    l = b.binary(op, l, b.i64(5));
+  }
+  for (Opc op : {Opc::Neg, Opc::Not, Opc::Abs}) {
+    i = b.unary(op, i);
+    l = b.unary(op, l);
+  }
+  V c = b.load(xb, gid);
+  for (Opc op : {Opc::Lt, Opc::Le, Opc::Gt, Opc::Ge, Opc::Eq, Opc::Ne}) {
+    c = b.binary(Opc::Xor, c, b.compare(op, f, x));
+    c = b.binary(Opc::Or, c, b.compare(op, i, b.i32(7)));
+    c = b.binary(Opc::And, c, b.compare(op, l, b.i64(-9)));
+    c = b.binary(Opc::Xor, c, b.compare(op, c, b.boolean(true)));
+  }
+  c = b.unary(Opc::Not, c);
+  f = b.add(f, b.convert(i, Scalar::F32));
+  f = b.add(f, b.convert(l, Scalar::F32));
+  f = b.add(f, b.convert(c, Scalar::F32));
+  i = b.add(i, b.convert(f, Scalar::I32));
+  i = b.add(i, b.convert(l, Scalar::I32));
+  i = b.add(i, b.convert(c, Scalar::I32));
+  i = b.add(i, b.convert(b.convert(i, Scalar::Bool), Scalar::I32));
+  l = b.add(l, b.convert(f, Scalar::I64));
+  l = b.add(l, b.convert(i, Scalar::I64));
+  l = b.add(l, b.convert(c, Scalar::I64));
+  c = b.binary(Opc::Xor, c, b.convert(f, Scalar::Bool));
+  c = b.binary(Opc::Xor, c, b.convert(l, Scalar::Bool));
+  f = b.select(c, f, b.bitcast(b.binary(Opc::Xor, b.bitcast(f, Scalar::I32), i), Scalar::F32));
+  b.store(xh, gid, f);
+  b.store(xi, gid, i);
+  b.store(xl, gid, l);
+  b.store(xb, gid, c);
+  b.store(xbf, gid, b.load(xbf, gid));
+  b.store(xbf, b.add(gid, b.i32(1)), f);
+
+  b.sharedStore(tile, lid, f);
+  b.sharedStore(count, lid, i);
+  b.sharedStore(count, b.add(lid, b.i32(int32_t(wg))), b.i32(0));
+  b.barrier();
+  int32_t acc = b.var(Scalar::F32, b.f32(0));
+  int32_t hits = b.var(Scalar::I32, b.i32(0));
+  b.forRange(b.i32(0), b.i32(int32_t(wg)), 1, [&](V j) {
+    V t = b.sharedLoad(tile, b.rem(b.add(lid, j), b.i32(int32_t(wg))));
+    b.ifElse(
+        b.gt(t, b.get(acc)), [&] { b.set(acc, t); },
+        [&] {
+          b.forRange(b.i32(0), b.i32(4), 2, [&](V q) { b.set(hits, b.add(b.get(hits), q)); });
+        });
+  });
+  b.barrier();
+  b.ifThen(b.lt(b.groupY(), b.i32(2)), [&] {
+    b.forRange(b.i32(0), b.i32(3), 1, [&](V r) {
+      b.sharedStore(count, b.add(lid, b.i32(int32_t(wg))), b.add(b.get(hits), r));
+      b.barrier();
+    });
+  });
+  V total = b.add(b.get(acc), b.convert(b.sharedLoad(count, b.add(lid, b.i32(int32_t(wg)))), Scalar::F32));
+  b.ifThen(b.lt(gid, b.i32(int32_t(n))), [&] { b.store(out, gid, total); });
+  return b.finish();
+}
+
+// A straight chain of about 200 instructions, as an elementwise kernel.
+kir::Kernel chain200() {
+  kir::Builder b("chain", 256, 64);
+  int32_t x = b.buffer("x", DType::F32, 1 << 14, false), out = b.buffer("out", DType::F32, 1 << 14, true);
+  V gid = b.add(b.mul(b.workgroupId(), b.i32(256)), b.local());
+  V v = b.load(x, gid);
+  while (b.kernel().insts.size() < 200) v = b.add(b.mul(v, b.f32(1.0001)), b.exp(b.neg(b.mul(v, v))));
+  b.store(out, gid, v);
+  return b.finish();
+}
+
+// A file holding `bytes` in the temp directory, removed afterwards.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::vector<uint8_t>& bytes, const std::string& suffix) {
+    path = (std::filesystem::temp_directory_path() / ("poot-llvm-test-" + std::to_string(getpid()) + "-" +
+                                                      std::to_string(counter()++) + suffix))
+               .string();
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+// ptxas on PATH, else CUDA's default place; empty when neither has it.
+std::string ptxasPath() {
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  for (size_t i = 0; i < path.size();) {
+    size_t j = std::min(path.find(':', i), path.size());
+    std::string candidate = path.substr(i, j - i) + "/ptxas";
+    if (j > i && access(candidate.c_str(), X_OK) == 0) return candidate;
+    i = j + 1;
+  }
+  return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 ? "/usr/local/cuda/bin/ptxas" : "";
+}
+
+// The PTX checks every kernel must pass; ptxas when it is installed.
+void checkPtx(const kir::Kernel& k, const std::string& ptx) {
+  CHECK(ptx.find(".visible .entry " + k.entry + "(") != std::string::npos);
+  CHECK(ptx.find(".maxntid " + std::to_string(k.workgroupSize) + ", 1, 1") != std::string::npos);
+  std::regex shared(R"(\.shared \.align \d+ \.b8 \S+\[(\d+)\];)");
+  int64_t bytes = 0;
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), shared); it != std::sregex_iterator(); ++it)
+    bytes += std::stoll((*it)[1]);
+  CHECK(bytes == k.sharedBytes());
+  if (k.sharedBytes() > 0) CHECK(ptx.find("bar.sync") != std::string::npos);
+  CHECK(ptx.find("call") == std::string::npos);  // no libcalls: every function is expanded
+  std::string ptxas = ptxasPath();
+  if (ptxas.empty()) {
+    MESSAGE("ptxas not found: skipped assembling the ptx");
+    return;
+  }
+  TempFile file(std::vector<uint8_t>(ptx.begin(), ptx.end()), ".ptx");
+  std::string cmd = ptxas + " -arch=sm_90 -o /dev/null " + file.path + " 2>&1";
+  CHECK_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
+}
+
+// Little-endian reads from an ELF image.
+uint64_t rd(const std::vector<uint8_t>& b, size_t at, int bytes) {
+  REQUIRE(at + size_t(bytes) <= b.size());
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | b[at + size_t(i)];
+  return v;
+}
+
+struct Section {
+  uint32_t name, type;
+  uint64_t addr, offset, size, link, entsize;
+};
+
+// The ELF checks of an HSACO: AMDGPU ELF64, `<entry>.kd` of 64 bytes whose
+// first word is the workgroup memory size, and a note naming the kernel.
+void checkHsaco(const kir::Kernel& k, const std::vector<uint8_t>& elf) {
+  REQUIRE(elf.size() > 64);
+  REQUIRE(std::memcmp(elf.data(), "\x7f" "ELF", 4) == 0);
+  CHECK(elf[4] == 2);  // ELFCLASS64
+  CHECK(elf[5] == 1);  // little-endian
+  CHECK(rd(elf, 18, 2) == 224);  // EM_AMDGPU
+  uint64_t shoff = rd(elf, 40, 8);
+  size_t shentsize = rd(elf, 58, 2), shnum = rd(elf, 60, 2);
+  std::vector<Section> sections;
+  for (size_t i = 0; i < shnum; ++i) {
+    size_t s = shoff + i * shentsize;
+    sections.push_back({uint32_t(rd(elf, s, 4)), uint32_t(rd(elf, s + 4, 4)), rd(elf, s + 16, 8), rd(elf, s + 24, 8),
+                        rd(elf, s + 32, 8), rd(elf, s + 40, 4), rd(elf, s + 56, 8)});
+  }
+  bool foundKd = false, foundNote = false;
+  const std::string kd = k.entry + ".kd";
+  for (const Section& sec : sections) {
+    if (sec.type == 7 /* SHT_NOTE */) {
+      std::string note(elf.begin() + long(sec.offset), elf.begin() + long(sec.offset + sec.size));
+      if (note.find("AMDGPU") != std::string::npos && note.find(k.entry) != std::string::npos) foundNote = true;
+    }
+    if (sec.type != 2 /* SHT_SYMTAB */ && sec.type != 11 /* SHT_DYNSYM */) continue;
+    const Section& strtab = sections[sec.link];
+    for (uint64_t at = sec.offset; at + 24 <= sec.offset + sec.size; at += 24) {
+      const char* name = reinterpret_cast<const char*>(elf.data() + strtab.offset + rd(elf, at, 4));
+      if (kd != name) continue;
+      foundKd = true;
+      CHECK(rd(elf, at + 16, 8) == 64);
+      const Section& home = sections[rd(elf, at + 6, 2)];
+      uint64_t offset = home.offset + (rd(elf, at + 8, 8) - home.addr);
+      CHECK(int64_t(rd(elf, offset, 4)) == k.sharedBytes());  // group_segment_fixed_size
+    }
+  }
+  CHECK_MESSAGE(foundKd, "no symbol " << kd);
+  CHECK_MESSAGE(foundNote, "no AMDGPU note naming " << k.entry);
+}
+
+}  // namespace
+
+TEST_CASE("llvm: ptx of every opcode names the entry, sizes .shared, has bar.sync and passes ptxas") {
+  auto l = lowering(Target::Ptx, "sm_90");
+  for (int64_t wg : {64, 256}) {
+    CAPTURE(wg);
+    kir::Kernel k = allOps(wg);
+    auto blob = compile(*l, k);
+    checkPtx(k, std::string(blob.begin(), blob.end()));
+  }
+}
+
+TEST_CASE("llvm: ptx math uses the ptx approximations with ieee sqrt and division") {
+  auto l = lowering(Target::Ptx, "sm_90");
+  std::string ptx;
+  for (auto blob = compile(*l, allOps(64)); uint8_t c : blob) ptx += char(c);
+  for (const char* op : {"ex2.approx.f32", "lg2.approx.f32", "sin.approx.f32", "cos.approx.f32", "sqrt.rn.f32",
+                         "div.rn.f32", "min.f32", "max.f32", "cvt.rmi.f32.f32", "cvt.f32.f16", "cvt.rn.f16.f32"})
+    CHECK_MESSAGE(ptx.find(op) != std::string::npos, op);
+  CHECK(ptx.find(".ftz") == std::string::npos);
+}
+
+TEST_CASE("llvm: the ir marks the kernel the target's way and keeps buffers may-alias") {
+  kir::Kernel k = allOps(128);
+  std::string ptxIr = lowering(Target::Ptx, "sm_90")->llvmIr(k);
+  CHECK(ptxIr.find("define ptx_kernel void @all_ops(ptr addrspace(1)") != std::string::npos);
+  CHECK(ptxIr.find("!\"maxntidx\", i32 128") != std::string::npos);
+  CHECK(ptxIr.find("addrspace(3) global [128 x float]") != std::string::npos);
+  CHECK(ptxIr.find("noalias") == std::string::npos);
+  CHECK(ptxIr.find("alloca") == std::string::npos);  // variables promoted
+  std::string amdIr = lowering(Target::Hsaco, "gfx942")->llvmIr(k);
+  CHECK(amdIr.find("define amdgpu_kernel void @all_ops(ptr addrspace(1)") != std::string::npos);
+  CHECK(amdIr.find("\"amdgpu-flat-work-group-size\"=\"1,128\"") != std::string::npos);
+  CHECK(amdIr.find("fence syncscope(\"workgroup\") release") != std::string::npos);
+  CHECK(amdIr.find("@llvm.amdgcn.s.barrier") != std::string::npos);
+  CHECK(amdIr.find("noalias") == std::string::npos);
+}
+
+TEST_CASE("llvm: hsaco for gfx942 and gfx1100 is an amdgpu elf with the kernel descriptor and metadata") {
+  for (const char* arch : {"gfx942", "gfx1100"}) {
+    CAPTURE(arch);
+    auto l = lowering(Target::Hsaco, arch);
+    for (int64_t wg : {64, 256}) {
+      CAPTURE(wg);
+      kir::Kernel k = allOps(wg);
+      checkHsaco(k, compile(*l, k));
+    }
+    kir::Kernel plain = chain200();
+    checkHsaco(plain, compile(*l, plain));
+  }
+}
+
+TEST_CASE("llvm: compiles are deterministic") {
+  kir::Kernel k = allOps(64);
+  for (auto [t, arch] : {std::pair{Target::Ptx, "sm_90"}, {Target::Hsaco, "gfx942"}}) {
+    CAPTURE(arch);
+    auto l = lowering(t, arch);
+    auto first = compile(*l, k);
+    CHECK(compile(*l, k) == first);
+    CHECK(compile(*lowering(t, arch), k) == first);
+  }
+}
+
+TEST_CASE("llvm: unknown archs and spirv are capability errors naming them") {
+  for (auto [t, arch] : {std::pair{Target::Ptx, "sm_999"}, {Target::Hsaco, "gfx9999"}, {Target::Ptx, "gfx942"}}) {
+    auto l = llvmgen::Lowering::create(t, arch);
+    REQUIRE(!l);
+    CHECK(l.error().kind == ErrorKind::Capability);
+    CHECK(l.error().message.find(arch) != std::string::npos);
+  }
+  auto s = llvmgen::Lowering::create(Target::Spirv, "vulkan1.2");
+  REQUIRE(!s);
+  CHECK(s.error().kind == ErrorKind::Capability);
+}
+
+TEST_CASE("llvm: an operation with no meaning on its type is an error, not a crash") {
+  kir::Builder b("int_pow", 32, 1);
+  int32_t out = b.buffer("out", DType::I32, 32, true);
+  b.store(out, b.local(), b.binary(Opc::Pow, b.local(), b.i32(2)));
+  auto blob = lowering(Target::Ptx, "sm_90")->compile(b.finish());
+  REQUIRE(!blob);
+  CHECK(blob.error().kind == ErrorKind::Verify);
+  CHECK(blob.error().message.find("pow on i32") != std::string::npos);
+}
+
+TEST_CASE("llvm: a failing ld.lld is an io error with the command and its output") {
+  auto r = llvmgen::linkHsaco("not an object");
+  REQUIRE(!r);
+  CHECK(r.error().kind == ErrorKind::Io);
+  CHECK(r.error().message.find("ld.lld") != std::string::npos);
+  CHECK(r.error().message.find("-shared") != std::string::npos);
+  CHECK(r.error().message.find("failed") != std::string::npos);
+}
+
+TEST_CASE("llvm: compile time of a 200-instruction kernel") {
+  kir::Kernel k = chain200();
+  CHECK(k.insts.size() >= 200);
+  using ms = std::chrono::duration<double, std::milli>;
+  for (auto [t, arch] : {std::pair{Target::Ptx, "sm_90"}, {Target::Hsaco, "gfx942"}}) {
+    auto start = std::chrono::steady_clock::now();
+    auto l = lowering(t, arch);
+    auto made = std::chrono::steady_clock::now();
+    const int runs = 5;
+    for (int i = 0; i < runs; ++i) compile(*l, k);
+    auto done = std::chrono::steady_clock::now();
+    MESSAGE(std::string(targetName(t)) << " " << std::string(arch) << ": lowering made in " << ms(made - start).count() << " ms, "
+                          << k.insts.size() << "-instruction kernel compiled in " << ms(done - made).count() / runs
+                          << " ms");
+  }
+}
+
+TEST_CASE("llvm: a kernel the backend refuses is an error, not an exit") {
+  kir::Builder b("huge_lds", 64, 1);
+  int32_t out = b.buffer("out", DType::F32, 64, true);
+  int32_t big = b.shared("big", Scalar::F32, 1 << 20);
+  b.sharedStore(big, b.mul(b.local(), b.i32(4096)), b.f32(1));
+  b.barrier();
+  b.store(out, b.local(), b.sharedLoad(big, b.i32(12345)));
+  auto blob = lowering(Target::Hsaco, "gfx942")->compile(b.finish());
+  REQUIRE(!blob);
+  CHECK(blob.error().kind == ErrorKind::Capability);
+  CHECK(blob.error().capability == "LlvmBackend");
+  CHECK(blob.error().message.find("huge_lds") != std::string::npos);
+}

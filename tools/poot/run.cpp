@@ -1,0 +1,144 @@
+// poot run: load a plan, open the backend, start a Session, bind what the
+// command line names (--input for inputs and states' first values, --slot,
+// --weights by checkpoint name) and the rest from completeParams, the
+// generator pootc eval uses. Weights are bound once; each iteration resets
+// the states and runs one step. A failed validation publishes nothing (exit
+// 1); otherwise every output is written as OUTDIR/NAME.npy. --check runs the
+// oracle on the same parameters and compares per output with the tolerance
+// of its dtype.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "oracle/interp.h"
+#include "oracle/npy.h"
+#include "oracle/params.h"
+#include "runtime/backends/backends.h"
+#include "runtime/session.h"
+#include "tool.h"
+
+namespace poot {
+
+int report(const Error& e) {
+  std::fprintf(stderr, "%s\n", e.str().c_str());
+  if (e.kind == ErrorKind::Usage) return 2;
+  return e.kind == ErrorKind::Capability ? 3 : 1;
+}
+
+namespace {
+
+struct Tol {
+  double abs, rel;
+};
+
+Tol toleranceOf(DType t) {
+  switch (t) {
+    case DType::F32: return {1e-4, 1e-3};
+    case DType::F16: return {1e-2, 1e-2};
+    case DType::BF16: return {1e-2, 2e-2};
+    default: return {0, 0};
+  }
+}
+
+// Prints one line per output; whether all are within tolerance.
+bool compare(const std::map<std::string, Tensor>& device, const std::map<std::string, Tensor>& oracle) {
+  bool all = true;
+  for (const auto& [name, want] : oracle) {
+    const Tensor& got = device.at(name);
+    Tol tol = toleranceOf(want.dtype());
+    double maxAbs = 0, maxRel = 0;
+    bool pass = true;
+    for (int64_t i = 0; i < want.size(); ++i) {
+      double o = want.get(i), d = got.get(i);
+      if (std::isnan(o) && std::isnan(d)) continue;
+      double diff = std::fabs(d - o);
+      if (std::isnan(diff)) diff = INFINITY;
+      maxAbs = std::max(maxAbs, diff);
+      maxRel = std::max(maxRel, o == 0 ? (diff == 0 ? 0 : INFINITY) : diff / std::fabs(o));
+      if (!(diff <= tol.abs + tol.rel * std::fabs(o))) pass = false;
+    }
+    std::printf("%s %s: max abs %.3g, max rel %.3g: %s\n", name.c_str(), want.type.str().c_str(), maxAbs, maxRel,
+                pass ? "PASS" : "FAIL");
+    all = all && pass;
+  }
+  return all;
+}
+
+std::string failedWitnesses(const Graph& g, const Evaluation& ev) {
+  std::string out;
+  for (const Export& v : g.validations) {
+    const std::string& name = g.value(v.value).name;
+    if (!ev.validations.at(name)) out += (out.empty() ? "%" : ", %") + name;
+  }
+  return out;
+}
+
+}  // namespace
+
+int runRun(const RunOptions& opts) {
+  auto plan = rt::loadPlanFile(opts.plan);
+  if (!plan) return report(plan.error());
+  Graph graph = plan->source;
+  auto params = bindParamArgs(graph, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
+  if (!params) return report(params.error());
+
+  auto backend = rt::openBackend(opts.backend, opts.device);
+  if (!backend) return report(backend.error());
+  auto session = rt::Session::create(plan.take(), backend.take(), {opts.allowOtherDevice});
+  if (!session) return report(session.error());
+  rt::Session& s = **session;
+
+  std::map<std::string, Tensor> weights, states, perCall;
+  for (ValueId id : graph.params) {
+    const Value& p = graph.value(id);
+    Tensor& t = params->at(p.name);
+    (p.storage == Storage::Weight ? weights : p.storage == Storage::State ? states : perCall)[p.name] = t;
+  }
+  if (auto b = s.bindWeights(weights); !b) return report(b.error());
+
+  std::vector<double> times;
+  Expected<rt::StepResult> result = makeError(ErrorKind::Usage, {}, "no step ran");
+  for (int64_t i = 0; i < opts.iterations; ++i) {
+    for (const auto& [name, t] : states)
+      if (auto b = s.setState(name, t); !b) return report(b.error());
+    result = s.step(perCall);
+    if (!result) break;
+    times.push_back(result->seconds);
+  }
+
+  Expected<Evaluation> oracle = makeError(ErrorKind::Usage, {}, "no check");
+  if (opts.check) {
+    oracle = evaluate(graph, *params);
+    if (!oracle) return report(oracle.error());
+  }
+  if (!result) {
+    int code = report(result.error());
+    if (opts.check) {
+      std::string failed = failedWitnesses(graph, *oracle);
+      if (failed.empty()) std::printf("check: the oracle's validation passes, the device's failed: FAIL\n");
+      else std::printf("check: the oracle's validation fails too (%s)\n", failed.c_str());
+    }
+    return code;
+  }
+  if (opts.check && !oracle->valid()) {
+    std::printf("check: the oracle's validation fails (%s), the device's passed: FAIL\n",
+                failedWitnesses(graph, *oracle).c_str());
+    return 1;
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(opts.outputDir, ec);
+  if (ec) return report(makeError(ErrorKind::Io, {opts.outputDir}, "cannot create the output directory: " + ec.message()));
+  for (const auto& [name, t] : result->outputs)
+    if (auto w = writeNpy((std::filesystem::path(opts.outputDir) / (name + ".npy")).string(), t); !w)
+      return report(w.error());
+  if (opts.iterations > 1) {
+    std::sort(times.begin(), times.end());
+    std::printf("median step time: %.3f ms over %zu steps\n", times[times.size() / 2] * 1e3, times.size());
+  }
+  if (opts.check && !compare(result->outputs, oracle->outputs)) return 1;
+  return 0;
+}
+
+}  // namespace poot

@@ -1,0 +1,42 @@
+// What the poot subcommands do, separated from their command-line parsing
+// (main.cpp) so CLI11 stays in one file. Each command returns its exit code:
+// 0 ok, 1 a diagnostic about the input, 2 bad usage, 3 a capability refusal
+// (which includes a host without the backend's driver).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/diag.h"
+
+namespace poot {
+
+struct RunOptions {
+  std::string plan;
+  std::string backend = "vulkan";
+  std::string device;                // a device index or name piece; empty: the backend's choice
+  bool allowOtherDevice = false;     // run a plan built for another device
+  std::string weights;               // .safetensors, optional
+  std::vector<std::string> inputs;   // NAME=FILE.npy (inputs and states)
+  std::vector<std::string> slots;    // NAME=VALUE or NAME=FILE.npy
+  std::string outputDir = ".";
+  uint64_t seed = 0;
+  int64_t iterations = 1;
+  bool check = false;
+};
+
+int runRun(const RunOptions& opts);
+
+struct ProbeOptions {
+  std::string backend = "vulkan";
+  std::string device;
+  std::string output;  // the profile to write
+};
+
+int runProbe(const ProbeOptions& opts);
+
+// Prints a diagnostic and returns the exit code its kind calls for.
+int report(const Error& e);
+
+}  // namespace poot
