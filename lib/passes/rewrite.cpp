@@ -1,7 +1,6 @@
 // Shared graph edits of the passes; see rewrite.h.
 #include "passes/rewrite.h"
 
-#include <set>
 
 namespace poot {
 
@@ -47,12 +46,17 @@ bool replaceAllUses(Graph& g, ValueId from, ValueId to) {
 }
 
 std::string freshName(const Graph& g, const std::string& base) {
-  std::set<std::string> used;
-  for (const Value& v : g.values) used.insert(v.name);
-  if (!used.count(base)) return base;
+  // A scan per candidate, no set of every name: passes call this once per
+  // inserted eqn, and the base name is almost always free.
+  auto used = [&](const std::string& name) {
+    for (const Value& v : g.values)
+      if (v.name == name) return true;
+    return false;
+  };
+  if (!used(base)) return base;
   for (int i = 1;; ++i) {
     std::string name = base + "." + std::to_string(i);
-    if (!used.count(name)) return name;
+    if (!used(name)) return name;
   }
 }
 

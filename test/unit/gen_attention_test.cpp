@@ -1,7 +1,8 @@
 // Tests of the attention generators (gen/attention.cpp, gen/selected.cpp):
 // one-eqn graphs of every Attention form and of SelectedAttention are
 // planned, generated, verified and run on the KIR interpreter (kir_plan.h)
-// against the oracle on fresh random parameters. Every output element must
+// and on lavapipe through the runtime (vulkan_plan.h), both against the
+// oracle on fresh random parameters. Every output element must
 // be within 2e-5 of the oracle's (outputs are softmax averages of values in
 // (-1, 1); the streaming fold and the split-KV combine reassociate the sums),
 // and NaN exactly where the oracle has NaN. Profiles: lavapipe (32 KiB of
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "kir_plan.h"
+#include "vulkan_plan.h"
 #include "testing.h"
 
 namespace poot {
@@ -113,23 +115,30 @@ std::vector<std::string> kindsOf(const Graph& g, const DeviceProfile& d) {
 const std::vector<std::string> kStreaming = {"streaming"};
 const std::vector<std::string> kSplit = {"split-kv-partials", "split-kv-combine"};
 
-// The plan on the interpreter against the oracle on `params`.
+// The plan on the KIR interpreter and on lavapipe (SPIR-V through the
+// runtime) against the oracle on `params`.
 void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params) {
   auto want = evaluate(g, params);
   REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
-  auto got = testing::runOnKir(g, d, params);
-  REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
-  const Tensor &a = want->outputs.at("out"), &b = got->outputs.at("out");
-  REQUIRE(a.type == b.type);
-  int64_t bad = 0;
-  double worst = 0;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    double x = a.get(i), y = b.get(i);
-    bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= kTol;
-    if (!std::isnan(x) && !std::isnan(y)) worst = std::max(worst, std::fabs(x - y));
-    if (!ok && ++bad <= 3) FAIL_CHECK("element " << i << ": " << y << " vs the oracle's " << x);
+  auto kir = testing::runOnKir(g, d, params);
+  REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+  auto vulkan = testing::runOnVulkan(g, d, params);
+  REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
+  const Tensor& a = want->outputs.at("out");
+  for (const auto& [executor, run] : {std::pair{"kir", &*kir}, std::pair{"lavapipe", &*vulkan}}) {
+    CAPTURE(executor);
+    const Tensor& b = run->outputs.at("out");
+    REQUIRE(a.type == b.type);
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < a.size(); ++i) {
+      double x = a.get(i), y = b.get(i);
+      bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= kTol;
+      if (!std::isnan(x) && !std::isnan(y)) worst = std::max(worst, std::fabs(x - y));
+      if (!ok && ++bad <= 3) FAIL_CHECK("element " << i << ": " << y << " vs the oracle's " << x);
+    }
+    CHECK_MESSAGE(bad == 0, bad << " elements differ; the largest finite difference is " << worst);
   }
-  CHECK_MESSAGE(bad == 0, bad << " elements differ; the largest finite difference is " << worst);
 }
 
 // Fresh parameters for c, with `tweak` applied before the check.

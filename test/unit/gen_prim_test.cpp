@@ -14,6 +14,7 @@
 
 #include "codegen/gen/generators.h"
 #include "kir_plan.h"
+#include "vulkan_plan.h"
 #include "passes/pass.h"
 #include "plan/schedule.h"
 #include "testing.h"
@@ -69,18 +70,20 @@ Tensor tensorOf(const std::string& type, const std::vector<double>& vals) {
   return t;
 }
 
-// Runs graph `text` on the oracle and on the generated kernels with the same
-// parameters (`given`, the rest drawn from a fresh seed) and compares every
-// output, state and validation.
+// Runs graph `text` on the oracle and on the generated kernels, on the KIR
+// interpreter and on lavapipe through the runtime, with the same parameters
+// (`given`, the rest drawn from a fresh seed) and compares every output,
+// state and validation. On lavapipe a failed witness fails the step and
+// publishes nothing. A GPU's exp, log and friends have an absolute error
+// bound where the result is near zero (Vulkan allows log 2^-21 absolute
+// around 1), so on lavapipe an inexact tolerance tol applies as
+// |got - want| <= tol * (1 + |want|); exact stays exact.
 void checkGraph(const Graph& g, Tolerance tol, std::map<std::string, Tensor> given = {}) {
   uint64_t seed = testing::freshSeed();
   CAPTURE(seed);
   auto params = completeParams(g, std::move(given), seed);
   auto want = evaluate(g, params);
   REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
-  auto got = testing::runOnKir(g, device(), params);
-  REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
-  CHECK(want->validations == got->validations);
   auto compare = [&](const char* kind, const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
     REQUIRE(a.size() == b.size());
     for (const auto& [name, t] : a) {
@@ -88,8 +91,21 @@ void checkGraph(const Graph& g, Tolerance tol, std::map<std::string, Tensor> giv
       checkSame(std::string(kind) + " " + name, t, b.at(name), tol);
     }
   };
-  compare("output", want->outputs, got->outputs);
-  compare("state", want->states, got->states);
+  auto kir = testing::runOnKir(g, device(), params);
+  REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+  CHECK(want->validations == kir->validations);
+  compare("kir output", want->outputs, kir->outputs);
+  compare("kir state", want->states, kir->states);
+  auto vulkan = testing::runOnVulkan(g, device(), params);
+  if (!want->valid()) {
+    REQUIRE_FALSE(vulkan);
+    CHECK(vulkan.error().message.find("validation failed") != std::string::npos);
+    return;
+  }
+  REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
+  if (tol.tol != 0) tol = testing::relativeToBefore(tol.tol);
+  compare("lavapipe output", want->outputs, vulkan->outputs);
+  compare("lavapipe state", want->states, vulkan->states);
 }
 
 void check(const std::string& text, Tolerance tol, std::map<std::string, Tensor> given = {}) {

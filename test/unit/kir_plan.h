@@ -28,13 +28,13 @@
 
 namespace poot::testing {
 
-struct KirRun {
+struct PlanRun {
   std::map<std::string, Tensor> outputs;      // by output value name
   std::map<std::string, Tensor> states;       // each state's new value, by state name
   std::map<std::string, bool> validations;    // each witness, by name
 };
 
-inline Expected<KirRun> runOnKir(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params) {
+inline Expected<PlanRun> runOnKir(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params) {
   auto fail = [](const std::string& msg) { return makeError(ErrorKind::Verify, {}, msg); };
   auto planned = planGraph(g, d);
   if (!planned) return planned.error();
@@ -122,7 +122,7 @@ inline Expected<KirRun> runOnKir(const Graph& g, const DeviceProfile& d, const s
                       std::to_string(i) + " (never written?)");
     return t;
   };
-  KirRun run;
+  PlanRun run;
   for (const Export& e : src.outputs) {
     auto t = read(e.value);
     if (!t) return t.error();

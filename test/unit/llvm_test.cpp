@@ -4,26 +4,23 @@
 // declare workgroup memory of the kernel's size, synchronize with bar.sync and
 // pass ptxas (when it is installed); HSACO must be an AMDGPU ELF whose kernel
 // descriptor records the kernel's workgroup memory and whose metadata note
-// names the kernel. Both are byte-identical across compiles. The compile time
-// of a 200-instruction kernel is printed, not asserted.
+// names the kernel (those checks live in kernel_checks.h). Both are
+// byte-identical across compiles. The compile time of a 200-instruction
+// kernel is printed, not asserted.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "codegen/kir/builder.h"
 #include "codegen/llvm/link.h"
 #include "codegen/llvm/llvm.h"
+#include "kernel_checks.h"
 
 using namespace poot;
+using testing::checkHsaco;
+using testing::checkPtx;
 using kir::Opc;
 using kir::Scalar;
 using kir::V;
@@ -143,107 +140,6 @@ kir::Kernel chain200() {
   return b.finish();
 }
 
-// A file holding `bytes` in the temp directory, removed afterwards.
-struct TempFile {
-  std::string path;
-  explicit TempFile(const std::vector<uint8_t>& bytes, const std::string& suffix) {
-    path = (std::filesystem::temp_directory_path() / ("poot-llvm-test-" + std::to_string(getpid()) + "-" +
-                                                      std::to_string(counter()++) + suffix))
-               .string();
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  }
-  ~TempFile() { std::filesystem::remove(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
-// ptxas on PATH, else CUDA's default place; empty when neither has it.
-std::string ptxasPath() {
-  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
-  for (size_t i = 0; i < path.size();) {
-    size_t j = std::min(path.find(':', i), path.size());
-    std::string candidate = path.substr(i, j - i) + "/ptxas";
-    if (j > i && access(candidate.c_str(), X_OK) == 0) return candidate;
-    i = j + 1;
-  }
-  return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 ? "/usr/local/cuda/bin/ptxas" : "";
-}
-
-// The PTX checks every kernel must pass; ptxas when it is installed.
-void checkPtx(const kir::Kernel& k, const std::string& ptx) {
-  CHECK(ptx.find(".visible .entry " + k.entry + "(") != std::string::npos);
-  CHECK(ptx.find(".maxntid " + std::to_string(k.workgroupSize) + ", 1, 1") != std::string::npos);
-  std::regex shared(R"(\.shared \.align \d+ \.b8 \S+\[(\d+)\];)");
-  int64_t bytes = 0;
-  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), shared); it != std::sregex_iterator(); ++it)
-    bytes += std::stoll((*it)[1]);
-  CHECK(bytes == k.sharedBytes());
-  if (k.sharedBytes() > 0) CHECK(ptx.find("bar.sync") != std::string::npos);
-  CHECK(ptx.find("call") == std::string::npos);  // no libcalls: every function is expanded
-  std::string ptxas = ptxasPath();
-  if (ptxas.empty()) {
-    MESSAGE("ptxas not found: skipped assembling the ptx");
-    return;
-  }
-  TempFile file(std::vector<uint8_t>(ptx.begin(), ptx.end()), ".ptx");
-  std::string cmd = ptxas + " -arch=sm_90 -o /dev/null " + file.path + " 2>&1";
-  CHECK_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
-}
-
-// Little-endian reads from an ELF image.
-uint64_t rd(const std::vector<uint8_t>& b, size_t at, int bytes) {
-  REQUIRE(at + size_t(bytes) <= b.size());
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | b[at + size_t(i)];
-  return v;
-}
-
-struct Section {
-  uint32_t name, type;
-  uint64_t addr, offset, size, link, entsize;
-};
-
-// The ELF checks of an HSACO: AMDGPU ELF64, `<entry>.kd` of 64 bytes whose
-// first word is the workgroup memory size, and a note naming the kernel.
-void checkHsaco(const kir::Kernel& k, const std::vector<uint8_t>& elf) {
-  REQUIRE(elf.size() > 64);
-  REQUIRE(std::memcmp(elf.data(), "\x7f" "ELF", 4) == 0);
-  CHECK(elf[4] == 2);  // ELFCLASS64
-  CHECK(elf[5] == 1);  // little-endian
-  CHECK(rd(elf, 18, 2) == 224);  // EM_AMDGPU
-  uint64_t shoff = rd(elf, 40, 8);
-  size_t shentsize = rd(elf, 58, 2), shnum = rd(elf, 60, 2);
-  std::vector<Section> sections;
-  for (size_t i = 0; i < shnum; ++i) {
-    size_t s = shoff + i * shentsize;
-    sections.push_back({uint32_t(rd(elf, s, 4)), uint32_t(rd(elf, s + 4, 4)), rd(elf, s + 16, 8), rd(elf, s + 24, 8),
-                        rd(elf, s + 32, 8), rd(elf, s + 40, 4), rd(elf, s + 56, 8)});
-  }
-  bool foundKd = false, foundNote = false;
-  const std::string kd = k.entry + ".kd";
-  for (const Section& sec : sections) {
-    if (sec.type == 7 /* SHT_NOTE */) {
-      std::string note(elf.begin() + long(sec.offset), elf.begin() + long(sec.offset + sec.size));
-      if (note.find("AMDGPU") != std::string::npos && note.find(k.entry) != std::string::npos) foundNote = true;
-    }
-    if (sec.type != 2 /* SHT_SYMTAB */ && sec.type != 11 /* SHT_DYNSYM */) continue;
-    const Section& strtab = sections[sec.link];
-    for (uint64_t at = sec.offset; at + 24 <= sec.offset + sec.size; at += 24) {
-      const char* name = reinterpret_cast<const char*>(elf.data() + strtab.offset + rd(elf, at, 4));
-      if (kd != name) continue;
-      foundKd = true;
-      CHECK(rd(elf, at + 16, 8) == 64);
-      const Section& home = sections[rd(elf, at + 6, 2)];
-      uint64_t offset = home.offset + (rd(elf, at + 8, 8) - home.addr);
-      CHECK(int64_t(rd(elf, offset, 4)) == k.sharedBytes());  // group_segment_fixed_size
-    }
-  }
-  CHECK_MESSAGE(foundKd, "no symbol " << kd);
-  CHECK_MESSAGE(foundNote, "no AMDGPU note naming " << k.entry);
-}
-
 }  // namespace
 
 TEST_CASE("llvm: ptx of every opcode names the entry, sizes .shared, has bar.sync and passes ptxas") {
@@ -252,7 +148,7 @@ TEST_CASE("llvm: ptx of every opcode names the entry, sizes .shared, has bar.syn
     CAPTURE(wg);
     kir::Kernel k = allOps(wg);
     auto blob = compile(*l, k);
-    checkPtx(k, std::string(blob.begin(), blob.end()));
+    checkPtx(k, std::string(blob.begin(), blob.end()), "sm_90");
   }
 }
 

@@ -5,52 +5,34 @@
 // parameters: one elementwise op, and an IndexGuard with a state
 // DynamicUpdateSlice over several steps, the state carried on both sides, a
 // failing guard leaving the state as it was, and a tiny Llama decoding step
-// after step. The Llama runs its primitive decomposition (the pipeline
-// stopped after the ranges pass): the fused attention kernel is still being
-// written.
+// after step (fixed cache, live length, paged pools through a permuted block
+// table), the state carried on both sides.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <random>
 
-#include "codegen/codegen.h"
 #include "passes/pass.h"
-#include "plan/buffers.h"
-#include "plan/plan_file.h"
-#include "plan/planner.h"
-#include "runtime/backends/vulkan.h"
-#include "runtime/session.h"
 #include "testing.h"
+#include "vulkan_plan.h"
 
 using namespace poot;
 
 namespace {
 
-rt::PlanFile compileWithKernels(Graph g, const std::string& stopAfter) {
+// g through the passes, planned and emitted for lavapipe, in a Session.
+std::unique_ptr<rt::Session> session(Graph g) {
   DeviceProfile d = testing::loadTarget("lavapipe");
   PassContext ctx;
   for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
-  auto s = runPipeline(g, ctx, {stopAfter, {}});
+  auto s = runPipeline(g, ctx, {});
   REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
-  auto p = planGraph(g, d);
-  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
-  p->target = d.target;
-  p->deviceArch = d.arch;
-  auto b = planBuffers(*p);
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  auto k = generateKernels(*p, d);
-  REQUIRE_MESSAGE(bool(k), (k ? "" : k.error().str()));
-  auto f = rt::readPlanFile(writePlan(*p), "t.plan");
-  REQUIRE_MESSAGE(bool(f), (f ? "" : f.error().str()));
-  return f.take();
-}
-
-std::unique_ptr<rt::Session> session(Graph g, const std::string& stopAfter = "") {
-  setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
-  auto backend = rt::createVulkanBackend({"lavapipe"});
-  REQUIRE_MESSAGE(bool(backend), (backend ? "" : backend.error().str()));
-  auto s = rt::Session::create(compileWithKernels(std::move(g), stopAfter), backend.take());
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
-  return s.take();
+  auto file = testing::planFileFor(g, d);
+  REQUIRE_MESSAGE(bool(file), (file ? "" : file.error().str()));
+  auto session = testing::lavapipeSession(file.take());
+  REQUIRE_MESSAGE(bool(session), (session ? "" : session.error().str()));
+  return session.take();
 }
 
 // The per-call parameters (inputs and slots) of `all`.
@@ -127,33 +109,51 @@ validation %ok
 }
 
 TEST_CASE("runtime e2e: a tiny Llama decodes step after step as the oracle does") {
-  auto s = session(testing::loadGraphFile(testing::exampleGraph("tiny-llama-decode.pg")), "ranges");
-  const Graph& g = s->plan().source;
-  uint64_t seed = testing::freshSeed();
-  CAPTURE(seed);
-  auto params = completeParams(g, {}, seed);
-  std::map<std::string, Tensor> weights;
-  for (ValueId id : g.params) {
-    const Value& v = g.value(id);
-    if (v.storage == Storage::Weight) weights[v.name] = params.at(v.name);
-    if (v.storage == Storage::State) REQUIRE(bool(s->setState(v.name, params.at(v.name))));
-  }
-  REQUIRE(bool(s->bindWeights(weights)));
-  for (int pos = 0; pos < 6; ++pos) {
-    CAPTURE(pos);
-    params["pos"].set(0, pos);
-    params["tokens"] = completeParams(g, {}, seed + uint64_t(pos) + 1).at("tokens");
-    auto want = evaluate(g, params);
-    REQUIRE(bool(want));
-    auto got = s->step(perCall(g, params));
-    REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
-    testing::checkClose("logits", want->outputs.at("logits"), got->outputs.at("logits"),
-                        testing::relativeToBefore(1e-4));
-    for (const auto& [name, t] : want->states) {
-      auto state = s->readState(name);
-      REQUIRE(bool(state));
-      testing::checkClose(name, t, *state, testing::relativeToBefore(1e-4));
-      params[name] = t;
+  for (const char* file : {"tiny-llama-decode.pg", "tiny-llama-decode-live.pg", "tiny-llama-decode-paged-live.pg"}) {
+    CAPTURE(file);
+    auto s = session(testing::loadGraphFile(testing::exampleGraph(file)));
+    const Graph& g = s->plan().source;
+    // The live graphs' guards run before any state write: no state copies.
+    CHECK_FALSE(s->copiesStates());
+    uint64_t seed = testing::freshSeed();
+    CAPTURE(seed);
+    auto params = completeParams(g, {}, seed);
+    std::map<std::string, Tensor> weights;
+    for (ValueId id : g.params) {
+      const Value& v = g.value(id);
+      if (v.storage == Storage::Weight) weights[v.name] = params.at(v.name);
+      if (v.storage == Storage::State) REQUIRE(bool(s->setState(v.name, params.at(v.name))));
+    }
+    REQUIRE(bool(s->bindWeights(weights)));
+    // Paged: row b's position t lives in pool slot perm[b * cap + t].
+    std::vector<int32_t> perm;
+    if (params.count("read")) {
+      const Shape& rs = params.at("read").shape();
+      for (int32_t i = 0; i < int32_t(rs[0] * rs[1]); ++i) perm.push_back(i);
+      std::mt19937 rng{uint32_t(seed)};
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int64_t i = 0; i < params.at("read").size(); ++i) params["read"].set(i, perm[size_t(i)]);
+    }
+    for (int pos = 0; pos < 6; ++pos) {
+      CAPTURE(pos);
+      params["pos"].set(0, pos);
+      if (params.count("write")) {
+        int64_t cap = params.at("read").shape()[1];
+        for (int64_t b = 0; b < params.at("write").size(); ++b) params["write"].set(b, perm[size_t(b * cap + pos)]);
+      }
+      params["tokens"] = completeParams(g, {}, seed + uint64_t(pos) + 1).at("tokens");
+      auto want = evaluate(g, params);
+      REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+      auto got = s->step(perCall(g, params));
+      REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
+      testing::checkClose("logits", want->outputs.at("logits"), got->outputs.at("logits"),
+                          testing::relativeToBefore(1e-4));
+      for (const auto& [name, t] : want->states) {
+        auto state = s->readState(name);
+        REQUIRE(bool(state));
+        testing::checkClose(name, t, *state, testing::relativeToBefore(1e-4));
+        params[name] = t;
+      }
     }
   }
 }

@@ -24,9 +24,12 @@
 #include "plan/planner.h"
 #include "runtime/backends/vulkan.h"
 #include "runtime/session.h"
+#include "lavapipe.h"
 #include "testing.h"
 
 using namespace poot;
+using testing::glsl;
+using testing::lavapipe;
 
 namespace {
 
@@ -153,29 +156,6 @@ Params params(const Graph& g, uint64_t seed) {
 }
 
 void setWord(Tensor& t, int64_t i, int32_t v) { std::memcpy(t.bytes.data() + size_t(i) * 4, &v, 4); }
-
-// A compute shader compiled from GLSL by glslangValidator, entry "main".
-std::vector<uint8_t> glsl(const std::string& source) {
-  static int count = 0;
-  auto dir = std::filesystem::temp_directory_path() / ("poot-glsl-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::string stem = (dir / std::to_string(count++)).string();
-  REQUIRE(bool(writeFileAtomic(stem + ".comp", source)));
-  std::string cmd = "glslangValidator -V --target-env vulkan1.2 -S comp -o " + stem + ".spv " + stem + ".comp >" +
-                    stem + ".log 2>&1";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, *readFile(stem + ".log"));
-  auto spv = readFile(stem + ".spv");
-  REQUIRE(bool(spv));
-  std::filesystem::remove_all(dir);
-  return std::vector<uint8_t>(spv->begin(), spv->end());
-}
-
-std::unique_ptr<rt::Backend> lavapipe() {
-  setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
-  auto b = rt::createVulkanBackend({"lavapipe"});
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  return b.take();
-}
 
 // GLSL for the two kernels of kGuarded: IndexGuard {lo=1, hi=4} and Add.
 const char* kGuardGlsl = R"(#version 450

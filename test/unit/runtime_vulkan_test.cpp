@@ -18,9 +18,12 @@
 #include "ir/io.h"
 #include "plan/profile.h"
 #include "runtime/backends/vulkan.h"
+#include "lavapipe.h"
 #include "testing.h"
 
 using namespace poot;
+using testing::glsl;
+using testing::lavapipe;
 
 namespace {
 
@@ -28,26 +31,6 @@ std::filesystem::path scratchDir() {
   auto dir = std::filesystem::temp_directory_path() / ("poot-vulkan-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-// A compute shader compiled from GLSL by glslangValidator, entry "main".
-std::vector<uint8_t> glsl(const std::string& source) {
-  static int count = 0;
-  std::string stem = (scratchDir() / ("k" + std::to_string(count++))).string();
-  REQUIRE(bool(writeFileAtomic(stem + ".comp", source)));
-  std::string cmd = "glslangValidator -V --target-env vulkan1.2 -S comp -o " + stem + ".spv " + stem + ".comp >" +
-                    stem + ".log 2>&1";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, *readFile(stem + ".log"));
-  auto spv = readFile(stem + ".spv");
-  REQUIRE(bool(spv));
-  return std::vector<uint8_t>(spv->begin(), spv->end());
-}
-
-std::unique_ptr<rt::Backend> lavapipe() {
-  setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
-  auto b = rt::createVulkanBackend({"lavapipe"});
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  return b.take();
 }
 
 // c[i] = a[i] + b[i] for i < c.length().

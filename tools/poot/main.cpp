@@ -18,10 +18,10 @@ int main(int argc, char** argv) {
               "states are reset to their first values before every step, every step computes the same thing,\n"
               "and the median step time is printed.\n"
               "--check evaluates the plan's source graph with the oracle on the same parameters and compares\n"
-              "every output element: PASS when |device - oracle| <= abs + rel * |oracle|, with (abs, rel) =\n"
+              "every element of every output and of every state's new value (read back from the device): PASS when |device - oracle| <= abs + rel * |oracle|, with (abs, rel) =\n"
               "(1e-4, 1e-3) for f32 (room for GPU exp/tanh/rsqrt approximations and another summation\n"
               "order), (1e-2, 1e-2) for f16, (1e-2, 2e-2) for bf16, and exact for integers and bools; NaN\n"
-              "matches only NaN. Exit 1 when an output fails or the validations differ.\n"
+              "matches only NaN. Exit 1 when an output or a state fails or the validations differ.\n"
               "Examples:\n"
               "  poot run llama.plan --slot pos=5 --check\n"
               "  poot run llama.plan --weights model.safetensors --input tokens=t.npy --slot pos=0 --output-dir out/\n"
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   run->add_option("--seed", ropts.seed, "seed of the generator for unnamed parameters (default: 0)");
   run->add_option("--iterations", ropts.iterations, "steps to run, printing the median step time (default: 1)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  run->add_flag("--check", ropts.check, "compare every output with the oracle (see the tolerances above)");
+  run->add_flag("--check", ropts.check, "compare every output and state with the oracle (see the tolerances above)");
 
   poot::ProbeOptions popts;
   CLI::App* probe = app.add_subcommand("probe", "write a device profile (docs/device-profile.md) of a live device");

@@ -4,8 +4,8 @@
 // generator pootc eval uses. Weights are bound once; each iteration resets
 // the states and runs one step. A failed validation publishes nothing (exit
 // 1); otherwise every output is written as OUTDIR/NAME.npy. --check runs the
-// oracle on the same parameters and compares per output with the tolerance
-// of its dtype.
+// oracle on the same parameters and compares every output and every state's
+// new value (read back from the device) with the tolerance of its dtype.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -137,8 +137,16 @@ int runRun(const RunOptions& opts) {
     std::sort(times.begin(), times.end());
     std::printf("median step time: %.3f ms over %zu steps\n", times[times.size() / 2] * 1e3, times.size());
   }
-  if (opts.check && !compare(result->outputs, oracle->outputs)) return 1;
-  return 0;
+  if (!opts.check) return 0;
+  // Every output, then every state's new value (the KV caches), read back.
+  std::map<std::string, Tensor> deviceStates;
+  for (const auto& [name, t] : oracle->states) {
+    auto state = s.readState(name);
+    if (!state) return report(state.error());
+    deviceStates[name] = state.take();
+  }
+  bool outputsOk = compare(result->outputs, oracle->outputs);
+  return outputsOk && compare(deviceStates, oracle->states) ? 0 : 1;
 }
 
 }  // namespace poot

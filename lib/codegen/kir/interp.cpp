@@ -125,7 +125,8 @@ class Machine {
   bool intBinary(const uint8_t* m, V v, const Inst& in) {
     using U = std::make_unsigned_t<T>;
     constexpr int bits = int(sizeof(T) * 8);
-    const uint64_t* b = lanes(in.args[1]);
+    // The second operand's lanes, for the binary ops (unary ones have none).
+    const uint64_t* b = in.args.size() > 1 ? lanes(in.args[1]) : nullptr;
     switch (in.op) {
       case Opc::Add: map2<T>(m, v, in, [](T x, T y) { return T(U(x) + U(y)); }); return true;
       case Opc::Sub: map2<T>(m, v, in, [](T x, T y) { return T(U(x) - U(y)); }); return true;

@@ -2,7 +2,9 @@
 // target with LLVM 19: NVPTX -> PTX text for the profile's sm, AMDGPU -> an
 // object linked by `ld.lld -shared` into an HSACO code object for its gfx.
 // Storage buffers are kernel pointer parameters in address space 1 in
-// binding order; workgroup arrays are address space 3 globals; thread and
+// binding order; workgroup arrays are address space 3 globals (on NVPTX past
+// 48 KiB, offsets into the one dynamic shared array, so a launch passes the
+// kernel's workgroup memory as its dynamic shared size); thread and
 // workgroup ids are the target's intrinsics. One Lowering is made per
 // compile and holds the target machine every kernel is compiled with.
 #pragma once

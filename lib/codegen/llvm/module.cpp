@@ -26,6 +26,9 @@ using kir::Opc;
 using kir::Scalar;
 using llvm::Value;
 
+// The most workgroup memory a PTX kernel may declare statically.
+constexpr int64_t kPtxStaticSharedBytes = 48 * 1024;
+
 std::string symbolName(const std::string& s) {
   std::string out = "smem_";
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -69,7 +72,9 @@ class Writer {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> vals_;
   std::vector<llvm::AllocaInst*> vars_;
-  std::vector<llvm::GlobalVariable*> shared_;
+  // Each workgroup array: its global, and its byte offset in the dynamic
+  // shared array (-1: a static array of its own).
+  std::vector<std::pair<llvm::GlobalVariable*, int64_t>> shared_;
 };
 
 llvm::Type* Writer::type(Scalar s) {
@@ -124,12 +129,29 @@ void Writer::declare() {
     fn_->addFnAttr("amdgpu-flat-work-group-size", "1," + std::to_string(k_.workgroupSize));
     m_.addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", 500);
   }
+  // Workgroup arrays are static addrspace(3) globals, except on NVPTX past
+  // the 48 KiB a kernel may declare statically: there they are laid end to
+  // end in the one dynamic shared array (`extern .shared`), and whoever
+  // launches the kernel passes its workgroup memory (the plan records it) as
+  // the dynamic shared size, raising the function's limit to match.
+  if (target_ == Target::Ptx && k_.sharedBytes() > kPtxStaticSharedBytes) {
+    auto* ty = llvm::ArrayType::get(b_.getInt8Ty(), 0);
+    auto* g = new llvm::GlobalVariable(m_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                       "poot_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    g->setAlignment(llvm::Align(16));
+    int64_t offset = 0;
+    for (const kir::Shared& s : k_.shared) {
+      shared_.push_back({g, offset});
+      offset += s.elems * 4;
+    }
+    return;
+  }
   for (const kir::Shared& s : k_.shared) {
     auto* ty = llvm::ArrayType::get(type(s.type), uint64_t(s.elems));
     auto* g = new llvm::GlobalVariable(m_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
                                        symbolName(s.name), nullptr, llvm::GlobalValue::NotThreadLocal, 3);
     g->setAlignment(llvm::Align(4));
-    shared_.push_back(g);
+    shared_.push_back({g, -1});
   }
 }
 
@@ -325,8 +347,10 @@ void Writer::store(const kir::Inst& in, Value* index, Value* value) {
 }
 
 Value* Writer::sharedAt(int32_t array, Value* index) {
-  llvm::GlobalVariable* g = shared_[size_t(array)];
-  return b_.CreateInBoundsGEP(g->getValueType(), g, {b_.getInt32(0), index});
+  auto [g, offset] = shared_[size_t(array)];
+  if (offset < 0) return b_.CreateInBoundsGEP(g->getValueType(), g, {b_.getInt32(0), index});
+  Value* byte = b_.CreateAdd(b_.getInt32(uint32_t(offset)), b_.CreateMul(index, b_.getInt32(4)));
+  return b_.CreateInBoundsGEP(b_.getInt8Ty(), g, {byte});
 }
 
 void Writer::barrier() {

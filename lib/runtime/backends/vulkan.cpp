@@ -21,6 +21,8 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -32,7 +34,7 @@ namespace poot::rt {
 namespace {
 
 #define POOT_VK_INSTANCE_FNS(X)                                                                         \
-  X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                   \
+  X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                                       \
   X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                                     \
   X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice)  \
   X(vkGetDeviceProcAddr)
@@ -129,6 +131,7 @@ class VulkanBackend final : public Backend {
 
  private:
   Status loadLoader();
+  Status openLoader();
   Status pickDevice(const VulkanOptions& opts);
   Status createDevice();
   Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
@@ -179,12 +182,38 @@ VulkanBackend::~VulkanBackend() {
     if (commandPool_) f_.vkDestroyCommandPool(device_, commandPool_, nullptr);
     f_.vkDestroyDevice(device_, nullptr);
   }
-  if (instance_) f_.vkDestroyInstance(instance_, nullptr);
-  if (lib_) dlclose(lib_);
+  // The instance and the loader stay: loadLoader shares them with every
+  // backend of the process.
 }
 
+// One loader and one VkInstance per process, made by the first backend and
+// kept until exit: sessions gain nothing from instances of their own, and
+// destroying one makes the loader unload the driver, whose leftovers (Mesa's
+// lavapipe leaves some) then show as leaks under LeakSanitizer.
 Status VulkanBackend::loadLoader() {
-  lib_ = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+  struct Shared {
+    void* lib;
+    VkInstance instance;
+    Fns f;  // the loader's and the instance's entry points
+    uint32_t apiVersion;
+  };
+  static std::mutex mutex;
+  static const Shared* shared = nullptr;  // never freed, like the instance
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!shared) {
+    if (auto s = openLoader(); !s) return s;
+    shared = new Shared{lib_, instance_, f_, apiVersion_};
+    return ok();
+  }
+  lib_ = shared->lib;
+  instance_ = shared->instance;
+  f_ = shared->f;
+  apiVersion_ = shared->apiVersion;
+  return ok();
+}
+
+Status VulkanBackend::openLoader() {
+  lib_ = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!lib_) return unavailable(std::string("cannot load libvulkan.so.1 (") + dlerror() + ")");
   f_.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib_, "vkGetInstanceProcAddr"));
   if (!f_.vkGetInstanceProcAddr) return unavailable("libvulkan.so.1 has no vkGetInstanceProcAddr");
