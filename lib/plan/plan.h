@@ -7,7 +7,7 @@
 // into a KernelRequest with its Schedule, dedups identical requests into
 // kernels and emits one or two Dispatches per eqn (split-KV: partials, then
 // combine) plus the scratch each eqn declares; planBuffers (buffers.h) gives
-// every value and scratch a Buffer and places the arena; codegen (issue 6)
+// every value and scratch a Buffer and places the arena; codegen (codegen.h)
 // fills each Kernel's blob; writePlan (plan_file.h) serializes.
 #pragma once
 
@@ -77,7 +77,7 @@ struct Buffer {
 struct Kernel {
   std::string entry;          // entry point name in the blob
   KernelRequest request;
-  std::vector<uint8_t> blob;  // SPIR-V words, PTX text or HSACO; empty until codegen
+  std::vector<uint8_t> blob;  // SPIR-V words, PTX text or HSACO; filled by generateKernels
 };
 
 // A buffer a dispatch touches, named before buffers exist: a graph value, or

@@ -70,10 +70,13 @@ class Backend {
   // and waits.
   virtual Status copy(BufferId src, BufferId dst, int64_t bytes) = 0;
 
-  // A kernel from its blob (SPIR-V words for Vulkan) whose entry runs
-  // `workgroupSize` threads and reads `bindings` storage buffers.
+  // A kernel from its blob (SPIR-V words for Vulkan, PTX text for CUDA)
+  // whose entry runs `workgroupSize` threads, uses `workgroupMemory` bytes of
+  // workgroup memory (the plan kernel's figure; CUDA launches a kernel past
+  // 48 KiB with that much dynamic shared memory) and reads `bindings`
+  // storage buffers.
   virtual Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
-                                          int64_t workgroupSize, int bindings) = 0;
+                                          int64_t workgroupSize, int64_t workgroupMemory, int bindings) = 0;
   // Records the dispatches in order, each seeing every earlier one's writes.
   virtual Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) = 0;
   // Submits a recorded program and waits until it has finished.

@@ -7,7 +7,7 @@
 // arena, no two arena buffers that share memory while both live), and reads
 // the embedded source graph. Every failure is an ErrorKind::Format error
 // naming the file (and the record: "buffer 3", "dispatch 12"). Checking the
-// plan against the live device comes later, with the Session.
+// plan against the live device is the Session's job (session.h).
 #pragma once
 
 #include <cstdint>

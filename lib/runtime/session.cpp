@@ -40,6 +40,17 @@ int vulkanMinor(const std::string& arch) {
   return minor;
 }
 
+// "sm_90" -> 90, "sm_90a" -> 90 (the suffix in `suffix`); -1 when it is not
+// of that form.
+int smVersion(const std::string& arch, std::string* suffix = nullptr) {
+  if (arch.rfind("sm_", 0) != 0) return -1;
+  size_t end = 3;
+  while (end < arch.size() && std::isdigit(uint8_t(arch[end]))) ++end;
+  if (end == 3 || end > 7) return -1;
+  if (suffix) *suffix = arch.substr(end);
+  return std::stoi(arch.substr(3, end - 3));
+}
+
 int64_t word(const Tensor& t, int64_t i) {
   if (t.dtype() == DType::I64) {
     int64_t v;
@@ -57,6 +68,13 @@ Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions&
                                     d.name + "' runs " + targetName(d.target));
   if (d.target == Target::Spirv && vulkanMinor(p.device.arch) > vulkanMinor(d.arch))
     return capability("Device", "the plan needs " + p.device.arch + ", device '" + d.name + "' runs " + d.arch);
+  // PTX for sm_N runs on sm_N and newer; an arch-specific sm_Na only on sm_N.
+  std::string suffix;
+  int planSm = smVersion(p.device.arch, &suffix);
+  if (d.target == Target::Ptx &&
+      (planSm < 0 || planSm > smVersion(d.arch) || (!suffix.empty() && planSm != smVersion(d.arch))))
+    return capability("Device", "the plan's kernels are ptx for " + p.device.arch + ", device '" + d.name + "' is " +
+                                    d.arch);
   const std::string& name = p.device.name;
   bool same = name == d.slug || name.rfind(d.slug + "-", 0) == 0;
   if (!same && !opts.allowOtherDevice)
@@ -145,7 +163,7 @@ Status Session::build() {
     const Kernel& kn = plan_.kernels[k];
     if (kn.blob.empty())
       return makeError(ErrorKind::Format, {}, "kernel '" + kn.entry + "' has no code (the plan was written without it)");
-    auto id = backend_->createKernel(kn.blob, kn.entry, kn.workgroupSize, bindings[k]);
+    auto id = backend_->createKernel(kn.blob, kn.entry, kn.workgroupSize, kn.workgroupMemory, bindings[k]);
     if (!id) return id.error();
     kernels[k] = *id;
   }

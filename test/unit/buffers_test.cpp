@@ -81,11 +81,7 @@ Graph compiledExample(const std::string& example) {
   auto text = readFile(kSource + "/examples/graphs/" + example);
   REQUIRE(bool(text));
   Graph g = parse(*text);
-  PassContext ctx;
-  DeviceProfile d = lavapipe();
-  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
-  auto s = runPipeline(g, ctx, {});
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  testing::runPasses(g, lavapipe());
   return g;
 }
 

@@ -102,10 +102,7 @@ int64_t splitsOf(const Graph& g, const DeviceProfile& d) {
 
 Graph compiled(const std::string& example, const DeviceProfile& d) {
   Graph g = testing::loadGraphFile(testing::exampleGraph(example));
-  PassContext ctx;
-  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
-  auto s = runPipeline(g, ctx, {});
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  testing::runPasses(g, d);
   return g;
 }
 

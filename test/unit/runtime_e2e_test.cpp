@@ -24,10 +24,7 @@ namespace {
 // g through the passes, planned and emitted for lavapipe, in a Session.
 std::unique_ptr<rt::Session> session(Graph g) {
   DeviceProfile d = testing::loadTarget("lavapipe");
-  PassContext ctx;
-  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
-  auto s = runPipeline(g, ctx, {});
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  testing::runPasses(g, d);
   auto file = testing::planFileFor(g, d);
   REQUIRE_MESSAGE(bool(file), (file ? "" : file.error().str()));
   auto session = testing::lavapipeSession(file.take());

@@ -38,14 +38,9 @@ namespace {
 std::string planBytes(const std::string& text) {
   Graph g = testing::parse(text);
   DeviceProfile d = testing::loadTarget("lavapipe");
-  PassContext ctx;
-  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
-  auto s = runPipeline(g, ctx, {});
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  testing::runPasses(g, d);
   auto p = planGraph(g, d);
   REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
-  p->target = d.target;
-  p->deviceArch = d.arch;
   auto b = planBuffers(*p);
   REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
   return writePlan(*p);
@@ -96,7 +91,7 @@ class FakeBackend final : public rt::Backend {
     std::memcpy(mem_[size_t(dst)].data(), mem_[size_t(src)].data(), size_t(bytes));
     return ok();
   }
-  Expected<rt::KernelId> createKernel(const std::vector<uint8_t>&, const std::string&, int64_t, int) override {
+  Expected<rt::KernelId> createKernel(const std::vector<uint8_t>&, const std::string&, int64_t, int64_t, int) override {
     return kernels_++;
   }
   Expected<rt::ProgramId> record(const std::vector<rt::DispatchCommand>&) override { return programs_++; }

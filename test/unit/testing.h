@@ -26,6 +26,7 @@
 #include "ir/text.h"
 #include "oracle/interp.h"
 #include "oracle/random.h"
+#include "passes/pass.h"
 #include "plan/profile.h"
 #include "trace/model.h"
 
@@ -100,6 +101,14 @@ inline DeviceProfile loadTarget(const std::string& name) {
   auto p = loadProfile((sourceDir() / "targets" / (name + ".yaml")).string());
   REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
   return p.take();
+}
+
+// g through the pass pipeline with d's grid limits, as pootc compile runs it.
+inline void runPasses(Graph& g, const DeviceProfile& d) {
+  PassContext ctx;
+  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
+  auto s = runPipeline(g, ctx, {});
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
 }
 
 inline trace::ModelConfig loadExampleConfig(const std::string& name) {

@@ -27,7 +27,9 @@ int main(int argc, char** argv) {
               "  poot run llama.plan --weights model.safetensors --input tokens=t.npy --slot pos=0 --output-dir out/\n"
               "  poot run llama.plan --iterations 20");
   run->add_option("PLAN", ropts.plan, "plan file (pootc compile -o PLAN)")->required();
-  run->add_option("--backend", ropts.backend, "where to run it (default: vulkan)")
+  run->add_option("--backend", ropts.backend,
+                  "where to run it: vulkan (spirv plans) or cuda (ptx plans; the device from --device or "
+                  "POOT_CUDA_DEVICE, else device 0) (default: vulkan)")
       ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
   run->add_option("--device", ropts.device,
                   "which device: an index or a piece of its name (default: POOT_VULKAN_DEVICE, else the first "

@@ -1,13 +1,15 @@
 // Dispatches on the backend name; each backend checks its own driver.
 #include "runtime/backends/backends.h"
 
+#include "runtime/backends/cuda.h"
 #include "runtime/backends/vulkan.h"
 
 namespace poot::rt {
 
 Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device) {
   if (name == "vulkan") return createVulkanBackend(VulkanOptions{device});
-  if (name == "cuda" || name == "hip") {
+  if (name == "cuda") return createCudaBackend(CudaOptions{device});
+  if (name == "hip") {
     Error e = makeError(ErrorKind::Capability, {}, "the " + name + " backend is not part of this build of poot");
     e.capability = "Backend";
     return e;

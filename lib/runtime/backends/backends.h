@@ -1,5 +1,5 @@
-// Opening a backend by the name the tools take (--backend): "vulkan" today;
-// "cuda" and "hip" are names of the contract that this build does not have
+// Opening a backend by the name the tools take (--backend): "vulkan" and
+// "cuda"; "hip" is a name of the contract that this build does not have
 // yet, refused as a capability.
 #pragma once
 
@@ -11,7 +11,8 @@
 
 namespace poot::rt {
 
-// `device` picks the device as VulkanOptions::device does (empty: the default).
+// `device` picks the device as VulkanOptions::device or CudaOptions::device
+// does (empty: the default).
 Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device);
 
 }  // namespace poot::rt

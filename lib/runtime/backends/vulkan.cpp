@@ -125,7 +125,7 @@ class VulkanBackend final : public Backend {
   Status download(BufferId buffer, int64_t offset, void* data, int64_t bytes) override;
   Status copy(BufferId src, BufferId dst, int64_t bytes) override;
   Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry, int64_t workgroupSize,
-                                  int bindings) override;
+                                  int64_t workgroupMemory, int bindings) override;
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
 
@@ -237,7 +237,9 @@ Status VulkanBackend::openLoader() {
   ci.pApplicationInfo = &app;
   if (VkResult r = f_.vkCreateInstance(&ci, nullptr, &instance_); r != VK_SUCCESS) {
     instance_ = VK_NULL_HANDLE;
-    return r == VK_ERROR_INCOMPATIBLE_DRIVER ? unavailable("no vulkan driver is installed") : failed("vkCreateInstance", r);
+    return r == VK_ERROR_INCOMPATIBLE_DRIVER
+               ? unavailable("no installed vulkan driver could create an instance (VK_LOADER_DEBUG=error says why)")
+               : failed("vkCreateInstance", r);
   }
   apiVersion_ = app.apiVersion;
 #define POOT_VK_LOAD_INSTANCE(name)                                                                   \
@@ -541,7 +543,8 @@ Status VulkanBackend::copy(BufferId src, BufferId dst, int64_t bytes) {
 }
 
 Expected<KernelId> VulkanBackend::createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
-                                               int64_t workgroupSize, int bindings) {
+                                               int64_t workgroupSize, int64_t /*workgroupMemory: in the module*/,
+                                               int bindings) {
   if (blob.empty() || blob.size() % 4 != 0 || blob[0] != 0x03 || blob[1] != 0x02 || blob[2] != 0x23 ||
       blob[3] != 0x07)
     return makeError(ErrorKind::Format, {}, "kernel '" + entry + "' is not a spir-v module (" +

@@ -1,0 +1,517 @@
+// The CUDA backend. No CUDA header is needed to build it: the few driver
+// types, enum values and entry points it uses are declared below as the
+// driver API reference gives them, and libcuda.so.1 is dlopen'ed once per
+// process (the versioned symbols, cuMemAlloc_v2 and so on, are the ones
+// cuda.h maps the plain names to) and cuInit'ed. Creation picks a device (an
+// ordinal or a name piece from the options or POOT_CUDA_DEVICE, else device
+// 0), makes its primary context current and creates one stream. Buffers are
+// cuMemAlloc'ed, rounded up to 256 bytes (so a 0-byte buffer exists too);
+// upload and download are synchronous copies at an offset; copy is a device
+// copy followed by a context synchronize. A kernel is a module JIT-compiled
+// from its PTX text (the JIT's error log goes into the error) and its entry
+// function; a kernel past 48 KiB of workgroup memory declares it as one
+// dynamic shared array, so the function is allowed that much dynamic shared
+// memory and every launch passes it. A program is the list of launches
+// (block = workgroup size threads in x, grid = the dispatch's grid, one
+// pointer parameter per binding: the buffer's base plus the range's
+// offset); running it launches each in order on the stream, which orders
+// them, and waits for the stream. Each entry point makes the backend's
+// context current first, so a backend works from any thread.
+#include "runtime/backends/cuda.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+
+namespace poot::rt {
+
+namespace {
+
+// Driver API types.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+// CUresult values.
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+
+// CUdevice_attribute values.
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X = 2;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y = 6;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z = 7;
+constexpr int CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+// CUfunction_attribute values.
+constexpr int CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+// CUjit_option values.
+constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+
+// Static shared memory stops here; past it the PTX declares it dynamic.
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+// Entry point, exported symbol, signature.
+#define POOT_CU_FNS(X)                                                                                         \
+  X(cuGetErrorName, "cuGetErrorName", CUresult(CUresult, const char**))                                       \
+  X(cuGetErrorString, "cuGetErrorString", CUresult(CUresult, const char**))                                   \
+  X(cuInit, "cuInit", CUresult(unsigned))                                                                     \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                                 \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult(int*))                                                     \
+  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice*, int))                                                     \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult(char*, int, CUdevice))                                       \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult(int*, int, CUdevice))                             \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", CUresult(size_t*, CUdevice))                                     \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))                     \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult(CUdevice))                            \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult(CUcontext))                                                  \
+  X(cuCtxSynchronize, "cuCtxSynchronize", CUresult())                                                         \
+  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream*, unsigned))                                          \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                                                \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                                           \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                                              \
+  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                                         \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult(CUdeviceptr, const void*, size_t))                              \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult(void*, CUdeviceptr, size_t))                                    \
+  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", CUresult(CUdeviceptr, CUdeviceptr, size_t))                              \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx", CUresult(CUmodule*, const void*, unsigned, int*, void**))       \
+  X(cuModuleUnload, "cuModuleUnload", CUresult(CUmodule))                                                     \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))                 \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult(int*, int, CUfunction))                                \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult(CUfunction, int, int))                                 \
+  X(cuLaunchKernel, "cuLaunchKernel",                                                                         \
+    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, \
+             void**))
+
+#define POOT_CU_DECLARE(name, symbol, signature) std::add_pointer_t<signature> name = nullptr;
+
+struct Fns {
+  POOT_CU_FNS(POOT_CU_DECLARE)
+};
+
+Error unavailable(const std::string& why) {
+  Error e = makeError(ErrorKind::Capability, {}, "cuda is not available: " + why);
+  e.capability = "Cuda";
+  return e;
+}
+
+Error capability(const char* kind, std::string msg) {
+  Error e = makeError(ErrorKind::Capability, {}, std::move(msg));
+  e.capability = kind;
+  return e;
+}
+
+// "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected".
+std::string describe(const Fns& f, CUresult r) {
+  const char* name = nullptr;
+  if (f.cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) return "CUresult " + std::to_string(r);
+  const char* text = nullptr;
+  if (f.cuGetErrorString(r, &text) != CUDA_SUCCESS || !text) return name;
+  return std::string(name) + ": " + text;
+}
+
+Error failed(const Fns& f, const std::string& call, CUresult r) {
+  return makeError(ErrorKind::Io, {}, "cuda: " + call + " failed (" + describe(f, r) + ")");
+}
+
+// The driver's entry points, loaded and initialized by the first backend
+// and kept until exit, like the library.
+Expected<const Fns*> loadDriver() {
+  static std::mutex mutex;
+  static const Fns* shared = nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (shared) return shared;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!lib) return unavailable(std::string("cannot load libcuda.so.1 (") + dlerror() + ")");
+  Fns f;
+#define POOT_CU_LOAD(name, symbol, signature)                                     \
+  f.name = reinterpret_cast<std::add_pointer_t<signature>>(dlsym(lib, symbol)); \
+  if (!f.name) return unavailable("libcuda.so.1 has no " symbol " (the driver is too old)");
+  POOT_CU_FNS(POOT_CU_LOAD)
+#undef POOT_CU_LOAD
+  if (CUresult r = f.cuInit(0); r != CUDA_SUCCESS) return unavailable("cuInit failed (" + describe(f, r) + ")");
+  shared = new Fns(f);
+  return shared;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(uint8_t(c)));
+  return s;
+}
+
+int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+struct Buf {
+  CUdeviceptr ptr = 0;
+  int64_t bytes = 0;  // as allocated, rounded
+};
+
+struct Kern {
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  std::string entry;
+  int64_t workgroupSize = 0;
+  int64_t dynamicShared = 0;  // bytes each launch passes
+  int bindings = 0;
+};
+
+struct Launch {
+  KernelId kernel = -1;
+  unsigned grid[3] = {1, 1, 1};
+  std::vector<CUdeviceptr> args;  // binding i's device address
+  std::vector<void*> params;      // &args[i], as cuLaunchKernel takes them (moving keeps args' storage)
+};
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override;
+
+  Status init(const CudaOptions& opts);
+
+  const DeviceInfo& info() const override { return info_; }
+  Expected<BufferId> allocate(int64_t bytes) override;
+  Status upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) override;
+  Status download(BufferId buffer, int64_t offset, void* data, int64_t bytes) override;
+  Status copy(BufferId src, BufferId dst, int64_t bytes) override;
+  Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry, int64_t workgroupSize,
+                                  int64_t workgroupMemory, int bindings) override;
+  Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
+  Status run(ProgramId program) override;
+
+ private:
+  Status pickDevice(const CudaOptions& opts);
+  Status readInfo();
+  Expected<int64_t> attribute(int attr, const char* what);
+  Status current();
+  Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
+
+  const Fns* f_ = nullptr;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;  // the device's primary context, retained
+  CUstream stream_ = nullptr;
+  DeviceInfo info_;
+  std::vector<Buf> buffers_;
+  std::vector<Kern> kernels_;
+  std::vector<std::vector<Launch>> programs_;
+};
+
+CudaBackend::~CudaBackend() {
+  if (!context_) return;
+  // Failures are ignored: a context with a sticky error (a faulting kernel)
+  // refuses these calls, and releasing the primary context frees all anyway.
+  f_->cuCtxSetCurrent(context_);
+  if (stream_) {
+    f_->cuStreamSynchronize(stream_);
+    f_->cuStreamDestroy(stream_);
+  }
+  for (Kern& k : kernels_) f_->cuModuleUnload(k.module);
+  for (Buf& b : buffers_) f_->cuMemFree(b.ptr);
+  f_->cuDevicePrimaryCtxRelease(device_);
+}
+
+Status CudaBackend::init(const CudaOptions& opts) {
+  auto f = loadDriver();
+  if (!f) return f.error();
+  f_ = *f;
+  if (auto s = pickDevice(opts); !s) return s;
+  if (CUresult r = f_->cuDevicePrimaryCtxRetain(&context_, device_); r != CUDA_SUCCESS) {
+    context_ = nullptr;
+    return failed(*f_, "cuDevicePrimaryCtxRetain", r);
+  }
+  if (auto s = current(); !s) return s;
+  if (auto s = readInfo(); !s) return s;
+  if (CUresult r = f_->cuStreamCreate(&stream_, 0); r != CUDA_SUCCESS) {
+    stream_ = nullptr;
+    return failed(*f_, "cuStreamCreate", r);
+  }
+  return ok();
+}
+
+Status CudaBackend::pickDevice(const CudaOptions& opts) {
+  int n = 0;
+  if (CUresult r = f_->cuDeviceGetCount(&n); r != CUDA_SUCCESS) return failed(*f_, "cuDeviceGetCount", r);
+  if (n == 0) return unavailable("the driver lists no cuda device");
+  std::vector<std::string> names(size_t(n), "");
+  for (int i = 0; i < n; ++i) {
+    CUdevice d = 0;
+    char name[256] = {};
+    if (CUresult r = f_->cuDeviceGet(&d, i); r != CUDA_SUCCESS) return failed(*f_, "cuDeviceGet", r);
+    if (CUresult r = f_->cuDeviceGetName(name, int(sizeof name), d); r != CUDA_SUCCESS)
+      return failed(*f_, "cuDeviceGetName", r);
+    names[size_t(i)] = name;
+  }
+
+  std::string want = opts.device;
+  if (want.empty())
+    if (const char* env = std::getenv("POOT_CUDA_DEVICE")) want = env;
+  int chosen = want.empty() ? 0 : -1;
+  bool index = !want.empty() && std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(uint8_t(c)); });
+  for (int i = 0; i < n && chosen < 0; ++i) {
+    const std::string& name = names[size_t(i)];
+    if (index ? std::to_string(i) == want
+              : lower(name).find(lower(want)) != std::string::npos || cudaSlug(name) == lower(want))
+      chosen = i;
+  }
+  if (chosen < 0) {
+    std::string list;
+    for (int i = 0; i < n; ++i) list += (i ? ", " : "") + std::to_string(i) + ": " + names[size_t(i)];
+    return capability("Device", "no cuda device matches '" + want + "' (devices: " + list + ")");
+  }
+  if (CUresult r = f_->cuDeviceGet(&device_, chosen); r != CUDA_SUCCESS) return failed(*f_, "cuDeviceGet", r);
+  info_.name = names[size_t(chosen)];
+  return ok();
+}
+
+Expected<int64_t> CudaBackend::attribute(int attr, const char* what) {
+  int v = 0;
+  if (CUresult r = f_->cuDeviceGetAttribute(&v, attr, device_); r != CUDA_SUCCESS)
+    return failed(*f_, std::string("cuDeviceGetAttribute(") + what + ")", r);
+  return int64_t(v);
+}
+
+Status CudaBackend::readInfo() {
+  struct Want {
+    int attr;
+    const char* what;
+    int64_t value = 0;
+  };
+  Want want[] = {{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability major"},
+                 {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability minor"},
+                 {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessor count"},
+                 {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "max shared memory per block opt-in"},
+                 {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block"},
+                 {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, "max block dim x"},
+                 {CU_DEVICE_ATTRIBUTE_WARP_SIZE, "warp size"},
+                 {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, "max grid dim x"},
+                 {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, "max grid dim y"},
+                 {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, "max grid dim z"}};
+  for (Want& w : want) {
+    auto v = attribute(w.attr, w.what);
+    if (!v) return v.error();
+    w.value = *v;
+  }
+  auto [major, minor, units, shared, threads, blockX, warp, gridX, gridY, gridZ] = want;
+  size_t memory = 0;
+  if (CUresult r = f_->cuDeviceTotalMem(&memory, device_); r != CUDA_SUCCESS)
+    return failed(*f_, "cuDeviceTotalMem", r);
+  int version = 0;
+  if (CUresult r = f_->cuDriverGetVersion(&version); r != CUDA_SUCCESS) return failed(*f_, "cuDriverGetVersion", r);
+
+  info_.slug = cudaSlug(info_.name);
+  info_.target = Target::Ptx;
+  info_.arch = "sm_" + std::to_string(major.value) + std::to_string(minor.value);
+  info_.driver = "cuda " + std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+  info_.computeUnits = units.value;
+  info_.workgroupMemoryBytes = shared.value;
+  info_.maxWorkgroupSize = std::min(threads.value, blockX.value);
+  info_.subgroupSize = warp.value;
+  info_.gridLimits[0] = gridX.value;
+  info_.gridLimits[1] = gridY.value;
+  info_.gridLimits[2] = gridZ.value;
+  info_.memoryBytes = int64_t(memory);
+  info_.maxBindingBytes = int64_t(memory);
+  info_.bindingAlignment = 256;
+  info_.f16Storage = true;
+  info_.f16Arith = major.value * 10 + minor.value >= 53;
+  return ok();
+}
+
+Status CudaBackend::current() {
+  if (CUresult r = f_->cuCtxSetCurrent(context_); r != CUDA_SUCCESS) return failed(*f_, "cuCtxSetCurrent", r);
+  return ok();
+}
+
+Expected<BufferId> CudaBackend::allocate(int64_t bytes) {
+  if (auto s = current(); !s) return s.error();
+  Buf b;
+  b.bytes = roundUp(std::max<int64_t>(bytes, 1), 256);
+  if (CUresult r = f_->cuMemAlloc(&b.ptr, size_t(b.bytes)); r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      return capability("MemoryBudget",
+                        "cannot allocate a buffer of " + std::to_string(bytes) + " bytes on " + info_.name);
+    return failed(*f_, "cuMemAlloc", r);
+  }
+  buffers_.push_back(b);
+  return BufferId(buffers_.size() - 1);
+}
+
+Status CudaBackend::checkRange(BufferId buffer, int64_t offset, int64_t bytes) const {
+  if (buffer < 0 || size_t(buffer) >= buffers_.size())
+    return makeError(ErrorKind::Io, {}, "cuda: no buffer " + std::to_string(buffer));
+  if (offset < 0 || bytes < 0 || offset + bytes > buffers_[size_t(buffer)].bytes)
+    return makeError(ErrorKind::Io, {},
+                     "cuda: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                         ") are outside buffer " + std::to_string(buffer) + " of " +
+                         std::to_string(buffers_[size_t(buffer)].bytes) + " bytes");
+  return ok();
+}
+
+Status CudaBackend::upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) {
+  if (auto s = checkRange(buffer, offset, bytes); !s) return s;
+  if (bytes == 0) return ok();
+  if (auto s = current(); !s) return s;
+  CUdeviceptr dst = buffers_[size_t(buffer)].ptr + CUdeviceptr(offset);
+  if (CUresult r = f_->cuMemcpyHtoD(dst, data, size_t(bytes)); r != CUDA_SUCCESS) return failed(*f_, "cuMemcpyHtoD", r);
+  return ok();
+}
+
+Status CudaBackend::download(BufferId buffer, int64_t offset, void* data, int64_t bytes) {
+  if (auto s = checkRange(buffer, offset, bytes); !s) return s;
+  if (bytes == 0) return ok();
+  if (auto s = current(); !s) return s;
+  CUdeviceptr src = buffers_[size_t(buffer)].ptr + CUdeviceptr(offset);
+  if (CUresult r = f_->cuMemcpyDtoH(data, src, size_t(bytes)); r != CUDA_SUCCESS) return failed(*f_, "cuMemcpyDtoH", r);
+  return ok();
+}
+
+Status CudaBackend::copy(BufferId src, BufferId dst, int64_t bytes) {
+  if (auto s = checkRange(src, 0, bytes); !s) return s;
+  if (auto s = checkRange(dst, 0, bytes); !s) return s;
+  if (bytes == 0) return ok();
+  if (auto s = current(); !s) return s;
+  // A device-to-device copy does not wait for itself.
+  if (CUresult r = f_->cuMemcpyDtoD(buffers_[size_t(dst)].ptr, buffers_[size_t(src)].ptr, size_t(bytes));
+      r != CUDA_SUCCESS)
+    return failed(*f_, "cuMemcpyDtoD", r);
+  if (CUresult r = f_->cuCtxSynchronize(); r != CUDA_SUCCESS) return failed(*f_, "cuCtxSynchronize", r);
+  return ok();
+}
+
+Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
+                                             int64_t workgroupSize, int64_t workgroupMemory, int bindings) {
+  if (blob.empty() || std::find(blob.begin(), blob.end(), uint8_t(0)) != blob.end())
+    return makeError(ErrorKind::Format, {}, "kernel '" + entry + "' is not ptx text (" +
+                                                std::to_string(blob.size()) + " bytes)");
+  if (workgroupSize < 1 || workgroupSize > info_.maxWorkgroupSize)
+    return capability("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
+                                           " threads a workgroup, " + info_.name + " holds " +
+                                           std::to_string(info_.maxWorkgroupSize));
+  if (workgroupMemory < 0 || workgroupMemory > info_.workgroupMemoryBytes)
+    return capability("WorkgroupMemory", "kernel '" + entry + "' uses " + std::to_string(workgroupMemory) +
+                                             " bytes of workgroup memory, " + info_.name + " has " +
+                                             std::to_string(info_.workgroupMemoryBytes));
+  if (auto s = current(); !s) return s.error();
+
+  Kern k;
+  k.entry = entry;
+  k.workgroupSize = workgroupSize;
+  k.bindings = bindings;
+  const std::string ptx(blob.begin(), blob.end());  // c_str() is the NUL-terminated image
+  char log[16384] = {};
+  int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log))};
+  if (CUresult r = f_->cuModuleLoadDataEx(&k.module, ptx.c_str(), 2, options, values); r != CUDA_SUCCESS) {
+    Error e = failed(*f_, "cuModuleLoadDataEx for kernel '" + entry + "'", r);
+    std::string text(log, strnlen(log, sizeof log));
+    while (!text.empty() && std::isspace(uint8_t(text.back()))) text.pop_back();
+    if (!text.empty()) e.message += ": " + text;
+    return e;
+  }
+  auto release = [&](Error e) {
+    f_->cuModuleUnload(k.module);
+    return e;
+  };
+  if (CUresult r = f_->cuModuleGetFunction(&k.function, k.module, entry.c_str()); r != CUDA_SUCCESS)
+    return release(failed(*f_, "cuModuleGetFunction for '" + entry + "'", r));
+  // Registers can hold a function below the device's block size.
+  int maxThreads = 0;
+  if (CUresult r = f_->cuFuncGetAttribute(&maxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.function);
+      r != CUDA_SUCCESS)
+    return release(failed(*f_, "cuFuncGetAttribute for '" + entry + "'", r));
+  if (workgroupSize > maxThreads)
+    return release(capability("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
+                                                   " threads a workgroup, its registers allow " +
+                                                   std::to_string(maxThreads) + " on " + info_.name));
+  if (workgroupMemory > kStaticSharedBytes) {
+    k.dynamicShared = workgroupMemory;
+    if (CUresult r = f_->cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            int(workgroupMemory));
+        r != CUDA_SUCCESS)
+      return release(failed(*f_, "cuFuncSetAttribute(max dynamic shared size) for '" + entry + "'", r));
+  }
+  kernels_.push_back(std::move(k));
+  return KernelId(kernels_.size() - 1);
+}
+
+Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& dispatches) {
+  std::vector<Launch> launches;
+  for (const DispatchCommand& d : dispatches) {
+    if (d.kernel < 0 || size_t(d.kernel) >= kernels_.size())
+      return makeError(ErrorKind::Io, {}, "cuda: no kernel " + std::to_string(d.kernel));
+    const Kern& k = kernels_[size_t(d.kernel)];
+    if (int(d.bindings.size()) != k.bindings)
+      return makeError(ErrorKind::Io, {}, "cuda: a dispatch binds " + std::to_string(d.bindings.size()) +
+                                              " buffers, its kernel takes " + std::to_string(k.bindings));
+    Launch l;
+    l.kernel = d.kernel;
+    for (int i = 0; i < 3; ++i) l.grid[i] = unsigned(d.grid[i]);
+    for (const BufferRange& b : d.bindings) {
+      if (auto s = checkRange(b.buffer, b.offset, b.bytes); !s) return s.error();
+      if (b.offset % info_.bindingAlignment)
+        return makeError(ErrorKind::Io, {}, "cuda: binding offset " + std::to_string(b.offset) +
+                                                " is not a multiple of " + std::to_string(info_.bindingAlignment));
+      l.args.push_back(buffers_[size_t(b.buffer)].ptr + CUdeviceptr(b.offset));
+    }
+    for (CUdeviceptr& a : l.args) l.params.push_back(&a);
+    launches.push_back(std::move(l));
+  }
+  programs_.push_back(std::move(launches));
+  return ProgramId(programs_.size() - 1);
+}
+
+Status CudaBackend::run(ProgramId program) {
+  if (program < 0 || size_t(program) >= programs_.size())
+    return makeError(ErrorKind::Io, {}, "cuda: no program " + std::to_string(program));
+  if (auto s = current(); !s) return s;
+  for (Launch& l : programs_[size_t(program)]) {
+    const Kern& k = kernels_[size_t(l.kernel)];
+    CUresult r = f_->cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
+                                    unsigned(k.dynamicShared), stream_, l.params.data(), nullptr);
+    if (r != CUDA_SUCCESS) return failed(*f_, "cuLaunchKernel for '" + k.entry + "'", r);
+  }
+  // A kernel that faults is reported here, by the wait.
+  if (CUresult r = f_->cuStreamSynchronize(stream_); r != CUDA_SUCCESS) return failed(*f_, "cuStreamSynchronize", r);
+  return ok();
+}
+
+}  // namespace
+
+std::string cudaSlug(const std::string& name) {
+  std::string out;
+  int depth = 0;
+  for (char c : name) {
+    if (c == '(') ++depth;
+    else if (c == ')') depth = std::max(0, depth - 1);
+    else if (depth == 0 && std::isalnum(uint8_t(c))) out += char(std::tolower(uint8_t(c)));
+    else if (depth == 0 && !out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  if (out.empty()) return "nvidia-gpu";
+  return out == "nvidia" || out.rfind("nvidia-", 0) == 0 ? out : "nvidia-" + out;
+}
+
+Expected<std::unique_ptr<Backend>> createCudaBackend(const CudaOptions& opts) {
+  auto b = std::make_unique<CudaBackend>();
+  if (auto s = b->init(opts); !s) return s.error();
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace poot::rt
