@@ -41,6 +41,15 @@ Expected<std::vector<kir::Kernel>> generateKir(const Plan& p, const DeviceProfil
     auto kernel = generateKernel(GenInput{k.request, d, k.entry, grid});
     if (!kernel) return inKernel(p, f, k, kernel.error());
     if (auto s = kir::verify(*kernel); !s) return inKernel(p, f, k, s.error());
+    // The plan records the schedule's workgroup memory, which the runtime
+    // checks against the device and a CUDA launch passes on: it must be
+    // what the kernel declares.
+    if (kernel->sharedBytes() != k.request.schedule.workgroupMemory)
+      return inKernel(p, f, k,
+                      makeError(ErrorKind::Verify, {},
+                                "internal: the kernel declares " + std::to_string(kernel->sharedBytes()) +
+                                    " bytes of workgroup memory, its schedule " +
+                                    std::to_string(k.request.schedule.workgroupMemory)));
     out.push_back(std::move(*kernel));
   }
   return out;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
+#include <cstring>
 
 #include "oracle/npy.h"
 #include "oracle/random.h"
@@ -40,10 +42,14 @@ Expected<Tensor> slotValue(const Value& p, const std::string& text) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size()) return readNpy(text);
-  if (!fitsDType(double(v), p.type.dtype))
-    return makeError(ErrorKind::Range, {}, "--slot " + p.name + "=" + text + " does not fit " + dtypeName(p.type.dtype));
+  if (p.type.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
+    return makeError(ErrorKind::Range, {}, "--slot " + p.name + "=" + text + " does not fit i32");
+  // Slots are i32 or i64: the integer's own bytes, exactly (no double).
   Tensor t(p.type);
-  for (int64_t i = 0; i < t.size(); ++i) t.set(i, double(v));
+  int32_t v32 = int32_t(v);
+  size_t bytes = size_t(dtypeBytes(p.type.dtype));
+  for (int64_t i = 0; i < t.size(); ++i)
+    std::memcpy(t.bytes.data() + size_t(i) * bytes, bytes == 4 ? static_cast<const void*>(&v32) : &v, bytes);
   return t;
 }
 

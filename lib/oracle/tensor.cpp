@@ -26,16 +26,6 @@ void store(std::vector<uint8_t>& b, int64_t i, T v) {
   std::memcpy(b.data() + size_t(i) * sizeof(T), &v, sizeof(T));
 }
 
-// v narrowed to f32 rounding to odd; exact values (and infinities, NaN) pass
-// unchanged. A later RNE rounding to fewer than 22 mantissa bits then equals
-// the correctly rounded narrowing of v itself.
-float roundToOddF32(double v) {
-  float f = float(v);
-  if (!std::isfinite(v) || double(f) == v) return f;
-  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);  // truncate
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
-}
-
 template <class I>
 I saturate(double v) {
   if (std::isnan(v)) return 0;
@@ -46,6 +36,14 @@ I saturate(double v) {
 }
 
 }  // namespace
+
+float roundToOddF32(double v) {
+  float f = float(v);
+  if (!std::isfinite(v) || double(f) == v) return f;
+  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);  // truncate
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
 
 uint16_t floatToHalf(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);

@@ -30,6 +30,11 @@ struct Tensor {
   void set(int64_t i, double v);
 };
 
+// v narrowed to f32 rounding to odd; exact values (and infinities, NaN) pass
+// unchanged. A later round-to-nearest-even to fewer than 22 mantissa bits
+// (f16, bf16) then equals the correctly rounded narrowing of v itself.
+float roundToOddF32(double v);
+
 // IEEE binary16 and bfloat16 conversions, round-to-nearest-even, NaN kept NaN.
 uint16_t floatToHalf(float f);
 float halfToFloat(uint16_t h);

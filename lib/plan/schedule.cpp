@@ -59,7 +59,9 @@ Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv) {
 Schedule combineSchedule(int64_t lanes, int64_t splits) { return Schedule{"split-kv-combine", lanes, splits, lanes, 0}; }
 
 Schedule plainSchedule(const std::string& kind, const DeviceProfile& d) {
-  return Schedule{kind, 0, 1, std::min(kPlainWorkgroup, d.max_workgroup_size), 0};
+  int64_t w = std::min(kPlainWorkgroup, d.max_workgroup_size);
+  // A guard folds one in-range flag (an i32) per thread in workgroup memory.
+  return Schedule{kind, 0, 1, w, kind == "guard" ? w * 4 : 0};
 }
 
 std::string printSchedule(const Schedule& s) {

@@ -56,7 +56,8 @@ Schedule streamingSchedule(int64_t lanes, int64_t dv);
 Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv);
 Schedule combineSchedule(int64_t lanes, int64_t splits);
 // kind "elementwise", "reduce", "matmul", "rows" or "guard": min(256,
-// max_workgroup_size) threads, no workgroup memory.
+// max_workgroup_size) threads; no workgroup memory, except a guard's one
+// i32 flag per thread.
 Schedule plainSchedule(const std::string& kind, const DeviceProfile& d);
 
 // "streaming lanes=64 splits=1 workgroup=64 memory=16896": the kind, then

@@ -14,7 +14,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
-#include <set>
 
 namespace poot::rt {
 

@@ -242,6 +242,12 @@ TEST_CASE("gen: binary and compare with broadcasting") {
   check("graph g\ninput %a : f32[3,4]\ninput %b : f32[4]\n%p = Abs(%a) : f32[3,4]\n%r = Pow(%p, %b) : f32[3,4]\n"
         "output %r\n",
         kTrans);
+  // std::pow's special cases: a negative base with an integral exponent (odd
+  // and even), with a fractional one (NaN), zero bases, y == 0 and x == 1.
+  const double kInfinity = std::numeric_limits<double>::infinity();
+  check("graph g\ninput %a : f32[10]\ninput %b : f32[10]\n%r = Pow(%a, %b) : f32[10]\noutput %r\n", kTrans,
+        {{"a", tensorOf("f32[10]", {-2, -2, -1.5, -3, 0, 0, kNaN, 1, -kInfinity, 2.5})},
+         {"b", tensorOf("f32[10]", {2, 3, -2, 0.5, 2, -1, 0, kNaN, 3, -1.5})}});
   for (const char* op : {"And", "Or", "Eq", "Ne"})
     check(std::string("graph g\ninput %a : bool[3,1]\ninput %b : bool[1,6]\n%r = ") + op +
               "(%a, %b) : bool[3,6]\noutput %r\n",

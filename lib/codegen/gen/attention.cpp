@@ -179,7 +179,7 @@ Expected<kir::Kernel> genAttention(const GenInput& in) {
   Form f = formOf(in.request);
   if (s.lanes < 1) return makeError(ErrorKind::Capability, {}, "attention schedule " + s.kind + " has no lanes");
   int64_t scratch = s.kind == "streaming" ? 0 : f.B * f.Hq * f.Lq * s.splits * (f.Dv + 2);
-  if (auto indexable = gen::checkIndexWidth(in.request, scratch); !indexable) return indexable.error();
+  if (auto indexable = gen::checkIndexWidth(in, scratch); !indexable) return indexable.error();
   if (s.kind == "streaming") return streaming(in, f);
   if (s.kind != "split-kv-partials" && s.kind != "split-kv-combine")
     return makeError(ErrorKind::Capability, {}, "no attention generator for schedule " + s.kind);

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "codegen/gen/index.h"
+#include "oracle/tensor.h"
 
 namespace poot {
 
@@ -29,21 +30,12 @@ using namespace gen;
 
 constexpr size_t kMaxConstantList = 4096;
 
-// v narrowed to f32 rounding to odd, so that the store's second rounding to
-// f16 or bf16 is the correctly rounded narrowing of v, as the oracle does it.
-float toOddF32(double v) {
-  float f = float(v);
-  if (!std::isfinite(v) || double(f) == v) return f;
-  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
-}
-
 // A Constant value of dtype t, as the value the store then writes exactly.
 V constValue(Builder& b, DType t, double v) {
   switch (t) {
     case DType::F32: return b.f32(v);
     case DType::F16:
-    case DType::BF16: return b.f32(toOddF32(v));
+    case DType::BF16: return b.f32(roundToOddF32(v));
     case DType::I32: return b.i32(int64_t(v));
     case DType::I64: return b.i64(int64_t(v));
     case DType::Bool: return b.boolean(v != 0);
@@ -118,7 +110,7 @@ V binaryValue(Builder& b, Op op, V x, V y) {
     case Op::Div: return isF ? b.div(x, y) : intDiv(b, x, y);
     case Op::Max: return maxOf(b, x, y);
     case Op::Min: return minOf(b, x, y);
-    case Op::Pow: return b.binary(Opc::Pow, x, y);
+    case Op::Pow: return b.pow(x, y);
     case Op::And: return b.binary(Opc::And, x, y);
     case Op::Or: return b.binary(Opc::Or, x, y);
     case Op::Lt: return b.lt(x, y);

@@ -64,16 +64,20 @@ struct Frame {
   std::vector<int32_t> in, out;
 };
 
-// Indices are i32, and a thread id may run one workgroup past the last item,
-// so a request with a buffer (its operands, results, or `extra` elements of
-// scratch) of 2^31 - workgroupSize elements or more is refused (IndexWidth).
-inline Status checkIndexWidth(const KernelRequest& r, int64_t extra = 0) {
+// Indices are i32: every buffer (its operands, results, or `extra` elements
+// of scratch) and every thread id of the folded grid (x * y workgroups,
+// which may pass the count by up to x - 1 workgroups) must fit, or the
+// request is refused (IndexWidth).
+inline Status checkIndexWidth(const GenInput& gi, int64_t extra = 0) {
+  const KernelRequest& r = gi.request;
   int64_t most = extra;
   for (const std::vector<Type>* types : {&r.operands, &r.results})
     for (const Type& t : *types) most = std::max(most, numel(t.shape));
-  if (most <= (int64_t(1) << 31) - 1 - r.schedule.workgroupSize) return ok();
+  int64_t threads = gi.grid[0] * gi.grid[1] * r.schedule.workgroupSize;
+  if (most <= INT32_MAX && threads <= int64_t(INT32_MAX) + 1) return ok();
   return refuse("IndexWidth", r,
-                "a buffer of " + std::to_string(most) + " elements is more than 32-bit kernel indices address");
+                "a buffer of " + std::to_string(most) + " elements or a grid of " + std::to_string(threads) +
+                    " threads is more than 32-bit kernel indices address");
 }
 
 // Opens the kernel of `gi`: every binding gets a buffer of its type's element
@@ -81,7 +85,7 @@ inline Status checkIndexWidth(const KernelRequest& r, int64_t extra = 0) {
 inline Expected<Frame> openKernel(const GenInput& gi) {
   const KernelRequest& r = gi.request;
   int64_t wg = r.schedule.workgroupSize;
-  if (auto s = checkIndexWidth(r); !s) return s.error();
+  if (auto s = checkIndexWidth(gi); !s) return s.error();
   Frame f{Builder(gi.entry, wg, gi.grid[0]), {}, {}};
   for (size_t i = 0; i < r.operands.size(); ++i)
     f.in.push_back(f.b.buffer("operand" + std::to_string(i), r.operands[i].dtype, numel(r.operands[i].shape), false));

@@ -20,7 +20,7 @@ Expected<kir::Kernel> genSelectedAttention(const GenInput& in) {
   const KernelRequest& r = in.request;
   if (r.schedule.kind != "streaming" || r.schedule.lanes < 1)
     return makeError(ErrorKind::Capability, {}, "no selected attention generator for schedule " + r.schedule.kind);
-  if (auto indexable = gen::checkIndexWidth(r); !indexable) return indexable.error();
+  if (auto indexable = gen::checkIndexWidth(in); !indexable) return indexable.error();
   TypeQuery attrs = attn::attrsOf(r);
   const Shape &qs = r.operands[0].shape, &ks = r.operands[1].shape;
   int64_t B = qs[0], Hq = qs[1], Lq = qs[2], Dk = qs[3], Lk = ks[2], Hkv = ks[1], Dv = r.results[0].shape[3];
@@ -51,9 +51,12 @@ Expected<kir::Kernel> genSelectedAttention(const GenInput& in) {
     states.begin(lane);
     b.forRange(b.i32(0), b.i32(K + 1), 1, [&](V j) {
       // Slot j's block: ids[j], or the own block for j == K (the load's index
-      // clamped so that it stays in bounds there).
-      V word = attn::loadIndex(b, ids, b.add(idAt, b.min(j, b.i32(K - 1))), -1, NB);
-      V blk = b.select(b.lt(j, b.i32(K)), word, own);
+      // clamped so that it stays in bounds there; with K == 0 there is no id).
+      V blk = own;
+      if (K > 0) {
+        V word = attn::loadIndex(b, ids, b.add(idAt, b.min(j, b.i32(K - 1))), -1, NB);
+        blk = b.select(b.lt(j, b.i32(K)), word, own);
+      }
       int32_t fresh = b.var(kir::Scalar::Bool, b.binary(kir::Opc::And, b.ge(blk, b.i32(0)), b.lt(blk, b.i32(NB))));
       b.forRange(b.i32(0), j, 1, [&](V e) {
         V earlier = attn::loadIndex(b, ids, b.add(idAt, e), -1, NB);

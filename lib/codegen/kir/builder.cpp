@@ -3,15 +3,17 @@
 #include "codegen/kir/builder.h"
 
 #include <cassert>
+#include <cmath>
 #include <utility>
 
 namespace poot::kir {
 
 namespace {
 
-bool isBinaryOp(Opc op) { return op >= Opc::Add && op <= Opc::ShrL; }
-bool isUnaryOp(Opc op) { return op >= Opc::Neg && op <= Opc::Floor; }
-bool isCompareOp(Opc op) { return op >= Opc::Lt && op <= Opc::Ne; }
+// For the type asserts (compiled out with NDEBUG).
+[[maybe_unused]] bool isBinaryOp(Opc op) { return op >= Opc::Add && op <= Opc::ShrL; }
+[[maybe_unused]] bool isUnaryOp(Opc op) { return op >= Opc::Neg && op <= Opc::Floor; }
+[[maybe_unused]] bool isCompareOp(Opc op) { return op >= Opc::Lt && op <= Opc::Ne; }
 
 Elem storageOf(DType t) {
   switch (t) {
@@ -129,6 +131,19 @@ V Builder::erf(V x) {
   poly = mul(poly, t);
   V y = sub(f32(1.0), mul(poly, exp(neg(mul(ax, ax)))));
   return select(lt(x, f32(0.0)), neg(y), y);
+}
+
+V Builder::pow(V x, V y) {
+  assert(typeOf(x) == Scalar::F32 && typeOf(y) == Scalar::F32);
+  V zero = f32(0.0), one = f32(1.0), inf = f32(INFINITY);
+  V ax = unary(Opc::Abs, x);
+  V r = select(eq(ax, zero), select(gt(y, zero), zero, inf), binary(Opc::Pow, ax, y));
+  V integral = eq(unary(Opc::Floor, y), y);
+  V half = mul(y, f32(0.5));
+  V odd = binary(Opc::And, integral, ne(unary(Opc::Floor, half), half));
+  V negative = select(integral, select(odd, neg(r), r), f32(NAN));
+  r = select(lt(x, zero), negative, r);
+  return select(binary(Opc::Or, eq(y, zero), eq(x, one)), one, r);
 }
 
 V Builder::load(int32_t buffer, V index) {

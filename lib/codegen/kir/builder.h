@@ -56,6 +56,10 @@ class Builder {
   V tanh(V a) { return unary(Opc::Tanh, a); }
   V neg(V a) { return unary(Opc::Neg, a); }
   V erf(V a);  // f32, absolute error under 2e-7
+  // C's pow on f32, with std::pow's special cases (a negative base with an
+  // integral exponent, zero bases, y == 0 and x == 1 giving 1); Opc::Pow
+  // itself is only ever given a base >= 0, where every emitter agrees.
+  V pow(V x, V y);
 
   V compare(Opc op, V a, V b);
   V lt(V a, V b) { return compare(Opc::Lt, a, b); }

@@ -32,7 +32,9 @@
 //    bool -> number is 0/1; number -> bool is `!= 0`. Bitcast: f32 <-> i32.
 //  - For(lo, hi) {body} runs its induction value i = lo, lo + step, ... while
 //    i < hi (i32, signed); the For instruction's own id is that value inside
-//    the body.
+//    the body. Generators keep hi + step within i32 (the LLVM lowering adds
+//    without wrap); the interpreter and the SPIR-V writer also stop a loop
+//    whose next value would wrap.
 //  - Barrier: every thread of the workgroup reaches it (generators only place
 //    it in workgroup-uniform control flow); it orders workgroup memory.
 #pragma once
