@@ -152,16 +152,8 @@ inline void checkKirMatchesOracle(const Graph& g, const DeviceProfile& d, uint64
   auto got = runOnKir(g, d, params);
   REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
   CHECK(got->validations == want->validations);
-  auto compare = [&](const char* kind, const std::map<std::string, Tensor>& x, const std::map<std::string, Tensor>& y) {
-    REQUIRE(x.size() == y.size());
-    for (const auto& [name, t] : x) {
-      std::string what = std::string(kind) + " " + name;
-      REQUIRE_MESSAGE(y.count(name), what);
-      checkClose(what, t, y.at(name), tol);
-    }
-  };
-  compare("output", want->outputs, got->outputs);
-  compare("state", want->states, got->states);
+  checkSameByName("output", want->outputs, got->outputs, tol);
+  checkSameByName("state", want->states, got->states, tol);
 }
 
 }  // namespace poot::testing

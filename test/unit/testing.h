@@ -177,6 +177,18 @@ inline void checkClose(const std::string& what, const Tensor& before, const Tens
 // The oracle on both graphs with the same random parameters (drawn from
 // `seed` for `before`): the same outputs and states, by name, within tol,
 // and the same validations.
+// The same names in `want` and `got`, each tensor within tol (checkClose);
+// `kind` ("output", "state") labels the failures.
+inline void checkSameByName(const char* kind, const std::map<std::string, Tensor>& want,
+                            const std::map<std::string, Tensor>& got, Tolerance tol) {
+  REQUIRE(want.size() == got.size());
+  for (const auto& [name, t] : want) {
+    std::string what = std::string(kind) + " " + name;
+    REQUIRE_MESSAGE(got.count(name), what);
+    checkClose(what, t, got.at(name), tol);
+  }
+}
+
 inline void checkSameResults(const Graph& before, const Graph& after, uint64_t seed, Tolerance tol) {
   CAPTURE(seed);
   auto params = completeParams(before, {}, seed);
@@ -185,16 +197,8 @@ inline void checkSameResults(const Graph& before, const Graph& after, uint64_t s
   REQUIRE_MESSAGE(bool(a), (a ? "" : a.error().str()));
   REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
   CHECK(a->validations == b->validations);
-  auto compare = [&](const char* kind, const std::map<std::string, Tensor>& x, const std::map<std::string, Tensor>& y) {
-    REQUIRE(x.size() == y.size());
-    for (const auto& [name, t] : x) {
-      std::string what = std::string(kind) + " " + name;
-      REQUIRE_MESSAGE(y.count(name), what);
-      checkClose(what, t, y.at(name), tol);
-    }
-  };
-  compare("output", a->outputs, b->outputs);
-  compare("state", a->states, b->states);
+  checkSameByName("output", a->outputs, b->outputs, tol);
+  checkSameByName("state", a->states, b->states, tol);
 }
 
 }  // namespace poot::testing
