@@ -278,19 +278,26 @@ TypeResult ruleReduce(const TypeQuery& q) {
   return one(out);
 }
 
+// a [..., m, k] x b [..., k, n], or b [..., n, k] read transposed with
+// {transpose_b=true} (the layout checkpoints store a linear layer's weight
+// in). The operands share a dtype, except that an f32 a may take a two-byte
+// float b: each element is widened exactly, the result is f32.
 TypeResult ruleMatMul(const TypeQuery& q) {
   const Type& a = q.operands[0];
   const Type& b = q.operands[1];
-  if (auto e = needSameDType(q, 0, 1); !e.empty()) return fail(e);
+  bool widened = a.dtype == DType::F32 && (b.dtype == DType::BF16 || b.dtype == DType::F16);
+  if (!widened)
+    if (auto e = needSameDType(q, 0, 1); !e.empty()) return fail(e);
   if (a.dtype == DType::Bool) return fail(operandStr(q, 0) + " must be numeric");
   if (a.rank() < 2 || b.rank() < 2) return fail("matmul operands must have rank 2 or more");
+  bool transposed = flagAttr(*q.attrs, "transpose_b");
   int64_t k = a.shape[a.rank() - 1];
-  if (b.shape[b.rank() - 2] != k)
-    return fail("contracted dimensions differ: " + a.str() + " x " + b.str());
+  if (b.shape[b.rank() - (transposed ? 1 : 2)] != k)
+    return fail("contracted dimensions differ: " + a.str() + " x " + b.str() + (transposed ? " transposed" : ""));
   auto batch = broadcastShapes(Shape(a.shape.begin(), a.shape.end() - 2), Shape(b.shape.begin(), b.shape.end() - 2));
   if (!batch) return fail("batch dimensions of " + a.str() + " and " + b.str() + " do not broadcast");
   batch->push_back(a.shape[a.rank() - 2]);
-  batch->push_back(b.shape[b.rank() - 1]);
+  batch->push_back(b.shape[b.rank() - (transposed ? 2 : 1)]);
   return one(Type{a.dtype, *batch});
 }
 
@@ -480,7 +487,7 @@ std::vector<OpInfo> buildTable() {
   for (auto [op, name] : std::initializer_list<std::pair<Op, const char*>>{
            {Op::ReduceSum, "ReduceSum"}, {Op::ReduceMax, "ReduceMax"}, {Op::ReduceMin, "ReduceMin"}})
     t.push_back({op, name, OpClass::Reduce, 1, 1, 1, {kAxis, {"keepdim", K::Bool}}, ruleReduce});
-  t.push_back({Op::MatMul, "MatMul", OpClass::Contract, 2, 2, 1, {}, ruleMatMul});
+  t.push_back({Op::MatMul, "MatMul", OpClass::Contract, 2, 2, 1, {{"transpose_b", K::Bool, true}}, ruleMatMul});
   t.push_back({Op::TopK, "TopK", OpClass::Contract, 1, 1, 2, {{"k", K::Int}}, ruleTopK});
   t.push_back({Op::IndexGuard, "IndexGuard", OpClass::Data, 1, 1, 2, {{"lo", K::Int}, {"hi", K::Int}}, ruleIndexGuard});
   t.push_back({Op::Attention, "Attention", OpClass::Formed, 3, 7, 1,
@@ -546,6 +553,12 @@ const AttrValue* TypeQuery::attr(std::string_view name) const {
     if (a.name == name) return &a.value;
   return nullptr;
 }
+bool flagAttr(const Attrs& attrs, std::string_view name) {
+  for (const Attr& a : attrs)
+    if (a.name == name) return std::get<bool>(a.value);
+  return false;
+}
+
 int64_t TypeQuery::attrInt(std::string_view name) const { return std::get<int64_t>(*attr(name)); }
 double TypeQuery::attrFloat(std::string_view name) const { return std::get<double>(*attr(name)); }
 const std::string& TypeQuery::attrSym(std::string_view name) const { return std::get<std::string>(*attr(name)); }

@@ -97,6 +97,10 @@ std::optional<Op> parseOp(std::string_view name);
 const std::vector<OpInfo>& opTable();
 const AttrSpec* findAttrSpec(const OpInfo& info, std::string_view name);
 
+// An optional Bool attribute (MatMul's transpose_b): its value, false when
+// absent.
+bool flagAttr(const Attrs& attrs, std::string_view name);
+
 // Sorts attributes into the op table's order (the canonical one the printer
 // and the verifier expect); names the op does not know go last, in their order.
 void sortAttrs(const OpInfo& info, Attrs& attrs);

@@ -459,20 +459,24 @@ Status evalReduce(Ctx& c) {
 
 // ---------------------------------------------------------------- contractions
 
-// [..., m, k] x [..., k, n] with broadcast batch axes; for each result element
-// the k products are summed in increasing k in an f32 (int64) accumulator.
+// [..., m, k] x [..., k, n] (or b [..., n, k] when `transposed`) with
+// broadcast batch axes; for each result element the k products are summed in
+// increasing k in an f32 (int64) accumulator.
 template <class T>
 void matmul(const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& out, const Shape& as, const Shape& bs,
-            const Shape& os) {
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+            const Shape& os, bool transposed) {
+  int64_t m = as[as.size() - 2], k = as.back(), n = os.back();
   Shape batch(os.begin(), os.end() - 2);
   Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  std::vector<T> bt(size_t(k * n));  // one batch of b, transposed to [n, k]
+  std::vector<T> bt(size_t(k * n));  // one batch of b as [n, k]
   walk<2>(batch, {bcastStrides(ab, batch), bcastStrides(bb, batch)}, [&](int64_t i, auto& off) {
     const T* pa = a.data() + off[0] * m * k;
     const T* pb = b.data() + off[1] * k * n;
-    for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t j = 0; j < n; ++j) bt[size_t(j * k + kk)] = pb[kk * n + j];
+    if (transposed)
+      std::copy(pb, pb + k * n, bt.begin());
+    else
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t j = 0; j < n; ++j) bt[size_t(j * k + kk)] = pb[kk * n + j];
     T* po = out.data() + i * m * n;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j) {
@@ -496,11 +500,11 @@ Status evalMatMul(Ctx& c) {
   const Type& rt = c.types[0];
   if (isFloat(a.dtype())) {
     std::vector<float> out(size_t(numel(rt.shape)));
-    matmul(asF32(a), asF32(b), out, a.shape(), b.shape(), rt.shape);
+    matmul(asF32(a), asF32(b), out, a.shape(), b.shape(), rt.shape, flagAttr(c.e.attrs, "transpose_b"));
     c.out = {fromF32(rt, out)};
   } else {
     std::vector<int64_t> out(size_t(numel(rt.shape)));
-    matmul(asI64(a), asI64(b), out, a.shape(), b.shape(), rt.shape);
+    matmul(asI64(a), asI64(b), out, a.shape(), b.shape(), rt.shape, flagAttr(c.e.attrs, "transpose_b"));
     c.out = {fromI64(rt, out)};
   }
   return ok();

@@ -68,6 +68,7 @@ Expected<bool> runRanges(Graph& g, PassContext& ctx);           // ranges.cpp
 const ValueRanges& rangesFor(const Graph& g, PassContext& ctx);
 Expected<bool> runAttentionRewrite(Graph& g, PassContext& ctx); // attention.cpp
 Expected<bool> runSelection(Graph& g, PassContext& ctx);        // selection.cpp
+Expected<bool> runMatMulOperands(Graph& g, PassContext& ctx);   // matmul_operands.cpp
 Expected<bool> runCleanup(Graph& g, PassContext& ctx);          // cleanup.cpp
 Expected<bool> runGuardsFirst(Graph& g, PassContext& ctx);      // guards_first.cpp
 

@@ -1,8 +1,10 @@
 // The pass pipeline, in order: canonicalize -> rope -> ranges ->
-// attention-rewrite -> selection -> cleanup -> guards-first. Recognition
-// passes need canonical chains; the attention rewrite needs RoPE already
-// formed (so its q and k chains end in one eqn) and the value ranges that
-// prove lengths and maps; selection runs on what attention left; cleanup
+// attention-rewrite -> selection -> matmul-operands -> cleanup -> guards-first.
+// Recognition passes need canonical chains; the attention rewrite needs RoPE
+// already formed (so its q and k chains end in one eqn) and the value ranges
+// that prove lengths and maps; selection runs on what attention left;
+// matmul-operands folds weight transposes only once both have read the
+// MatMul(q, Transpose(k)) chains they match; cleanup
 // removes what the rewrites orphaned; guards-first, last, orders the graph
 // for the validation channel (guards before any state write) once no pass
 // adds or removes eqns.
@@ -21,6 +23,9 @@ const std::vector<Pass>& pipeline() {
        runAttentionRewrite},
       {"selection", "replace the sparse indexer's block selection and its attention with BlockTopK and SelectedAttention",
        runSelection},
+      {"matmul-operands",
+       "fold a Transpose of the last two axes and a widening Convert into the MatMul that reads them",
+       runMatMulOperands},
       {"cleanup", "remove eqns whose results reach no output, state or validation", runCleanup},
       {"guards-first", "move index guards and what they need ahead of every other eqn", runGuardsFirst},
   };

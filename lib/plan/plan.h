@@ -33,7 +33,19 @@ namespace poot {
 //                        Scratch, writes the result
 //   "elementwise"        one thread per result element (every data-movement,
 //                        unary, binary, compare, select, convert and Rope op)
-//   "reduce", "matmul"   one thread per result element
+//   "reduce"             one thread per result element
+//   "gemv"               MatMul with few rows (decode): `kLanes` threads
+//                        share each group of threadN output columns,
+//                        splitting K between them in runs of `vector`
+//                        elements (one wide load each), `unroll` runs of b
+//                        in flight, then fold their partial sums in
+//                        workgroup memory; a workgroup computes threadM
+//                        rows of workgroupSize / kLanes * threadN columns
+//   "gemm"               MatMul with many rows (prefill): a workgroup
+//                        computes a tileM x tileN block of the result,
+//                        stepping K by tileK through tiles of a and b staged
+//                        in workgroup memory; each thread keeps a threadM x
+//                        threadN register tile
 //   "rows"               TopK, BlockTopK: one thread per result row
 //   "guard"              IndexGuard: one workgroup striding over the elements
 struct Schedule {
@@ -42,6 +54,10 @@ struct Schedule {
   int64_t splits = 1;          // split-KV: chunks of the key range
   int64_t workgroupSize = 0;   // threads per workgroup
   int64_t workgroupMemory = 0; // bytes of workgroup memory
+  // MatMul tiling; 0 in every kind that has none.
+  int64_t kLanes = 0, unroll = 0, vector = 0;        // gemv
+  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step
+  int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns
   bool operator==(const Schedule&) const = default;
 };
 

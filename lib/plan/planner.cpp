@@ -101,6 +101,7 @@ class Planner {
     switch (e.op) {
       case Op::Attention: return planAttention(i, e);
       case Op::SelectedAttention: return planSelected(i, e);
+      case Op::MatMul: return planMatMul(i, e);
       default: return planPlain(i, e);
     }
   }
@@ -194,12 +195,26 @@ class Planner {
     return ok();
   }
 
+  Status planMatMul(int32_t i, const Eqn& e) {
+    const Shape& as = g_.type(e.operands[0]).shape;
+    const Shape& os = g_.type(e.results[0]).shape;
+    int64_t m = as[as.size() - 2], k = as.back(), n = os.back();
+    int64_t batch = numel(os) / (m * n);
+    MatMulDecision c =
+        chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
+                     g_.type(e.operands[1]).dtype, d_);
+    int64_t groups = matmulWorkgroups(c.schedule, batch, m, n);
+    auto grid = gridFor(e, "op MatMul", groups, c.schedule.kind + " workgroups");
+    if (!grid) return grid.error();
+    dispatch(kernel(request(e, std::move(c.schedule))), i, *grid, operands(e), results(e));
+    return ok();
+  }
+
   Status planPlain(int32_t i, const Eqn& e) {
     const Type& r = g_.type(e.results[0]);
     std::string kind = "elementwise", unit = "elements";
     int64_t count = numel(r.shape);
     if (opInfo(e.op).cls == OpClass::Reduce) kind = "reduce";
-    if (e.op == Op::MatMul) kind = "matmul";
     if (e.op == Op::TopK || e.op == Op::BlockTopK) {
       kind = "rows";
       unit = "rows";

@@ -64,9 +64,119 @@ Schedule plainSchedule(const std::string& kind, const DeviceProfile& d) {
   return Schedule{kind, 0, 1, w, kind == "guard" ? w * 4 : 0};
 }
 
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Threads a device needs resident to cover its memory latency, per compute
+// unit: an H200 SM holds 2048, and half of that already keeps enough loads
+// in flight for a streaming read (Little's law at about 4 TB/s and 1 us).
+constexpr int64_t kThreadsPerUnit = 1024;
+
+// The gemm tilings, largest first: every one has 256 threads but the last
+// (64), a K step of 16, and (tileM + tileN + 2 pads) * tileK f32 of
+// workgroup memory.
+struct GemmTile {
+  int64_t m, n, k, tm, tn;
+  int64_t threads() const { return (m / tm) * (n / tn); }
+  int64_t memory() const { return (m + n + 2 * gemmPad(k)) * k * 4; }
+};
+constexpr GemmTile kGemmTiles[] = {
+    {128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 64, 16, 2, 4}, {16, 16, 16, 2, 2}};
+
+// The widest run of b a thread loads at once: 16 bytes, when K keeps every
+// row of a and b (and so every run) aligned to it; 1 for a plain b, whose
+// runs would go along N.
+int64_t vectorOf(int64_t k, bool transposedB, DType b) {
+  if (!transposedB) return 1;
+  int64_t v = 16 / dtypeBytes(b);
+  while (v > 1 && k % v != 0) v /= 2;
+  return v;
+}
+
+MatMulDecision gemv(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType bType,
+                    const DeviceProfile& d, std::string why) {
+  Schedule s{"gemv", 0, 1, std::min(kPlainWorkgroup, d.max_workgroup_size), 0};
+  s.threadM = std::min(m, kGemvRows);
+  s.threadN = 1, s.kLanes = 1, s.unroll = 1, s.vector = 1;
+  if (a == DType::I64) {
+    why += "; i64 partial sums do not fold in workgroup memory (f32 or i32 only), so one thread a column";
+    return {s, why};
+  }
+  // Each thread keeps up to 4 columns, so one load of a row of a serves
+  // them all, and about 64 bytes of b in flight.
+  s.vector = vectorOf(k, transposedB, bType);
+  s.threadN = std::min<int64_t>(4, m);
+  // The partials of every output and thread fold in workgroup memory, one
+  // padding word a row (the fold reads down a column without bank conflicts).
+  auto memory = [&] { return s.threadM * s.threadN * (s.workgroupSize + 1) * 4; };
+  while (s.threadN > 1 && memory() > d.workgroup_memory_bytes) s.threadN /= 2;
+  while (s.workgroupSize > 32 && memory() > d.workgroup_memory_bytes) s.workgroupSize /= 2;
+  if (memory() > d.workgroup_memory_bytes) {
+    why += "; its partials do not fit the workgroup memory, so one thread a column";
+    s.threadN = 1, s.vector = 1;
+    return {s, why};
+  }
+  // K lanes: a transposed b is read along its rows, so start at 32 lanes (a
+  // run of 32 vectors of one row); a plain b along its columns, so keep at
+  // least 8 column groups a workgroup (a 32-byte run of one row). Then double
+  // the lanes while the columns alone do not give the device kThreadsPerUnit
+  // threads a unit, and while every lane still gets a vector of K.
+  int64_t cap = 1;
+  while (cap * 2 * s.vector <= k && cap * 2 <= (transposedB ? s.workgroupSize : s.workgroupSize / 8)) cap *= 2;
+  int64_t g = std::min(transposedB ? int64_t(32) : int64_t(1), cap);
+  auto threads = [&](int64_t lanes) {
+    return batch * ceilDiv(m, s.threadM) * ceilDiv(n, s.workgroupSize / lanes * s.threadN) * s.workgroupSize;
+  };
+  while (g * 2 <= cap && threads(g) < d.compute_units * kThreadsPerUnit) g *= 2;
+  s.kLanes = g;
+  s.workgroupMemory = g > 1 ? memory() : 0;
+  while (s.unroll * s.threadN < 4 && g * s.vector * s.unroll * 2 <= k) s.unroll *= 2;
+  why += "; " + str(g) + " lanes split K=" + str(k) + " in runs of " + str(s.vector) + " for " +
+         str(s.workgroupSize / g * s.threadN) + " columns a workgroup, " + str(threads(g)) + " threads on " +
+         str(d.compute_units) + " compute units";
+  return {s, why};
+}
+
+}  // namespace
+
+MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
+                            const DeviceProfile& d) {
+  if (m <= kGemvMaxRows)
+    return gemv(batch, m, k, n, transposedB, a, b, d,
+                str(m) + " rows: one read of b serves " + str(std::min(m, kGemvRows)) + " of them");
+  if (a == DType::I64) return gemv(batch, m, k, n, transposedB, a, b, d, str(m) + " rows of i64");
+  const GemmTile* pick = nullptr;
+  for (const GemmTile& t : kGemmTiles) {
+    if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes) continue;
+    pick = &t;
+    if (batch * ceilDiv(m, t.m) * ceilDiv(n, t.n) >= d.compute_units) break;
+  }
+  if (!pick)
+    return gemv(batch, m, k, n, transposedB, a, b, d,
+                str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
+                    " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
+  Schedule s{"gemm", 0, 1, pick->threads(), pick->memory()};
+  s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
+  s.vector = vectorOf(k, transposedB, b);
+  return {s, str(m) + " rows: the largest tile giving " + str(d.compute_units) + " compute units a workgroup each (" +
+                 str(matmulWorkgroups(s, batch, m, n)) + " workgroups), or the smallest that fits"};
+}
+
+int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n) {
+  if (s.kind == "gemm") return batch * ceilDiv(m, s.tileM) * ceilDiv(n, s.tileN);
+  return batch * ceilDiv(m, s.threadM) * ceilDiv(n, s.workgroupSize / s.kLanes * s.threadN);
+}
+
 std::string printSchedule(const Schedule& s) {
-  return s.kind + " lanes=" + str(s.lanes) + " splits=" + str(s.splits) + " workgroup=" + str(s.workgroupSize) +
-         " memory=" + str(s.workgroupMemory);
+  std::string out = s.kind + " lanes=" + str(s.lanes) + " splits=" + str(s.splits) +
+                    " workgroup=" + str(s.workgroupSize) + " memory=" + str(s.workgroupMemory);
+  if (s.kind == "gemv")
+    out += " k_lanes=" + str(s.kLanes) + " unroll=" + str(s.unroll) + " vector=" + str(s.vector);
+  if (s.kind == "gemm")
+    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
+  if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
+  return out;
 }
 
 }  // namespace poot

@@ -55,13 +55,35 @@ inline int64_t partialStateBytes(int64_t rows, int64_t splits, int64_t dv) { ret
 Schedule streamingSchedule(int64_t lanes, int64_t dv);
 Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv);
 Schedule combineSchedule(int64_t lanes, int64_t splits);
-// kind "elementwise", "reduce", "matmul", "rows" or "guard": min(256,
+// kind "elementwise", "reduce", "rows" or "guard": min(256,
 // max_workgroup_size) threads; no workgroup memory, except a guard's one
 // i32 flag per thread.
 Schedule plainSchedule(const std::string& kind, const DeviceProfile& d);
 
+// The MatMul schedule for a [batch..., m, k] x [k, n] (or transposed [n, k])
+// product (a and b of those dtypes), and the reason it was chosen. Up to
+// kGemvMaxRows rows a "gemv", reading b once for every kGemvRows of them;
+// more rows a "gemm", whose tile is the largest that still gives every
+// compute unit a workgroup. The rules, in words, are in docs/planner.md.
+constexpr int64_t kGemvRows = 16;
+constexpr int64_t kGemvMaxRows = 64;
+struct MatMulDecision {
+  Schedule schedule;
+  std::string reason;
+};
+MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
+                            const DeviceProfile& d);
+// Words of padding after each k row of a gemm's staged tiles: 32 / tileK,
+// so the tileK stores of neighbouring threads into one tile column fall in
+// different banks.
+inline int64_t gemmPad(int64_t tileK) { return 32 / tileK; }
+// The workgroups a MatMul schedule launches for that product.
+int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n);
+
 // "streaming lanes=64 splits=1 workgroup=64 memory=16896": the kind, then
-// every field, always in this order.
+// every field, always in this order; the MatMul fields follow only in the
+// kinds that have them ("gemv ... k_lanes=32 unroll=4 vector=4 thread=1x1",
+// "gemm ... tile=128x128x8 thread=8x8").
 std::string printSchedule(const Schedule& s);
 
 }  // namespace poot

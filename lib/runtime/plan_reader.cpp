@@ -227,7 +227,9 @@ class Reader {
         out.request.attrs.push_back(Attr{a->name()->str(), *v});
       }
     const fbp::Schedule& s = *r.schedule();
-    out.request.schedule = Schedule{s.kind()->str(), s.lanes(), s.splits(), s.workgroup_size(), s.workgroup_memory()};
+    out.request.schedule = Schedule{s.kind()->str(), s.lanes(),    s.splits(),  s.workgroup_size(), s.workgroup_memory(),
+                                    s.k_lanes(),     s.unroll(),   s.vector(),    s.tile_m(),         s.tile_n(),
+                                    s.tile_k(),      s.thread_m(), s.thread_n()};
     out.request.text = r.text()->str();
     if (out.workgroupSize < 0 || out.workgroupMemory < 0)
       return fail(where, "negative workgroup size or memory");

@@ -369,7 +369,10 @@ bool hasAttention(const Graph& g) {
   return false;
 }
 
-// Whole tiny models: f32 matmuls, norms and softmaxes over small widths. As
+// Whole tiny models: f32 matmuls, norms and softmaxes over small widths,
+// within 1e-4 (1 + |want|): the matmul kernels sum in another order than the
+// oracle (docs/codegen.md), so a result near zero after cancellation is only
+// close in absolute terms. As
 // traced and after the rope pass they hold primitive ops (and Rope) only;
 // fully compiled, those that still hold attention are left to the attention
 // generators' tests.
@@ -387,7 +390,7 @@ TEST_CASE("gen: tiny graphs on the generated kernels") {
         REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
       }
       if (std::string(stop) == "all" && hasAttention(g)) continue;
-      checkGraph(g, relativeToLarger(1e-4));
+      checkGraph(g, testing::relativeToBefore(1e-4));
     }
   }
 }

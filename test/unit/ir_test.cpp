@@ -374,9 +374,24 @@ TEST_CASE("MatMul: batched, with broadcast batch dims") {
   CHECK(errorOf(check(Op::MatMul, {"f32[3]", "f32[3,4]"})) == "matmul operands must have rank 2 or more");
   CHECK(errorOf(check(Op::MatMul, {"f32[2,5,3]", "f32[3,3,4]"})) ==
         "batch dimensions of f32[2,5,3] and f32[3,3,4] do not broadcast");
-  CHECK(errorOf(check(Op::MatMul, {"f32[2,3]", "f16[3,4]"})) ==
-        "operand 1 (f32[2,3]) and operand 2 (f16[3,4]) must have the same dtype");
+  CHECK(errorOf(check(Op::MatMul, {"f16[2,3]", "f32[3,4]"})) ==
+        "operand 1 (f16[2,3]) and operand 2 (f32[3,4]) must have the same dtype");
+  CHECK(errorOf(check(Op::MatMul, {"f32[2,3]", "i32[3,4]"})) ==
+        "operand 1 (f32[2,3]) and operand 2 (i32[3,4]) must have the same dtype");
+  // An f32 a widens a two-byte b; the result is f32.
+  CHECK(typeOf(check(Op::MatMul, {"f32[2,3]", "f16[3,4]"})) == "f32[2,4]");
+  CHECK(typeOf(check(Op::MatMul, {"f32[1,2,3]", "bf16[3,4]"})) == "f32[1,2,4]");
   CHECK(errorOf(check(Op::MatMul, {"bool[2,3]", "bool[3,4]"})) == "operand 1 (bool[2,3]) must be numeric");
+}
+
+TEST_CASE("MatMul: transpose_b reads b as [..., n, k]") {
+  CHECK(typeOf(check(Op::MatMul, {"f32[2,3]", "f32[4,3]"}, {aBool("transpose_b", true)})) == "f32[2,4]");
+  CHECK(typeOf(check(Op::MatMul, {"f32[2,5,3]", "bf16[7,3]"}, {aBool("transpose_b", true)})) == "f32[2,5,7]");
+  CHECK(typeOf(check(Op::MatMul, {"f32[2,3]", "f32[3,4]"}, {aBool("transpose_b", false)})) == "f32[2,4]");
+  CHECK(errorOf(check(Op::MatMul, {"f32[2,3]", "f32[3,4]"}, {aBool("transpose_b", true)})) ==
+        "contracted dimensions differ: f32[2,3] x f32[3,4] transposed");
+  CHECK(errorOf(check(Op::MatMul, {"f32[2,3]", "f32[4,3]"}, {aInt("transpose_b", 1)})).find("transpose_b") !=
+        std::string::npos);
 }
 
 TEST_CASE("TopK: two results") {

@@ -393,7 +393,53 @@ TEST_CASE("kir interpret: a workgroup reduction in shared memory across barriers
   }
 }
 
+TEST_CASE("kir interpret: wide loads give each lane its element, widened as a load") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<float> x = randomFloats(rng, kN);
+  std::vector<uint16_t> bf(kN), h(kN);
+  for (size_t i = 0; i < size_t(kN); ++i) bf[i] = uint16_t(rng()), h[i] = uint16_t(rng());
+  // Thread t reads the run at 4 * (t / 4) of x and 8 * (t / 8) of bf and h,
+  // and stores the lane that is its own element.
+  Builder bl("vec", kW, kGridX);
+  int32_t fx = bl.buffer("x", DType::F32, kN, false), fb = bl.buffer("bf", DType::BF16, kN, false);
+  int32_t fh = bl.buffer("h", DType::F16, kN, false), out = bl.buffer("out", DType::F32, kN * 3, true);
+  V i = bl.add(bl.mul(bl.workgroupId(), bl.i32(kW)), bl.local());
+  for (int64_t j = 0; j < 3; ++j) {
+    int64_t w = j == 0 ? 4 : 8;
+    int32_t buf = j == 0 ? fx : j == 1 ? fb : fh;
+    std::vector<V> run = bl.loadVec(buf, bl.mul(bl.div(i, bl.i32(w)), bl.i32(w)), w);
+    V mine = run[0];
+    for (int64_t e = 1; e < w; ++e) mine = bl.select(bl.eq(bl.rem(i, bl.i32(w)), bl.i32(e)), run[size_t(e)], mine);
+    bl.store(out, bl.add(bl.i32(j * kN), i), mine);
+  }
+  std::vector<uint8_t> xb = toBytes(x), bfb = toBytes(bf), hb = toBytes(h), ob(size_t(kN) * 12, 0xff);
+  runOk(bl.finish(), kGridY, {&xb, &bfb, &hb, &ob});
+  for (size_t j = 0; j < size_t(kN); ++j) {
+    CAPTURE(j);
+    CHECK(same(at<float>(ob, j), x[j]));
+    CHECK(same(at<float>(ob, size_t(kN) + j), bf16ToFloat(bf[j])));
+    CHECK(same(at<float>(ob, 2 * size_t(kN) + j), halfToFloat(h[j])));
+  }
+}
+
 TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
+  SUBCASE("a wide load off its alignment or past the buffer") {
+    for (int64_t start : {2, 8}) {
+      Builder bl("vec_oob", 2, 1);
+      int32_t in = bl.buffer("x", DType::F32, 10, false), out = bl.buffer("y", DType::F32, 2, true);
+      std::vector<V> run = bl.loadVec(in, bl.add(bl.mul(bl.local(), bl.i32(4)), bl.i32(start)), 4);
+      bl.store(out, bl.local(), run[3]);
+      std::vector<uint8_t> x(40), y(8);
+      std::string e = errorOf(interpret(bl.finish(), 1, {&x, &y}));
+      CAPTURE(e);
+      CHECK(e.find(start == 2 ? "(load.vec): elements [2, 6) are not an aligned run in [0, 10) of buffer 0 (x) in "
+                                "workgroup (0, 0) thread 0"
+                              : "(load.vec): elements [8, 12) are not an aligned run in [0, 10) of buffer 0 (x) in "
+                                "workgroup (0, 0) thread 0") != std::string::npos);
+    }
+  }
   SUBCASE("a load past the buffer's elements names the kernel, the instruction and the index") {
     Builder bl("oob_load", 8, 1);
     int32_t in = bl.buffer("x", DType::F32, 10, false), out = bl.buffer("y", DType::F32, 16, true);
@@ -444,6 +490,37 @@ TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
 }
 
 TEST_CASE("kir verify: rejects each malformed kernel") {
+  SUBCASE("a wide load used other than through lane, of a written buffer, too wide, or a lane past it") {
+    auto kernel = [](bool written, int64_t width, DType t) {
+      Builder bl("vec", 1, 1);
+      bl.buffer("x", t, 16, written);
+      Kernel k = bl.finish();
+      V idx = V(k.insts.size());
+      k.insts.push_back(Inst{Opc::Const, Scalar::I32});
+      Inst vec{Opc::LoadVec, t == DType::F32 ? Scalar::F32 : Scalar::I32, {idx}, 0};
+      vec.imm = width;
+      k.insts.push_back(vec);
+      k.body.items = {idx, idx + 1};
+      return k;
+    };
+    // The kernel holds %0 (the index) and %1 (the load.vec); a reader is %2.
+    auto reading = [&](Inst reader) {
+      Kernel k = kernel(false, 4, DType::F32);
+      k.insts.push_back(std::move(reader));
+      k.body.items.push_back(2);
+      return errorOf(verify(k));
+    };
+    CHECK(reading(Inst{Opc::Add, Scalar::F32, {1, 1}}) == "kernel vec: %2 (add): reads the load.vec %1 other than through lane");
+    Inst lane{Opc::Lane, Scalar::F32, {1}};
+    lane.imm = 4;
+    CHECK(reading(lane) == "kernel vec: %2 (lane): lane 4 of a load.vec of 4");
+    CHECK(reading(Inst{Opc::Lane, Scalar::F32, {0}}) == "kernel vec: %2 (lane): operand %0 is not a load.vec");
+    CHECK(errorOf(verify(kernel(true, 4, DType::F32))) == "kernel vec: %1 (load.vec): a wide load of written buffer 0 (x)");
+    CHECK(errorOf(verify(kernel(false, 8, DType::F32))) ==
+          "kernel vec: %1 (load.vec): 8 f32 elements are more than 16 bytes");
+    CHECK(errorOf(verify(kernel(false, 3, DType::BF16))) == "kernel vec: %1 (load.vec): width 3 is not 2, 4 or 8");
+    CHECK(bool(verify(kernel(false, 8, DType::BF16))));
+  }
   SUBCASE("operand types differ") {
     Builder bl("mix", 1, 1);
     V a = bl.i32(1), b = bl.f32(2);

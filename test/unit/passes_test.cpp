@@ -1,10 +1,12 @@
-// Unit tests of the pass pipeline and the cleanup pass: dead eqns go, live
-// ones (outputs, state updates, validation witnesses and what feeds them)
-// stay, and the pipeline honours stopAfter and reports every pass it ran.
+// Unit tests of the pass pipeline, the cleanup pass (dead eqns go, live
+// ones, outputs, state updates, validation witnesses and what feeds them,
+// stay), matmul-operands and guards-first; the pipeline honours stopAfter
+// and reports every pass it ran.
 #include <doctest/doctest.h>
 
 #include "ir/text.h"
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 #include "testing.h"
 
 using namespace poot;
@@ -59,6 +61,45 @@ TEST_CASE("the pipeline reports each pass and stops where asked") {
   CHECK(ran == std::vector<std::string>{pipeline().front().name});
   CHECK(findPass("cleanup") != nullptr);
   CHECK(findPass("nosuch") == nullptr);
+}
+
+TEST_CASE("matmul-operands folds weight transposes and widening converts without changing results") {
+  const char* text =
+      "graph g\n"
+      "input %x : f32[2,3,8]\n"
+      "weight %w : f32[16,8]\n"
+      "weight %wb : bf16[8,16]\n"
+      "input %q : f32[2,4,3,8]\n"
+      "input %k : f32[2,4,5,8]\n"
+      "%wt = Transpose(%w) {perm=[1, 0]} : f32[8,16]\n"
+      "%y1 = MatMul(%x, %wt) : f32[2,3,16]\n"
+      "%wbt = Transpose(%wb) {perm=[1, 0]} : bf16[16,8]\n"
+      "%wbf = Convert(%wbt) : f32[16,8]\n"
+      "%y2 = MatMul(%y1, %wbf) : f32[2,3,8]\n"
+      "%kt = Transpose(%k) {perm=[0, 1, 3, 2]} : f32[2,4,8,5]\n"
+      "%y3 = MatMul(%q, %kt) : f32[2,4,3,5]\n"
+      "output %y2\n"
+      "output %y3\n";
+  Graph g = parse(text);
+  PassContext ctx;
+  auto changed = runMatMulOperands(g, ctx);
+  REQUIRE(bool(changed));
+  CHECK(*changed);
+  CHECK(eraseDeadEqns(g));
+  REQUIRE(bool(verify(g)));
+  std::vector<Op> order;
+  for (const Eqn& e : g.eqns) {
+    order.push_back(e.op);
+    CHECK(flagAttr(e.attrs, "transpose_b"));
+  }
+  CHECK(order == std::vector<Op>{Op::MatMul, Op::MatMul, Op::MatMul});
+  CHECK(g.type(g.eqns[1].operands[1]).dtype == DType::BF16);
+  // The same sums in the same order: bit for bit.
+  testing::checkSameResults(parse(text), g, testing::freshSeed(), testing::relativeToBefore(0));
+  auto again = runMatMulOperands(g, ctx);
+  REQUIRE(bool(again));
+  CHECK_FALSE(*again);
+  CHECK(ctx.remarks.empty());
 }
 
 TEST_CASE("guards-first moves each guard and its cone ahead of every state write") {

@@ -388,7 +388,7 @@ TEST_CASE("plan: plain kernels get one thread per result element, 256 per workgr
   REQUIRE(p.dispatches.size() == 5);
   std::vector<std::string> kinds;
   for (const Dispatch& d : p.dispatches) kinds.push_back(p.kernels[size_t(d.kernel)].request.schedule.kind);
-  CHECK(kinds == std::vector<std::string>{"elementwise", "reduce", "matmul", "rows", "guard"});
+  CHECK(kinds == std::vector<std::string>{"elementwise", "reduce", "gemv", "rows", "guard"});
   CHECK(p.dispatches[0].grid[0] == 16);  // 4000 elements
   CHECK(p.dispatches[1].grid[0] == 1);
   CHECK(p.dispatches[2].grid[0] == 1);
@@ -401,6 +401,48 @@ TEST_CASE("plan: plain kernels get one thread per result element, 256 per workgr
   s.maxwg = 64;
   CHECK(plan(g, s.make()).kernels[0].request.schedule.workgroupSize == 64);
   CHECK(plan(g, s.make()).dispatches[0].grid[0] == 63);
+}
+
+TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and the device") {
+  DeviceProfile h200 = target("nvidia-h200");
+  // Decode on the H200: a transposed f32 weight in runs of 4, lanes doubled
+  // until the launch has 1024 threads a compute unit.
+  MatMulDecision q = chooseMatMul(1, 1, 4096, 4096, true, DType::F32, DType::F32, h200);
+  CHECK(printSchedule(q.schedule) ==
+        "gemv lanes=0 splits=1 workgroup=256 memory=1028 k_lanes=64 unroll=4 vector=4 thread=1x1");
+  CHECK(q.reason ==
+        "1 rows: one read of b serves 1 of them; 64 lanes split K=4096 in runs of 4 for 4 columns a workgroup, "
+        "262144 threads on 132 compute units");
+  CHECK(matmulWorkgroups(q.schedule, 1, 1, 4096) == 1024);
+  // A bf16 weight in runs of 8; K = 4100 only in runs of 4 (4100 = 4 * 1025).
+  CHECK(chooseMatMul(1, 1, 4096, 4096, true, DType::F32, DType::BF16, h200).schedule.vector == 8);
+  CHECK(chooseMatMul(1, 1, 4100, 4096, true, DType::F32, DType::BF16, h200).schedule.vector == 4);
+  CHECK(chooseMatMul(1, 1, 4101, 4096, true, DType::F32, DType::F32, h200).schedule.vector == 1);
+  // A plain b is read across columns: one element at a time, at most T / 8 lanes.
+  Schedule plain = chooseMatMul(1, 8, 4096, 4096, false, DType::F32, DType::F32, h200).schedule;
+  CHECK(plain.vector == 1);
+  CHECK(plain.kLanes <= 32);
+  CHECK(plain.threadM == 8);
+  CHECK(plain.threadN == 4);
+  // 64 rows are still a gemv (four reads of b); 65 a gemm whose tile gives
+  // the 132 units a workgroup each.
+  CHECK(chooseMatMul(1, 64, 4096, 4096, true, DType::F32, DType::F32, h200).schedule.kind == "gemv");
+  Schedule g = chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, h200).schedule;
+  CHECK(printSchedule(g) == "gemm lanes=0 splits=1 workgroup=256 memory=8448 tile=64x64x16 vector=4 thread=4x4");
+  CHECK(matmulWorkgroups(g, 1, 512, 4096) == 512);
+  CHECK(chooseMatMul(1, 512, 4096, 128256, true, DType::F32, DType::F32, h200).schedule.tileM == 128);
+  // i64 sums do not fold in workgroup memory; 16-byte tiles do not fit 2 KiB.
+  MatMulDecision i64 = chooseMatMul(1, 100, 8, 8, true, DType::I64, DType::I64, h200);
+  CHECK(i64.schedule.kind == "gemv");
+  CHECK(i64.schedule.kLanes == 1);
+  CHECK(i64.schedule.workgroupMemory == 0);
+  CHECK(i64.reason.find("i64 partial sums do not fold") != std::string::npos);
+  Synth tiny;
+  tiny.lds = 2048;
+  MatMulDecision small = chooseMatMul(1, 100, 64, 64, true, DType::F32, DType::F32, tiny.make());
+  CHECK(small.schedule.kind == "gemv");
+  CHECK(small.reason.find("no gemm tile fits the device's workgroup (1024 threads, 2048 bytes)") != std::string::npos);
+  CHECK(small.schedule.workgroupMemory <= 2048);
 }
 
 TEST_CASE("plan: a request prints as one line with its types, attributes and schedule") {

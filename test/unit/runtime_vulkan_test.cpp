@@ -4,11 +4,16 @@
 // data, with bindings that are ranges of one buffer; a recorded program
 // replays on new data; consecutive dispatches see each other's writes; a
 // device copy copies; 0-byte buffers and bindings work; a blob that is not
-// SPIR-V and an unknown device are refused with typed errors. And poot
-// probe's profile of this device loads with the compiler's loadProfile and
-// agrees with targets/lavapipe.yaml.
+// SPIR-V and an unknown device are refused with typed errors. The same
+// dispatches and moves run again with the staging path forced (buffers in
+// device-local memory the host never maps, bytes moved by staging copies in
+// chunks): random bytes of odd sizes, above the chunk size and at odd offsets
+// come back byte for byte, including after the staging buffer has held other
+// data. And poot probe's profile of this device loads with the compiler's
+// loadProfile and agrees with targets/lavapipe.yaml.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -71,27 +76,56 @@ T take(Expected<T> e) {
   return e.take();
 }
 
-}  // namespace
-
-TEST_CASE("runtime vulkan: lavapipe is found and described") {
-  auto b = lavapipe();
-  const rt::DeviceInfo& d = b->info();
-  CHECK(d.slug == "lavapipe");
-  CHECK(d.name.find("llvmpipe") != std::string::npos);
-  CHECK(d.target == rt::Target::Spirv);
-  CHECK(d.maxWorkgroupSize == 1024);
-  CHECK(d.workgroupMemoryBytes == 32768);
-  CHECK(d.f16Storage);
-
-  auto none = rt::createVulkanBackend({"no-such-gpu"});
-  REQUIRE(!none);
-  CHECK(none.error().kind == ErrorKind::Capability);
-  CHECK(none.error().message.find("no vulkan device matches 'no-such-gpu'") != std::string::npos);
-  CHECK(bool(rt::createVulkanBackend({"0"})));
+std::vector<uint8_t> randomBytes(size_t n) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, n - i));
+  }
+  return v;
 }
 
-TEST_CASE("runtime vulkan: dispatches compute on buffer ranges, replay, and see earlier writes") {
-  auto b = lavapipe();
+std::vector<uint8_t> downloadBytes(rt::Backend& b, rt::BufferId buf, int64_t offset, size_t n) {
+  std::vector<uint8_t> out(n);
+  auto s = b.download(buf, offset, out.data(), int64_t(n));
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  return out;
+}
+
+void uploadBytes(rt::Backend& b, rt::BufferId buf, int64_t offset, const std::vector<uint8_t>& v) {
+  auto s = b.upload(buf, offset, v.data(), int64_t(v.size()));
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+}
+
+// The first index where two byte vectors differ, or -1 (doctest would print
+// megabytes for a failed ==).
+int64_t firstDifference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  auto m = std::mismatch(a.begin(), a.end(), b.begin());
+  return m.first == a.end() ? -1 : int64_t(m.first - a.begin());
+}
+
+// lavapipe with the staging path forced, optionally with smaller chunks.
+std::unique_ptr<rt::Backend> stagedLavapipe(int64_t chunkBytes = 0) {
+  setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
+  rt::VulkanOptions o;
+  o.device = "lavapipe";
+  o.staging = true;
+  o.stagingChunkBytes = chunkBytes;
+  auto b = rt::createVulkanBackend(o);
+  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
+  rt::VulkanMemoryChoice m = rt::vulkanMemoryChoice(**b);
+  REQUIRE_MESSAGE(m.staging, m.summary);
+  CHECK(m.stagedReads);
+  CHECK(m.summary.rfind("staging: buffers in type 0 (device-local", 0) == 0);
+  return b.take();
+}
+
+// Two dispatches of kAdd over ranges of one buffer, replayed on new data,
+// then a device copy and a refused out-of-range upload.
+void checkDispatches(rt::Backend& be) {
+  rt::Backend* b = &be;
   const size_t n = 1000;  // not a multiple of the workgroup
   // a and b share one buffer (as arena ranges do), at 256-aligned offsets.
   rt::BufferId ab = take(b->allocate(8192));
@@ -126,6 +160,38 @@ TEST_CASE("runtime vulkan: dispatches compute on buffer ranges, replay, and see 
   // Out of range moves are refused.
   std::vector<float> big(3000);
   CHECK(!b->upload(c, 0, big.data(), int64_t(big.size() * 4)));
+  CHECK(!b->download(c, 0, big.data(), int64_t(big.size() * 4)));
+}
+
+}  // namespace
+
+TEST_CASE("runtime vulkan: lavapipe is found and described") {
+  auto b = lavapipe();
+  const rt::DeviceInfo& d = b->info();
+  CHECK(d.slug == "lavapipe");
+  CHECK(d.name.find("llvmpipe") != std::string::npos);
+  CHECK(d.target == rt::Target::Spirv);
+  CHECK(d.maxWorkgroupSize == 1024);
+  CHECK(d.workgroupMemoryBytes == 32768);
+  CHECK(d.f16Storage);
+
+  auto none = rt::createVulkanBackend({"no-such-gpu"});
+  REQUIRE(!none);
+  CHECK(none.error().kind == ErrorKind::Capability);
+  CHECK(none.error().message.find("no vulkan device matches 'no-such-gpu'") != std::string::npos);
+  CHECK(bool(rt::createVulkanBackend({"0"})));
+}
+
+TEST_CASE("runtime vulkan: dispatches compute on buffer ranges, replay, and see earlier writes") {
+  auto b = lavapipe();
+  if (!std::getenv("POOT_VULKAN_STAGING")) {
+    // lavapipe's one memory type is device-local and host-visible: mapped.
+    rt::VulkanMemoryChoice m = rt::vulkanMemoryChoice(*b);
+    CHECK_MESSAGE(!m.staging, m.summary);
+    CHECK(!m.stagedReads);
+    CHECK(m.summary.rfind("mapped: buffers in type 0 (device-local, host-visible", 0) == 0);
+  }
+  checkDispatches(*b);
 }
 
 TEST_CASE("runtime vulkan: 0-byte buffers and bindings, and refused blobs") {
@@ -145,6 +211,98 @@ TEST_CASE("runtime vulkan: 0-byte buffers and bindings, and refused blobs") {
   REQUIRE(!wide);
   CHECK(wide.error().kind == ErrorKind::Capability);
   CHECK(!b->record({{add, {1, 1, 1}, {{one, 0, 4}}}}));  // too few bindings
+}
+
+TEST_CASE("runtime vulkan: staging: dispatches compute on buffer ranges, replay, and see earlier writes") {
+  // 1 KiB chunks: each 4000-byte move takes four staging copies.
+  auto b = stagedLavapipe(1024);
+  CHECK(rt::vulkanMemoryChoice(*b).chunkBytes == 1024);
+  checkDispatches(*b);
+  // 0-byte buffers and moves.
+  rt::BufferId empty = take(b->allocate(0));
+  CHECK(bool(b->upload(empty, 0, nullptr, 0)));
+  CHECK(bool(b->download(empty, 0, nullptr, 0)));
+  // Too large for the device: a MemoryBudget capability error.
+  auto huge = b->allocate(int64_t(1) << 44);
+  REQUIRE(!huge);
+  CHECK(huge.error().kind == ErrorKind::Capability);
+  CHECK_MESSAGE(huge.error().capability == "MemoryBudget", huge.error().str());
+}
+
+TEST_CASE("runtime vulkan: staging: odd sizes, offsets and sizes past the chunk come back byte for byte") {
+  for (int64_t chunk : {int64_t(0), int64_t(4096)}) {  // 64 MiB, and 4 KiB (hundreds of chunks a move)
+    CAPTURE(chunk);
+    auto b = stagedLavapipe(chunk);
+    int64_t chunkBytes = rt::vulkanMemoryChoice(*b).chunkBytes;
+    CHECK(chunkBytes == (chunk ? chunk : int64_t(64) << 20));
+
+    // A whole odd-sized buffer.
+    const size_t n = 1000003;
+    rt::BufferId x = take(b->allocate(int64_t(n)));
+    auto xs = randomBytes(n);
+    uploadBytes(*b, x, 0, xs);
+    CHECK(firstDifference(downloadBytes(*b, x, 0, n), xs) == -1);
+
+    // Another buffer through the same staging buffer, then x again: what
+    // comes back is x's, not what staging last held.
+    rt::BufferId y = take(b->allocate(int64_t(n)));
+    auto ys = randomBytes(n);
+    uploadBytes(*b, y, 0, ys);
+    CHECK(firstDifference(downloadBytes(*b, x, 0, n), xs) == -1);
+    CHECK(firstDifference(downloadBytes(*b, y, 0, n), ys) == -1);
+
+    // A sub-range at an odd offset overwrites just those bytes; sub-range
+    // downloads at odd offsets, one of them crossing the patch's edge.
+    const int64_t at = 12345;
+    auto patch = randomBytes(77777);
+    uploadBytes(*b, x, at, patch);
+    std::copy(patch.begin(), patch.end(), xs.begin() + at);
+    CHECK(firstDifference(downloadBytes(*b, x, 0, n), xs) == -1);
+    CHECK(firstDifference(downloadBytes(*b, x, at, patch.size()), patch) == -1);
+    auto across = downloadBytes(*b, x, 3, 20001);
+    CHECK(firstDifference(across, std::vector<uint8_t>(xs.begin() + 3, xs.begin() + 3 + 20001)) == -1);
+    // The tail the size rounds up to (256 bytes) is in range; past it is not.
+    const int64_t rounded = (int64_t(n) + 255) / 256 * 256;
+    uint8_t tail[5];
+    CHECK(bool(b->download(x, rounded - 5, tail, 5)));
+    CHECK(!b->download(x, rounded - 4, tail, 5));
+    CHECK(!b->upload(x, -1, tail, 1));
+    CHECK(bool(b->upload(x, 7, tail, 0)));
+
+    // A device copy between staged buffers.
+    rt::BufferId z = take(b->allocate(int64_t(n)));
+    REQUIRE(bool(b->copy(x, z, int64_t(n))));
+    CHECK(firstDifference(downloadBytes(*b, z, 0, n), xs) == -1);
+
+    // Past the chunk size (and an odd size and offset, so the last chunk is
+    // partial): with 64 MiB chunks the staging buffer grows for this.
+    const size_t big = size_t(chunkBytes) + 54321;
+    rt::BufferId w = take(b->allocate(int64_t(big) + 1001));
+    auto ws = randomBytes(big);
+    uploadBytes(*b, w, 1001, ws);
+    CHECK(firstDifference(downloadBytes(*b, w, 1001, big), ws) == -1);
+    CHECK(firstDifference(downloadBytes(*b, x, 0, n), xs) == -1);
+  }
+}
+
+TEST_CASE("runtime vulkan: POOT_VULKAN_STAGING forces the staging path") {
+  const char* before = std::getenv("POOT_VULKAN_STAGING");
+  std::string saved = before ? before : "";
+  setenv("POOT_VULKAN_STAGING", "1", 1);
+  auto staged = lavapipe();
+  setenv("POOT_VULKAN_STAGING", "0", 1);
+  auto mapped = lavapipe();
+  if (before) setenv("POOT_VULKAN_STAGING", saved.c_str(), 1);
+  else unsetenv("POOT_VULKAN_STAGING");
+  CHECK(rt::vulkanMemoryChoice(*staged).staging);
+  CHECK(!rt::vulkanMemoryChoice(*mapped).staging);
+  // Both hold and move the same bytes.
+  for (rt::Backend* b : {staged.get(), mapped.get()}) {
+    rt::BufferId x = take(b->allocate(4099));
+    auto xs = randomBytes(4099);
+    uploadBytes(*b, x, 0, xs);
+    CHECK(firstDifference(downloadBytes(*b, x, 0, xs.size()), xs) == -1);
+  }
 }
 
 TEST_CASE("runtime vulkan: the probed profile loads and agrees with targets/lavapipe.yaml") {

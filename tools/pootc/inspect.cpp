@@ -69,7 +69,8 @@ Plan toPlan(rt::PlanFile f) {
   for (rt::Kernel& k : f.kernels) {
     const rt::Schedule& s = k.request.schedule;
     KernelRequest r{k.request.op, k.request.operands, k.request.results, k.request.attrs,
-                    Schedule{s.kind, s.lanes, s.splits, s.workgroupSize, s.workgroupMemory}};
+                    Schedule{s.kind, s.lanes, s.splits, s.workgroupSize, s.workgroupMemory, s.kLanes, s.unroll,
+                             s.vector, s.tileM, s.tileN, s.tileK, s.threadM, s.threadN}};
     p.kernels.push_back(Kernel{k.entry, std::move(r), std::move(k.blob)});
   }
   for (const rt::Dispatch& d : f.dispatches) {

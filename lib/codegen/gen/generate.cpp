@@ -11,7 +11,7 @@ Expected<kir::Kernel> generateKernel(const GenInput& in) {
   const std::string& kind = r.schedule.kind;
   if (kind == "elementwise") return genElementwise(in);
   if (kind == "reduce") return genReduce(in);
-  if (kind == "matmul") return genMatMul(in);
+  if (kind == "gemv" || kind == "gemm") return genMatMul(in);
   if (kind == "rows") return genRows(in);
   if (kind == "guard") return genGuard(in);
   return makeError(ErrorKind::Capability, {}, "no generator for schedule " + kind + " of op " + opName(r.op));

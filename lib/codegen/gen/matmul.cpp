@@ -1,38 +1,294 @@
-// The MatMul generator: one thread per result element of
-// [batch..., m, n] = [a batch..., m, k] x [b batch..., k, n], the batch axes
-// broadcasting numpy-style. The thread finds its batch coordinates, each
-// operand's broadcast batch offset, then sums a[.., r, kk] * b[.., kk, j] for
-// kk = 0..k-1 in order from 0, each product rounded before it is added (no
-// fused multiply-add), in f32 for floats and wrapping in the integer's own
-// width: the oracle's order and rounding.
+// The MatMul generators, one per schedule (plan.h): [batch..., m, n] =
+// a [batch..., m, k] x b [batch..., k, n], or b [batch..., n, k] read
+// transposed ({transpose_b=true}), the batch axes broadcasting numpy-style
+// and b possibly two-byte floats widened as they load.
+//  - gemv: a workgroup owns threadM rows and workgroupSize / kLanes column
+//    groups of threadN columns each; the kLanes threads of a group split K
+//    between them in runs of `vector` keys (lane l takes the runs l,
+//    l + kLanes, ...; `unroll` runs of b loaded before their products), keep
+//    one partial sum per (row, column), then leave them in workgroup memory
+//    for one barrier and a fold of each output's kLanes partials by one
+//    thread. For a transposed b the lanes of a group are adjacent threads,
+//    so a warp reads a contiguous stretch of one row of b, a run (one wide
+//    load) each; for a plain b the column groups are adjacent, so it reads a
+//    stretch of one row of b across columns.
+//  - gemm: a workgroup owns a tileM x tileN block; for each tileK step of K
+//    its threads stage the a and b tiles in workgroup memory (k-major, each
+//    k row padded by gemmPad words, out-of-range elements as 0; runs of
+//    `vector` along K where the operand is read along K), loading the next
+//    step's tiles into registers while they compute on this one; each thread
+//    accumulates a threadM x threadN register tile whose rows and columns are
+//    strided by the thread grid, so neighbouring threads read neighbouring
+//    words.
+// Both sum each result in a different order from the oracle (partial sums,
+// then a fold), with each product rounded before it is added; the error
+// bound this keeps is in docs/codegen.md. Integers wrap as in the oracle, in
+// any order exactly.
+#include <array>
+
 #include "codegen/gen/index.h"
+#include "plan/schedule.h"
 
 namespace poot {
 
-Expected<kir::Kernel> genMatMul(const GenInput& in) {
-  using namespace gen;
+namespace {
+
+using namespace gen;
+
+// The product's sizes and each operand's batch offset for a batch index.
+struct Product {
+  int64_t m = 0, k = 0, n = 0, batches = 1;
+  bool transposed = false;
+  Shape batch, ab, bb;
+
+  explicit Product(const KernelRequest& r) {
+    const Shape &as = r.operands[0].shape, &bs = r.operands[1].shape, &os = r.results[0].shape;
+    m = as[as.size() - 2], k = as.back(), n = os.back();
+    transposed = flagAttr(r.attrs, "transpose_b");
+    batch = Shape(os.begin(), os.end() - 2);
+    ab = Shape(as.begin(), as.end() - 2);
+    bb = Shape(bs.begin(), bs.end() - 2);
+    batches = numel(batch);
+  }
+  // Element offsets of batch `bi`'s a, b and result matrices.
+  std::array<V, 3> bases(Builder& b, V bi) const {
+    std::vector<V> bc = unravel(b, bi, batch);
+    return {b.mul(offsetOf(b, bc, bcastStrides(ab, batch)), b.i32(m * k)),
+            b.mul(offsetOf(b, bc, bcastStrides(bb, batch)), b.i32(k * n)), b.mul(bi, b.i32(m * n))};
+  }
+  // Index of b's element (kk, col) from its batch base.
+  V bAt(Builder& b, V base, V kk, V col) const {
+    return transposed ? b.add(base, b.add(b.mul(col, b.i32(k)), kk)) : b.add(base, b.add(b.mul(kk, b.i32(n)), col));
+  }
+};
+
+int64_t blocks(int64_t a, int64_t d) { return (a + d - 1) / d; }
+
+// Workgroup `wid` of `count` as (batch, row block, column block), column
+// blocks fastest; runs body only for wid < count (workgroup-uniform, so the
+// body may hold barriers).
+void perWorkgroup(Builder& b, const Product& p, int64_t rowBlock, int64_t colBlock,
+                  const std::function<void(V bi, V r0, V c0)>& body) {
+  int64_t nb = blocks(p.n, colBlock), mb = blocks(p.m, rowBlock);
+  V wid = b.workgroupId();
+  b.ifThen(b.lt(wid, b.i32(p.batches * mb * nb)), [&] {
+    V c0 = b.mul(remBy(b, wid, nb), b.i32(colBlock));
+    V r0 = b.mul(remBy(b, divBy(b, wid, nb), mb), b.i32(rowBlock));
+    body(divBy(b, wid, nb * mb), r0, c0);
+  });
+}
+
+// A run of `width` elements of a read-only buffer from an index that is a
+// multiple of width, as wide loads of at most 16 bytes.
+std::vector<V> loadRun(Builder& b, int32_t buf, DType t, V index, int64_t width) {
+  int64_t piece = std::min(width, 16 / int64_t(dtypeBytes(t)));
+  std::vector<V> out;
+  for (int64_t at = 0; at < width; at += piece) {
+    std::vector<V> part = b.loadVec(buf, at ? b.add(index, b.i32(at)) : index, piece);
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+Expected<kir::Kernel> genGemv(const GenInput& in) {
   const KernelRequest& r = in.request;
+  const Schedule& s = r.schedule;
   auto f = openKernel(in);
   if (!f) return f.error();
   Builder& b = f->b;
-  const Shape &as = r.operands[0].shape, &bs = r.operands[1].shape, &os = r.results[0].shape;
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  Shape batch(os.begin(), os.end() - 2), ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  Product p(r);
+  int64_t T = s.workgroupSize, G = s.kLanes, CG = T / G, TM = s.threadM, TN = s.threadN, U = s.unroll, W = s.vector;
+  DType at = r.operands[0].dtype, bt = r.operands[1].dtype;
   Scalar t = valueScalar(r.results[0].dtype);
-  perThread(b, r.schedule.workgroupSize, numel(os), [&](V id) {
-    V j = remBy(b, id, n), row = remBy(b, divBy(b, id, n), m);
-    std::vector<V> bc = unravel(b, divBy(b, id, m * n), batch);
-    V aAt = b.add(b.mul(offsetOf(b, bc, bcastStrides(ab, batch)), b.i32(m * k)), b.mul(row, b.i32(k)));
-    V bAt = b.add(b.mul(offsetOf(b, bc, bcastStrides(bb, batch)), b.i32(k * n)), j);
-    int32_t acc = b.var(t, b.constant(t, 0));
-    b.forRange(b.i32(0), b.i32(k), 1, [&](V kk) {
-      V x = b.load(f->in[0], b.add(aAt, kk));
-      V y = b.load(f->in[1], b.add(bAt, b.mul(kk, b.i32(n))));
-      b.set(acc, b.add(b.get(acc), b.mul(x, y)));
+  int64_t outs = TM * TN, stride = T + 1;  // a partial row, padded against bank conflicts
+  int32_t part = G > 1 ? b.shared("partials", t, outs * stride) : -1;
+  perWorkgroup(b, p, TM, CG * TN, [&](V bi, V r0, V c0) {
+    auto [aBase, bBase, oBase] = p.bases(b, bi);
+    V tid = b.local();
+    V lane = p.transposed ? remBy(b, tid, G) : divBy(b, tid, CG);
+    V cg = p.transposed ? divBy(b, tid, G) : remBy(b, tid, CG);
+    // Columns c0 + cg + j * CG (strided, so neighbouring threads of a plain b
+    // read neighbouring columns); one past n computes a copy of the last,
+    // never stored. Rows past m likewise.
+    std::vector<V> cols, colIn, aRow;
+    for (int64_t j = 0; j < TN; ++j) {
+      cols.push_back(b.add(c0, b.add(cg, b.i32(j * CG))));
+      colIn.push_back(b.min(cols.back(), b.i32(p.n - 1)));
+    }
+    for (int64_t i = 0; i < TM; ++i)
+      aRow.push_back(b.add(aBase, b.mul(b.min(b.add(r0, b.i32(i)), b.i32(p.m - 1)), b.i32(p.k))));
+    std::vector<int32_t> acc;
+    for (int64_t o = 0; o < outs; ++o) acc.push_back(b.var(t, b.constant(t, 0)));
+    // The products of W keys from kk: a run of b for each column, then a run
+    // of a for each row.
+    auto runOf = [&](V kk) {
+      std::vector<std::vector<V>> w;
+      for (int64_t j = 0; j < TN; ++j) w.push_back(loadRun(b, f->in[1], bt, p.bAt(b, bBase, kk, colIn[size_t(j)]), W));
+      return w;
+    };
+    auto accumulate = [&](V kk, const std::vector<std::vector<V>>& w) {
+      for (int64_t i = 0; i < TM; ++i) {
+        std::vector<V> x = loadRun(b, f->in[0], at, b.add(aRow[size_t(i)], kk), W);
+        for (int64_t j = 0; j < TN; ++j) {
+          int32_t a = acc[size_t(i * TN + j)];
+          for (int64_t e = 0; e < W; ++e) b.set(a, b.add(b.get(a), b.mul(x[size_t(e)], w[size_t(j)][size_t(e)])));
+        }
+      }
+    };
+    // Whole steps of U runs for every lane, all their loads of b first; then
+    // the remaining runs one at a time (K is a multiple of W).
+    int64_t step = G * W * U, full = p.k / step * step;
+    V first = b.mul(lane, b.i32(W));
+    if (full > 0)
+      b.forRange(b.i32(0), b.i32(full), step, [&](V k0) {
+        std::vector<V> ks;
+        std::vector<std::vector<std::vector<V>>> ws;
+        for (int64_t u = 0; u < U; ++u) {
+          ks.push_back(b.add(k0, b.add(first, b.i32(u * G * W))));
+          ws.push_back(runOf(ks.back()));
+        }
+        for (int64_t u = 0; u < U; ++u) accumulate(ks[size_t(u)], ws[size_t(u)]);
+      });
+    if (full < p.k)
+      b.forRange(b.add(b.i32(full), first), b.i32(p.k), G * W, [&](V kk) { accumulate(kk, runOf(kk)); });
+    auto store = [&](V i, V j, V value) {
+      V row = b.add(r0, i), col = b.add(c0, b.add(cg, b.mul(j, b.i32(CG))));
+      V ok = b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(row, b.i32(p.m)));
+      b.ifThen(ok, [&] { b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), value); });
+    };
+    if (G == 1) {
+      for (int64_t o = 0; o < outs; ++o) store(b.i32(o / TN), b.i32(o % TN), b.get(acc[size_t(o)]));
+      return;
+    }
+    // Every thread leaves its partials, one barrier, then lane l of each
+    // column group sums the G partials of outputs l, l + G, ...
+    V slot = b.add(b.mul(cg, b.i32(G)), lane);
+    for (int64_t o = 0; o < outs; ++o) b.sharedStore(part, b.add(b.i32(o * stride), slot), b.get(acc[size_t(o)]));
+    b.barrier();
+    b.forRange(lane, b.i32(outs), G, [&](V o) {
+      V row = b.add(b.mul(o, b.i32(stride)), b.mul(cg, b.i32(G)));
+      int32_t sum = b.var(t, b.sharedLoad(part, row));
+      b.forRange(b.i32(1), b.i32(G), 1, [&](V g) { b.set(sum, b.add(b.get(sum), b.sharedLoad(part, b.add(row, g)))); });
+      store(divBy(b, o, TN), remBy(b, o, TN), b.get(sum));
     });
-    b.store(f->out[0], id, b.get(acc));
   });
   return b.finish();
+}
+
+Expected<kir::Kernel> genGemm(const GenInput& in) {
+  const KernelRequest& r = in.request;
+  const Schedule& s = r.schedule;
+  auto f = openKernel(in);
+  if (!f) return f.error();
+  Builder& b = f->b;
+  Product p(r);
+  int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, TM = s.threadM, TN = s.threadN, W = s.vector;
+  int64_t TX = BN / TN, TY = BM / TM, T = TX * TY, pad = gemmPad(BK);
+  DType at = r.operands[0].dtype, bt = r.operands[1].dtype;
+  Scalar t = valueScalar(r.results[0].dtype);
+  // k-major tiles, each k row padded so the stores of neighbouring threads
+  // (neighbouring k) fall in different banks.
+  int64_t sa = BM + pad, sb = BN + pad;
+  int32_t as = b.shared("a_tile", t, BK * sa), bs = b.shared("b_tile", t, BK * sb);
+  perWorkgroup(b, p, BM, BN, [&](V bi, V r0, V c0) {
+    auto [aBase, bBase, oBase] = p.bases(b, bi);
+    V tid = b.local();
+    V tx = remBy(b, tid, TX), ty = divBy(b, tid, TX);
+    V zero = b.constant(t, 0);
+    // One tile operand: which runs of W elements a thread moves, where each
+    // comes from and goes, held in variables between its load (one tile
+    // ahead) and its store into workgroup memory.
+    struct Staged {
+      int32_t buf, tile;
+      int64_t stride;
+      std::vector<std::pair<V, V>> runs;  // (tile row or column, k offset) of each run, -1 when idle
+      std::vector<V> active;              // whether the run exists (the last step may be partial)
+      std::vector<int32_t> vals;
+    };
+    auto stage = [&](int32_t buf, int32_t tile, int64_t rows, int64_t stride, bool alongK) {
+      Staged st{buf, tile, stride, {}, {}, {}};
+      int64_t w = alongK ? W : 1, count = rows * BK / w;
+      for (int64_t e0 = 0; e0 < count; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
+        // Along K: run e holds k (e % (BK / w)) * w of row e / (BK / w); across: k e / rows, column e % rows.
+        V row = alongK ? divBy(b, e, BK / w) : remBy(b, e, rows);
+        V kk = alongK ? b.mul(remBy(b, e, BK / w), b.i32(w)) : divBy(b, e, rows);
+        st.runs.push_back({row, kk});
+        st.active.push_back(e0 + T <= count ? b.boolean(true) : b.lt(e, b.i32(count)));
+        for (int64_t x = 0; x < w; ++x) st.vals.push_back(b.var(t, zero));
+      }
+      return st;
+    };
+    Staged sA = stage(f->in[0], as, BM, sa, true), sB = stage(f->in[1], bs, BN, sb, p.transposed);
+    int64_t wB = p.transposed ? W : 1;
+    // Load the tile at k0 into the variables: out-of-range elements are 0,
+    // their index clamped to 0 (K is a multiple of W, so a run is all in or
+    // all out).
+    auto fetch = [&](V k0) {
+      for (size_t u = 0; u < sA.runs.size(); ++u) {
+        auto [i, kk] = sA.runs[u];
+        V row = b.add(r0, i), key = b.add(k0, kk);
+        V ok = b.binary(Opc::And, sA.active[u], b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(key, b.i32(p.k))));
+        V at0 = b.select(ok, b.add(aBase, b.add(b.mul(row, b.i32(p.k)), key)), b.i32(0));
+        std::vector<V> v = loadRun(b, sA.buf, at, at0, W);
+        for (int64_t x = 0; x < W; ++x) b.set(sA.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
+      }
+      for (size_t u = 0; u < sB.runs.size(); ++u) {
+        auto [j, kk] = sB.runs[u];
+        V col = b.add(c0, j), key = b.add(k0, kk);
+        V ok = b.binary(Opc::And, sB.active[u], b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, b.i32(p.k))));
+        std::vector<V> v = loadRun(b, sB.buf, bt, b.select(ok, p.bAt(b, bBase, key, col), b.i32(0)), wB);
+        for (int64_t x = 0; x < wB; ++x) b.set(sB.vals[u * size_t(wB) + size_t(x)], b.select(ok, v[size_t(x)], zero));
+      }
+    };
+    auto deposit = [&](const Staged& st, int64_t w) {
+      for (size_t u = 0; u < st.runs.size(); ++u) {
+        auto [row, kk] = st.runs[u];
+        b.ifThen(st.active[u], [&] {
+          for (int64_t x = 0; x < w; ++x)
+            b.sharedStore(st.tile, b.add(b.mul(b.add(kk, b.i32(x)), b.i32(st.stride)), row),
+                          b.get(st.vals[u * size_t(w) + size_t(x)]));
+        });
+      }
+    };
+    std::vector<int32_t> acc;
+    for (int64_t i = 0; i < TM * TN; ++i) acc.push_back(b.var(t, zero));
+    fetch(b.i32(0));
+    b.forRange(b.i32(0), b.i32(p.k), BK, [&](V k0) {
+      deposit(sA, W);
+      deposit(sB, wB);
+      b.barrier();
+      fetch(b.add(k0, b.i32(BK)));  // the next tile's loads fly while this one computes
+      b.forRange(b.i32(0), b.i32(BK), 1, [&](V kk) {
+        std::vector<V> av, bv;
+        for (int64_t i = 0; i < TM; ++i)
+          av.push_back(b.sharedLoad(as, b.add(b.mul(kk, b.i32(sa)), b.add(ty, b.i32(i * TY)))));
+        for (int64_t j = 0; j < TN; ++j)
+          bv.push_back(b.sharedLoad(bs, b.add(b.mul(kk, b.i32(sb)), b.add(tx, b.i32(j * TX)))));
+        for (int64_t i = 0; i < TM; ++i)
+          for (int64_t j = 0; j < TN; ++j) {
+            int32_t a = acc[size_t(i * TN + j)];
+            b.set(a, b.add(b.get(a), b.mul(av[size_t(i)], bv[size_t(j)])));
+          }
+      });
+      b.barrier();
+    });
+    for (int64_t i = 0; i < TM; ++i)
+      for (int64_t j = 0; j < TN; ++j) {
+        V row = b.add(r0, b.add(ty, b.i32(i * TY))), col = b.add(c0, b.add(tx, b.i32(j * TX)));
+        b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
+          b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
+        });
+      }
+  });
+  return b.finish();
+}
+
+}  // namespace
+
+Expected<kir::Kernel> genMatMul(const GenInput& in) {
+  if (in.request.schedule.kind == "gemm") return genGemm(in);
+  return genGemv(in);
 }
 
 }  // namespace poot

@@ -146,15 +146,34 @@ V Builder::pow(V x, V y) {
   return select(binary(Opc::Or, eq(y, zero), eq(x, one)), one, r);
 }
 
-V Builder::load(int32_t buffer, V index) {
-  assert(typeOf(index) == Scalar::I32);
-  const Buffer& buf = k_.buffers[size_t(buffer)];
-  V raw = emit(Inst{Opc::Load, valueOf(buf.elem), {index}, buffer});
+V Builder::fromStorage(int32_t buffer, V raw) {
   switch (dtypes_[size_t(buffer)]) {
     case DType::Bool: return ne(raw, i32(0));
     case DType::BF16: return bitcast(binary(Opc::Shl, raw, i32(16)), Scalar::F32);
     default: return raw;
   }
+}
+
+V Builder::load(int32_t buffer, V index) {
+  assert(typeOf(index) == Scalar::I32);
+  const Buffer& buf = k_.buffers[size_t(buffer)];
+  return fromStorage(buffer, emit(Inst{Opc::Load, valueOf(buf.elem), {index}, buffer}));
+}
+
+std::vector<V> Builder::loadVec(int32_t buffer, V index, int64_t width) {
+  assert(typeOf(index) == Scalar::I32);
+  const Buffer& buf = k_.buffers[size_t(buffer)];
+  if (width == 1) return {load(buffer, index)};
+  Inst vec{Opc::LoadVec, valueOf(buf.elem), {index}, buffer};
+  vec.imm = width;
+  V v = emit(std::move(vec));
+  std::vector<V> out;
+  for (int64_t i = 0; i < width; ++i) {
+    Inst lane{Opc::Lane, valueOf(buf.elem), {v}};
+    lane.imm = i;
+    out.push_back(fromStorage(buffer, emit(std::move(lane))));
+  }
+  return out;
 }
 
 void Builder::store(int32_t buffer, V index, V value) {

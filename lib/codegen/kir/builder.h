@@ -74,6 +74,10 @@ class Builder {
   V bitcast(V a, Scalar to);
 
   V load(int32_t buffer, V index);
+  // Elements index .. index + width - 1 of a read-only buffer as one wide
+  // access (kir.h, LoadVec): index must be a multiple of width and width
+  // elements at most 16 bytes; width 1 is a plain load.
+  std::vector<V> loadVec(int32_t buffer, V index, int64_t width);
   void store(int32_t buffer, V index, V value);  // value converted to the buffer's value type first
   V sharedLoad(int32_t array, V index);
   void sharedStore(int32_t array, V index, V value);
@@ -93,6 +97,7 @@ class Builder {
 
  private:
   V emit(Inst inst);
+  V fromStorage(int32_t buffer, V raw);  // a loaded value as its graph dtype's value
   Block& current();
   void fill(Block Inst::*which, V owner, const std::function<void()>& body);
 

@@ -258,25 +258,53 @@ class Machine {
     return true;
   }
 
+  // Element i of buffer `ref` (checked), widened to its value type.
+  uint64_t element(int32_t ref, int64_t i) const {
+    const Buffer& b = k_.buffers[size_t(ref)];
+    int sz = elemBytes(b.elem);
+    uint64_t raw = 0;
+    std::memcpy(&raw, bufs_[size_t(ref)]->data() + size_t(i) * size_t(sz), size_t(sz));
+    // f32, i32 (low half), i64, u8 and u16 zero-extended
+    return b.elem == Elem::F16 ? put(halfToFloat(uint16_t(raw))) : raw;
+  }
+
   bool load(const uint8_t* m, V v, const Inst& in) {
     const Buffer& b = k_.buffers[size_t(in.ref)];
-    std::vector<uint8_t>& bytes = *bufs_[size_t(in.ref)];
-    int sz = elemBytes(b.elem);
-    if (!checkIndex(m, v, in, b.elems, int64_t(bytes.size()), sz, "buffer", b.name))
+    if (!checkIndex(m, v, in, b.elems, int64_t(bufs_[size_t(in.ref)]->size()), elemBytes(b.elem), "buffer", b.name))
       return false;
+    const uint64_t* idx = lanes(in.args[0]);
+    uint64_t* r = lanes(v);
+    for (size_t t = 0; t < w_; ++t)
+      if (m[t]) r[t] = element(in.ref, get<int32_t>(idx[t]));
+    return true;
+  }
+
+  // A LoadVec checks its whole run and its alignment, and keeps its index;
+  // each Lane then reads its element (the buffer is read-only, so when it
+  // reads does not matter).
+  bool loadVec(const uint8_t* m, V v, const Inst& in) {
+    const Buffer& b = k_.buffers[size_t(in.ref)];
+    int64_t have = std::min(b.elems, int64_t(bufs_[size_t(in.ref)]->size()) / elemBytes(b.elem));
     const uint64_t* idx = lanes(in.args[0]);
     uint64_t* r = lanes(v);
     for (size_t t = 0; t < w_; ++t) {
       if (!m[t]) continue;
-      const uint8_t* p = bytes.data() + size_t(get<int32_t>(idx[t])) * size_t(sz);
-      uint64_t raw = 0;
-      std::memcpy(&raw, p, size_t(sz));
-      switch (b.elem) {
-        case Elem::F16: r[t] = put(halfToFloat(uint16_t(raw))); break;
-        default: r[t] = raw; break;  // f32, i32 (low half), i64, u8 and u16 zero-extended
-      }
+      int64_t i = get<int32_t>(idx[t]);
+      if (i < 0 || i + in.imm > have || i % in.imm != 0)
+        return fail(v, int64_t(t),
+                    "elements [" + std::to_string(i) + ", " + std::to_string(i + in.imm) + ") are not an aligned run in [0, " +
+                        std::to_string(have) + ") of buffer " + std::to_string(in.ref) + " (" + b.name + ")");
+      r[t] = idx[t];
     }
     return true;
+  }
+
+  void lane(const uint8_t* m, V v, const Inst& in) {
+    const Inst& vec = k_.insts[size_t(in.args[0])];
+    const uint64_t* base = lanes(in.args[0]);
+    uint64_t* r = lanes(v);
+    for (size_t t = 0; t < w_; ++t)
+      if (m[t]) r[t] = element(vec.ref, get<int32_t>(base[t]) + in.imm);
   }
 
   bool store(const uint8_t* m, V v, const Inst& in) {
@@ -416,6 +444,12 @@ class Machine {
         }
         case Opc::Load:
           if (!load(m, v, in)) return false;
+          break;
+        case Opc::LoadVec:
+          if (!loadVec(m, v, in)) return false;
+          break;
+        case Opc::Lane:
+          lane(m, v, in);
           break;
         case Opc::Store:
           if (!store(m, v, in)) return false;

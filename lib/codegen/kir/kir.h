@@ -37,6 +37,13 @@
 //    whose next value would wrap.
 //  - Barrier: every thread of the workgroup reaches it (generators only place
 //    it in workgroup-uniform control flow); it orders workgroup memory.
+//  - LoadVec reads `imm` (2, 4 or 8; at most 16 bytes) consecutive elements of
+//    a read-only buffer from `index`, a multiple of imm (every buffer starts
+//    16-byte aligned, so an emitter may issue one aligned wide access); its
+//    value is only ever read by Lane, which gives element index + Lane's imm,
+//    widened as Load widens. A target without wide accesses (the SPIR-V
+//    writer) lowers each Lane to a scalar load; the read-only rule makes that
+//    the same.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +73,8 @@ enum class Opc : uint8_t {
   Select,                         // (bool, a, b) -> a's type
   Convert, Bitcast,               // (x) -> type
   Load,                           // (index) from buffers[ref] -> valueOf(elem)
+  LoadVec,                        // (index) imm elements from buffers[ref]; read only by Lane
+  Lane,                           // (a LoadVec) element imm -> valueOf(elem)
   Store,                          // (index, value) into buffers[ref]
   SharedLoad,                     // (index) from shared[ref]
   SharedStore,                    // (index, value) into shared[ref]
@@ -89,7 +98,7 @@ struct Inst {
   Scalar type = Scalar::I32;  // the result type; I32 for statements
   std::vector<V> args;
   int32_t ref = -1;   // buffer, shared array or variable index
-  int64_t imm = 0;    // Const bool/int value; For step
+  int64_t imm = 0;    // Const bool/int value; For step; LoadVec width; Lane index
   double fimm = 0;    // Const f32 value
   Block body, orelse; // For: body; If: then and else
 };

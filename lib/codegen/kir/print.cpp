@@ -71,6 +71,9 @@ class Printer {
     switch (in.op) {
       case Opc::Const: return def + "const " + constant(in) + typed;
       case Opc::Load: return def + "load b" + std::to_string(in.ref) + ref + typed;
+      case Opc::LoadVec:
+        return def + "load.vec" + std::to_string(in.imm) + " b" + std::to_string(in.ref) + ref + typed;
+      case Opc::Lane: return def + "lane " + val(in.args.at(0)) + "[" + std::to_string(in.imm) + "]" + typed;
       case Opc::SharedLoad: return def + "shared.load s" + std::to_string(in.ref) + ref + typed;
       case Opc::Store: return "store b" + std::to_string(in.ref) + ref + ", " + args(in, 1);
       case Opc::SharedStore: return "shared.store s" + std::to_string(in.ref) + ref + ", " + args(in, 1);

@@ -126,6 +126,25 @@ class Verifier {
       case Opc::Load:
         return arity(v, in, 1) && ref(v, in, k_.buffers.size(), "buffer") && want(v, in, 0, Scalar::I32, "index") &&
                result(v, in, valueOf(k_.buffers[size_t(in.ref)].elem));
+      case Opc::LoadVec: {
+        if (!arity(v, in, 1) || !ref(v, in, k_.buffers.size(), "buffer") || !want(v, in, 0, Scalar::I32, "index"))
+          return false;
+        const Buffer& b = k_.buffers[size_t(in.ref)];
+        if (!result(v, in, valueOf(b.elem))) return false;
+        if (in.imm != 2 && in.imm != 4 && in.imm != 8)
+          return fail(v, "width " + std::to_string(in.imm) + " is not 2, 4 or 8");
+        if (in.imm * elemBytes(b.elem) > 16)
+          return fail(v, std::to_string(in.imm) + " " + elemName(b.elem) + " elements are more than 16 bytes");
+        if (!b.written) return true;
+        return fail(v, "a wide load of written buffer " + std::to_string(in.ref) + " (" + b.name + ")");
+      }
+      case Opc::Lane: {
+        if (!arity(v, in, 1)) return false;
+        const Inst& vec = k_.insts[size_t(in.args[0])];
+        if (!result(v, in, vec.type)) return false;
+        if (in.imm >= 0 && in.imm < vec.imm) return true;
+        return fail(v, "lane " + std::to_string(in.imm) + " of a load.vec of " + std::to_string(vec.imm));
+      }
       case Opc::Store: {
         if (!arity(v, in, 2) || !ref(v, in, k_.buffers.size(), "buffer") || !want(v, in, 0, Scalar::I32, "index"))
           return false;
@@ -177,6 +196,9 @@ class Verifier {
         if (a < 0 || size_t(a) >= k_.insts.size()) good = fail(v, "operand %" + std::to_string(a) + " out of range");
         else if (isStatement(k_.insts[size_t(a)].op)) good = fail(v, "operand %" + std::to_string(a) + " is a statement");
         else if (!inScope_[size_t(a)]) good = fail(v, "operand %" + std::to_string(a) + " is not defined before it in scope");
+        else if ((k_.insts[size_t(a)].op == Opc::LoadVec) != (in.op == Opc::Lane))
+          good = fail(v, in.op == Opc::Lane ? "operand %" + std::to_string(a) + " is not a load.vec"
+                                            : "reads the load.vec %" + std::to_string(a) + " other than through lane");
         if (!good) break;
       }
       if (!good || !typed(v, in)) {

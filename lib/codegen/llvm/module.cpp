@@ -56,6 +56,7 @@ class Writer {
   Value* compare(Opc op, Scalar t, Value* a, Value* c);
   Value* convert(Scalar from, Scalar to, Value* x);
   Value* load(const kir::Inst& in, Value* index);
+  Value* widen(kir::Elem e, Value* raw);
   void store(const kir::Inst& in, Value* index, Value* value);
   Value* sharedAt(int32_t array, Value* index);
   void barrier();
@@ -221,6 +222,19 @@ Status Writer::inst(kir::V v) {
     case Opc::Convert: r = convert(operand, in.type, arg(0)); break;
     case Opc::Bitcast: r = b_.CreateBitCast(arg(0), type(in.type)); break;
     case Opc::Load: r = load(in, arg(0)); break;
+    case Opc::LoadVec: {
+      const kir::Buffer& buf = k_.buffers[size_t(in.ref)];
+      llvm::Type* et = elemType(buf.elem);
+      Value* p = b_.CreateInBoundsGEP(et, fn_->getArg(unsigned(in.ref)), arg(0));
+      r = b_.CreateAlignedLoad(llvm::FixedVectorType::get(et, unsigned(in.imm)), p,
+                               llvm::Align(uint64_t(in.imm * kir::elemBytes(buf.elem))));
+      break;
+    }
+    case Opc::Lane: {
+      const kir::Inst& vec = k_.insts[size_t(in.args[0])];
+      r = widen(k_.buffers[size_t(vec.ref)].elem, b_.CreateExtractElement(arg(0), uint64_t(in.imm)));
+      break;
+    }
     case Opc::Store: store(in, arg(0), arg(1)); break;
     case Opc::SharedLoad: r = b_.CreateAlignedLoad(type(in.type), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
     case Opc::SharedStore: b_.CreateAlignedStore(arg(1), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
@@ -328,8 +342,11 @@ Value* Writer::load(const kir::Inst& in, Value* index) {
   const kir::Buffer& buf = k_.buffers[size_t(in.ref)];
   llvm::Type* et = elemType(buf.elem);
   Value* p = b_.CreateInBoundsGEP(et, fn_->getArg(unsigned(in.ref)), index);
-  Value* raw = b_.CreateAlignedLoad(et, p, llvm::Align(uint64_t(kir::elemBytes(buf.elem))));
-  switch (buf.elem) {
+  return widen(buf.elem, b_.CreateAlignedLoad(et, p, llvm::Align(uint64_t(kir::elemBytes(buf.elem)))));
+}
+
+Value* Writer::widen(kir::Elem e, Value* raw) {
+  switch (e) {
     case kir::Elem::F16: return b_.CreateFPExt(raw, b_.getFloatTy());
     case kir::Elem::U8:
     case kir::Elem::U16: return b_.CreateZExt(raw, b_.getInt32Ty());

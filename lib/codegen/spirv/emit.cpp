@@ -127,11 +127,11 @@ void Emitter::block(const kir::Block& b) {
   for (kir::V v : b.items) inst(v);
 }
 
-Id Emitter::load(const kir::Inst& in) {
-  const kir::Buffer& b = k_.buffers[size_t(in.ref)];
+Id Emitter::load(int32_t ref, Id index) {
+  const kir::Buffer& b = k_.buffers[size_t(ref)];
   Id t = elemType(b.elem);
   Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassStorageBuffer, t),
-              {buffers_[size_t(in.ref)], m_.constant(i32(), 0), val(in.args[0])});
+              {buffers_[size_t(ref)], m_.constant(i32(), 0), index});
   Id raw = op(SpvOpLoad, t, {ptr});
   switch (b.elem) {
     case Elem::U8:
@@ -207,7 +207,16 @@ void Emitter::inst(kir::V v) {
       r = op(SpvOpBitcast, i32(), {op(SpvOpLoad, u32(), {var})});
       return;
     }
-    case Opc::Load: r = load(in); return;
+    case Opc::Load: r = load(in.ref, val(in.args[0])); return;
+    // No wide access: the vector is its index, each lane a scalar load
+    // (docs/codegen.md, SPIR-V writer).
+    case Opc::LoadVec: r = val(in.args[0]); return;
+    case Opc::Lane: {
+      const kir::Inst& vec = k_.insts[size_t(in.args[0])];
+      Id at = in.imm == 0 ? val(in.args[0]) : op(SpvOpIAdd, i32(), {val(in.args[0]), m_.constant(i32(), uint32_t(in.imm))});
+      r = load(vec.ref, at);
+      return;
+    }
     case Opc::Store: store(in); return;
     case Opc::SharedLoad:
     case Opc::SharedStore: {

@@ -28,7 +28,8 @@ class Emitter {
   void branch(kir::V v);
   void label(Id l);
   Id groupId(uint32_t component);
-  Id load(const kir::Inst& in);
+  // Element `index` (an i32 id) of buffer `ref`, widened to its value type.
+  Id load(int32_t ref, Id index);
   void store(const kir::Inst& in);
 
   // arith.cpp

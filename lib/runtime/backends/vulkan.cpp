@@ -4,16 +4,46 @@
 // a name piece from the options or POOT_VULKAN_DEVICE, else discrete before
 // integrated before anything), one queue family with compute, and enables
 // what kernels may use where the device has it: 8- and 16-bit storage buffer
-// access, shaderInt64, shaderInt16, shaderInt8 and shaderFloat16. Each buffer
-// has its own host-visible, coherent allocation, mapped for its lifetime, so
-// upload and download are memcpy; sizes round up to 256 bytes, so a 0-byte
-// buffer and a binding rounded up to 4 bytes at a 256-aligned offset stay in
-// bounds. A kernel is a shader module, a set layout of N storage buffers, a
-// pipeline layout and a compute pipeline. A program owns a descriptor pool
-// with one set per dispatch and one command buffer: a barrier from host and
-// transfer writes, then each dispatch followed by a global shader-write ->
+// access, shaderInt64, shaderInt16, shaderInt8 and shaderFloat16.
+//
+// Memory. Only memory types whose flags are among DEVICE_LOCAL, HOST_VISIBLE,
+// HOST_COHERENT and HOST_CACHED are used (never protected, lazily allocated
+// or AMD device-coherent ones). The rule, per device:
+//  - Mapped, when some type is DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT and
+//    its heap holds at least half of the largest DEVICE_LOCAL heap: lavapipe
+//    and integrated GPUs (one heap, all of it host-visible) and discrete GPUs
+//    with a resizable BAR (the H200's driver exposes its whole memory so).
+//    Each buffer has its own allocation of that type, mapped for its
+//    lifetime; upload is a memcpy, and so is download, except on a discrete
+//    GPU whose type is not HOST_CACHED: uncached reads across PCIe crawl
+//    (about 20 MB/s on an H200), so there downloads go through staging.
+//  - Staging, everywhere else (a discrete GPU whose host-visible device
+//    memory is the usual 256 MiB BAR, or none), and whenever
+//    VulkanOptions::staging or POOT_VULKAN_STAGING (set, neither empty nor
+//    "0") asks for it: each buffer has its own DEVICE_LOCAL allocation (types
+//    the host cannot see first, in the driver's order; on out-of-memory the
+//    next device-local type is tried), never mapped. Upload copies the bytes
+//    into a host-visible coherent staging buffer (HOST_CACHED and not
+//    device-local preferred) and vkCmdCopyBuffer's them into place; download
+//    the reverse, with a transfer-write -> host-read barrier before the host
+//    reads. Bytes move in chunks of at most 64 MiB (VulkanOptions::
+//    stagingChunkBytes), through two slots of one staging buffer, each with
+//    its own command buffer and fence, so the host fills or drains one chunk
+//    while the device copies the other; the staging buffer is made on first
+//    use, grown up to two chunks when a larger move needs it, and kept. Both
+//    return once every copy has finished.
+// Without any device-local type, buffers are mapped host-visible coherent
+// memory (forcing staging then stages into it). Sizes round up to 256 bytes,
+// so a 0-byte buffer and a binding rounded up to 4 bytes at a 256-aligned
+// offset stay in bounds; out-of-memory is a MemoryBudget Capability error.
+//
+// A kernel is a shader module, a set layout of N storage buffers, a pipeline
+// layout and a compute pipeline. A program owns a descriptor pool with one
+// set per dispatch and one command buffer: a barrier from host and transfer
+// writes, then each dispatch followed by a global shader-write ->
 // shader-read/write barrier, then a barrier to host and transfer reads.
-// Running it submits with a fence and waits.
+// Running it submits with a fence and waits. Staging copies and device copies
+// start with the same barrier from host, transfer and shader writes.
 #define VK_NO_PROTOTYPES
 #include "runtime/backends/vulkan.h"
 
@@ -120,6 +150,7 @@ class VulkanBackend final : public Backend {
   Status init(const VulkanOptions& opts);
 
   const DeviceInfo& info() const override { return info_; }
+  VulkanMemoryChoice memoryChoice() const { return {!mapped_, !mappedReads_, chunkBytes_, memorySummary_}; }
   Expected<BufferId> allocate(int64_t bytes) override;
   Status upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) override;
   Status download(BufferId buffer, int64_t offset, void* data, int64_t bytes) override;
@@ -137,6 +168,14 @@ class VulkanBackend final : public Backend {
   Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
   Expected<VkCommandBuffer> newCommands();
   Status submit(VkCommandBuffer commands);
+  Status chooseMemory(const VulkanOptions& opts, const VkPhysicalDeviceMemoryProperties& mem, bool discrete);
+  Status ensureStaging(int64_t bytes);
+  Status stageSubmit(int slot, VkBuffer src, VkDeviceSize srcOffset, VkBuffer dst, VkDeviceSize dstOffset,
+                     VkDeviceSize bytes, bool toHost);
+  Status waitSlot(int slot);
+  Status drainSlots(Status s);
+  Status stagedUpload(const Buf& b, int64_t offset, const uint8_t* data, int64_t bytes);
+  Status stagedDownload(const Buf& b, int64_t offset, uint8_t* data, int64_t bytes);
   void barrier(VkCommandBuffer c, VkPipelineStageFlags src, VkAccessFlags srcAccess, VkPipelineStageFlags dst,
                VkAccessFlags dstAccess);
 
@@ -147,7 +186,21 @@ class VulkanBackend final : public Backend {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
-  uint32_t memoryType_ = 0;
+  // Memory (the header comment says how it is chosen): the types a buffer
+  // may take, in order; whether buffers are mapped and downloads memcpy.
+  std::vector<uint32_t> bufferTypes_;
+  bool mapped_ = false;
+  bool mappedReads_ = false;
+  std::vector<uint32_t> stagingTypes_;
+  int64_t chunkBytes_ = 0;
+  std::string memorySummary_;
+  // The staging buffer, made on first use: two slots of slotBytes_ each, and
+  // per slot a command buffer, a fence and whether a copy is in flight.
+  Buf stage_;
+  int64_t slotBytes_ = 0;
+  VkCommandBuffer slotCommands_[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
+  VkFence slotFences_[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
+  bool slotBusy_[2] = {false, false};
   VkCommandPool commandPool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   uint32_t apiVersion_ = 0;
@@ -177,6 +230,12 @@ VulkanBackend::~VulkanBackend() {
     for (Buf& b : buffers_) {
       f_.vkDestroyBuffer(device_, b.buffer, nullptr);
       f_.vkFreeMemory(device_, b.memory, nullptr);  // unmaps too
+    }
+    if (stage_.buffer) f_.vkDestroyBuffer(device_, stage_.buffer, nullptr);
+    if (stage_.memory) f_.vkFreeMemory(device_, stage_.memory, nullptr);
+    for (int i = 0; i < 2; ++i) {
+      if (slotCommands_[i]) f_.vkFreeCommandBuffers(device_, commandPool_, 1, &slotCommands_[i]);
+      if (slotFences_[i]) f_.vkDestroyFence(device_, slotFences_[i], nullptr);
     }
     if (fence_) f_.vkDestroyFence(device_, fence_, nullptr);
     if (commandPool_) f_.vkDestroyCommandPool(device_, commandPool_, nullptr);
@@ -348,11 +407,73 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
       info_.memoryBytes = std::max<int64_t>(info_.memoryBytes, int64_t(mem.memoryHeaps[h].size));
   info_.maxBindingBytes = std::min<int64_t>(l.maxStorageBufferRange, info_.memoryBytes);
 
-  const VkMemoryPropertyFlags want_flags = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  bool found = false;
-  for (uint32_t t = 0; t < mem.memoryTypeCount && !found; ++t)
-    if ((mem.memoryTypes[t].propertyFlags & want_flags) == want_flags) memoryType_ = t, found = true;
-  if (!found) return unavailable(info_.name + " has no host-visible coherent memory");
+  return chooseMemory(opts, mem, p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
+}
+
+// "143771 MiB" (rounded down), or "1024 bytes" below 1 MiB.
+std::string mib(VkDeviceSize bytes) {
+  return bytes < (1u << 20) ? std::to_string(bytes) + " bytes" : std::to_string(bytes >> 20) + " MiB";
+}
+
+// The rule in the header comment.
+Status VulkanBackend::chooseMemory(const VulkanOptions& opts, const VkPhysicalDeviceMemoryProperties& mem,
+                                   bool discrete) {
+  const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags cached = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  VkDeviceSize largestLocal = 0;
+  for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
+    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      largestLocal = std::max(largestLocal, mem.memoryHeaps[h].size);
+  auto flags = [&](uint32_t t) { return mem.memoryTypes[t].propertyFlags; };
+  auto heap = [&](uint32_t t) { return mem.memoryHeaps[mem.memoryTypes[t].heapIndex].size; };
+  std::vector<uint32_t> mappable, hidden, visible, staging[3];
+  for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
+    VkMemoryPropertyFlags f = flags(t);
+    if (f & ~(local | host | cached)) continue;  // protected, lazily allocated, AMD device-coherent
+    if ((f & (local | host)) == (local | host) && 2 * heap(t) >= largestLocal) mappable.push_back(t);
+    if ((f & local) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) hidden.push_back(t);
+    if ((f & local) && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) visible.push_back(t);
+    if ((f & host) == host) staging[(f & local) ? 2 : (f & cached) ? 0 : 1].push_back(t);
+  }
+  std::vector<uint32_t> hostTypes;
+  for (auto& v : staging) hostTypes.insert(hostTypes.end(), v.begin(), v.end());
+  if (hostTypes.empty()) return unavailable(info_.name + " has no host-visible coherent memory");
+  stagingTypes_ = hostTypes;
+  const uint32_t stagingType = hostTypes[0];
+
+  bool force = opts.staging;
+  if (!force)
+    if (const char* env = std::getenv("POOT_VULKAN_STAGING")) force = *env && std::string(env) != "0";
+  chunkBytes_ = opts.stagingChunkBytes > 0 ? roundUp(opts.stagingChunkBytes, 256) : int64_t(64) << 20;
+
+  auto describe = [&](uint32_t t) {
+    VkMemoryPropertyFlags f = flags(t);
+    std::string s = "type " + std::to_string(t) + " (";
+    s += (f & local) ? "device-local" : "host";
+    if (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) s += ", host-visible";
+    if (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) s += ", cached";
+    return s + ", heap " + std::to_string(mem.memoryTypes[t].heapIndex) + " of " + mib(heap(t)) + ")";
+  };
+  if (!mappable.empty() && !force) {
+    mapped_ = true;
+    bufferTypes_ = mappable;
+    mappedReads_ = !discrete || (flags(mappable[0]) & cached);
+    memorySummary_ = "mapped: buffers in " + describe(mappable[0]);
+    if (!mappedReads_) memorySummary_ += ", downloads staged through " + describe(stagingType);
+  } else if (!hidden.empty() || !visible.empty()) {
+    bufferTypes_ = hidden;
+    bufferTypes_.insert(bufferTypes_.end(), visible.begin(), visible.end());
+    memorySummary_ = "staging: buffers in " + describe(bufferTypes_[0]) + ", staged through " + describe(stagingType);
+  } else if (!force) {  // no device-local memory at all
+    mapped_ = mappedReads_ = true;
+    bufferTypes_ = hostTypes;
+    memorySummary_ = "mapped: buffers in " + describe(hostTypes[0]) + ", the device has no device-local memory";
+  } else {
+    bufferTypes_ = hostTypes;
+    memorySummary_ = "staging: buffers in " + describe(hostTypes[0]) + ", staged through " + describe(stagingType);
+  }
+  if (!mapped_ || !mappedReads_) memorySummary_ += ", " + mib(VkDeviceSize(chunkBytes_)) + " chunks";
   return ok();
 }
 
@@ -424,41 +545,68 @@ Status VulkanBackend::init(const VulkanOptions& opts) {
   return createDevice();
 }
 
-Expected<BufferId> VulkanBackend::allocate(int64_t bytes) {
+Error outOfMemory(const std::string& what, int64_t bytes, const std::string& device) {
+  Error e = makeError(ErrorKind::Capability, {}, "cannot allocate " + what + " of " + std::to_string(bytes) +
+                                                     " bytes on " + device);
+  e.capability = "MemoryBudget";
+  return e;
+}
+
+bool isOutOfMemory(VkResult r) { return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY; }
+
+// A buffer of `bytes` (already rounded) in the first of `types` that it may
+// take and that has room, mapped when `map`; on failure nothing is left.
+// `what` names it in the out-of-memory error.
+Expected<Buf> makeBuffer(const Fns& f, VkDevice device, const std::vector<uint32_t>& types, int64_t bytes,
+                         VkBufferUsageFlags usage, bool map, const std::string& what, int64_t asked,
+                         const std::string& deviceName) {
   Buf b;
-  b.bytes = roundUp(std::max<int64_t>(bytes, 1), 256);
+  b.bytes = bytes;
   VkBufferCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   ci.size = VkDeviceSize(b.bytes);
-  ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  ci.usage = usage;
   ci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  if (VkResult r = f_.vkCreateBuffer(device_, &ci, nullptr, &b.buffer); r != VK_SUCCESS)
-    return failed("vkCreateBuffer", r);
+  if (VkResult r = f.vkCreateBuffer(device, &ci, nullptr, &b.buffer); r != VK_SUCCESS)
+    return isOutOfMemory(r) ? outOfMemory(what, asked, deviceName) : failed("vkCreateBuffer", r);
   VkMemoryRequirements req;
-  f_.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  ai.allocationSize = req.size;
-  ai.memoryTypeIndex = memoryType_;
-  if (!(req.memoryTypeBits & (1u << memoryType_))) {
-    f_.vkDestroyBuffer(device_, b.buffer, nullptr);
-    return unavailable("storage buffers cannot live in host-visible memory on " + info_.name);
+  f.vkGetBufferMemoryRequirements(device, b.buffer, &req);
+  VkResult r = VK_ERROR_UNKNOWN;
+  bool allowed = false;
+  for (uint32_t t : types) {
+    if (!(req.memoryTypeBits & (1u << t))) continue;
+    allowed = true;
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = t;
+    r = f.vkAllocateMemory(device, &ai, nullptr, &b.memory);
+    if (r == VK_SUCCESS || !isOutOfMemory(r)) break;
+    b.memory = VK_NULL_HANDLE;  // out of room there: the next type
   }
-  VkResult r = f_.vkAllocateMemory(device_, &ai, nullptr, &b.memory);
-  if (r == VK_SUCCESS) r = f_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
+  if (!allowed) {
+    f.vkDestroyBuffer(device, b.buffer, nullptr);
+    return unavailable("no memory type chosen on " + deviceName + " can hold " + what);
+  }
+  const char* call = "vkAllocateMemory";
+  if (r == VK_SUCCESS) call = "vkBindBufferMemory", r = f.vkBindBufferMemory(device, b.buffer, b.memory, 0);
   void* mapped = nullptr;
-  if (r == VK_SUCCESS) r = f_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &mapped);
+  if (r == VK_SUCCESS && map) call = "vkMapMemory", r = f.vkMapMemory(device, b.memory, 0, VK_WHOLE_SIZE, 0, &mapped);
   if (r != VK_SUCCESS) {
-    f_.vkDestroyBuffer(device_, b.buffer, nullptr);
-    if (b.memory) f_.vkFreeMemory(device_, b.memory, nullptr);
-    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
-      Error e = makeError(ErrorKind::Capability, {},
-                          "cannot allocate a buffer of " + std::to_string(bytes) + " bytes on " + info_.name);
-      e.capability = "MemoryBudget";
-      return e;
-    }
-    return failed("vkAllocateMemory", r);
+    f.vkDestroyBuffer(device, b.buffer, nullptr);
+    if (b.memory) f.vkFreeMemory(device, b.memory, nullptr);
+    if (isOutOfMemory(r)) return outOfMemory(what, asked, deviceName);
+    return failed(call, r);
   }
   b.mapped = static_cast<uint8_t*>(mapped);
-  buffers_.push_back(b);
+  return b;
+}
+
+Expected<BufferId> VulkanBackend::allocate(int64_t bytes) {
+  auto b = makeBuffer(f_, device_, bufferTypes_, roundUp(std::max<int64_t>(bytes, 1), 256),
+                      VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                          VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                      mapped_, "a buffer", bytes, info_.name);
+  if (!b) return b.error();
+  buffers_.push_back(*b);
   return BufferId(buffers_.size() - 1);
 }
 
@@ -475,14 +623,148 @@ Status VulkanBackend::checkRange(BufferId buffer, int64_t offset, int64_t bytes)
 
 Status VulkanBackend::upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) {
   if (auto s = checkRange(buffer, offset, bytes); !s) return s;
-  if (bytes) std::memcpy(buffers_[size_t(buffer)].mapped + offset, data, size_t(bytes));
-  return ok();
+  if (!bytes) return ok();
+  const Buf& b = buffers_[size_t(buffer)];
+  if (b.mapped) {
+    std::memcpy(b.mapped + offset, data, size_t(bytes));
+    return ok();
+  }
+  return stagedUpload(b, offset, static_cast<const uint8_t*>(data), bytes);
 }
 
 Status VulkanBackend::download(BufferId buffer, int64_t offset, void* data, int64_t bytes) {
   if (auto s = checkRange(buffer, offset, bytes); !s) return s;
-  if (bytes) std::memcpy(data, buffers_[size_t(buffer)].mapped + offset, size_t(bytes));
+  if (!bytes) return ok();
+  const Buf& b = buffers_[size_t(buffer)];
+  if (b.mapped && mappedReads_) {
+    std::memcpy(data, b.mapped + offset, size_t(bytes));
+    return ok();
+  }
+  return stagedDownload(b, offset, static_cast<uint8_t*>(data), bytes);
+}
+
+// The staging buffer, with room for two slots of min(bytes, chunk) each
+// (rounded up to 256, and at least 1 MiB unless the chunk is smaller). Grows
+// by replacing the buffer: no slot is busy between moves.
+Status VulkanBackend::ensureStaging(int64_t bytes) {
+  int64_t want = std::min(chunkBytes_, roundUp(std::max<int64_t>(bytes, int64_t(1) << 20), 256));
+  if (slotBytes_ >= want) return ok();
+  int64_t slot = want;
+  for (int i = 0; i < 2; ++i) {
+    if (!slotFences_[i]) {
+      VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+      if (VkResult r = f_.vkCreateFence(device_, &fi, nullptr, &slotFences_[i]); r != VK_SUCCESS) {
+        slotFences_[i] = VK_NULL_HANDLE;
+        return failed("vkCreateFence", r);
+      }
+    }
+    if (!slotCommands_[i]) {
+      VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+      ai.commandPool = commandPool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      if (VkResult r = f_.vkAllocateCommandBuffers(device_, &ai, &slotCommands_[i]); r != VK_SUCCESS) {
+        slotCommands_[i] = VK_NULL_HANDLE;
+        return failed("vkAllocateCommandBuffers", r);
+      }
+    }
+  }
+  auto b = makeBuffer(f_, device_, stagingTypes_, 2 * slot,
+                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true, "a staging buffer",
+                      2 * slot, info_.name);
+  if (!b) return b.error();
+  if (stage_.buffer) f_.vkDestroyBuffer(device_, stage_.buffer, nullptr);
+  if (stage_.memory) f_.vkFreeMemory(device_, stage_.memory, nullptr);
+  stage_ = *b;
+  slotBytes_ = slot;
   return ok();
+}
+
+// Records and submits one copy on a slot's command buffer and fence, without
+// waiting. It starts with the barrier every command buffer here starts with
+// (so the copy follows earlier host, transfer and shader writes, and earlier
+// reads of what it overwrites); a copy towards the host ends with a barrier
+// that makes its writes visible to host reads.
+Status VulkanBackend::stageSubmit(int slot, VkBuffer src, VkDeviceSize srcOffset, VkBuffer dst,
+                                  VkDeviceSize dstOffset, VkDeviceSize bytes, bool toHost) {
+  VkCommandBuffer c = slotCommands_[slot];
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  if (VkResult r = f_.vkBeginCommandBuffer(c, &bi); r != VK_SUCCESS) return failed("vkBeginCommandBuffer", r);
+  barrier(c, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+          VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+  VkBufferCopy region{srcOffset, dstOffset, bytes};
+  f_.vkCmdCopyBuffer(c, src, dst, 1, &region);
+  if (toHost)
+    barrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+            VK_ACCESS_HOST_READ_BIT);
+  if (VkResult r = f_.vkEndCommandBuffer(c); r != VK_SUCCESS) return failed("vkEndCommandBuffer", r);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &c;
+  if (VkResult r = f_.vkQueueSubmit(queue_, 1, &si, slotFences_[slot]); r != VK_SUCCESS)
+    return failed("vkQueueSubmit", r);
+  slotBusy_[slot] = true;
+  return ok();
+}
+
+Status VulkanBackend::waitSlot(int slot) {
+  if (!slotBusy_[slot]) return ok();
+  slotBusy_[slot] = false;
+  VkResult r = f_.vkWaitForFences(device_, 1, &slotFences_[slot], VK_TRUE, UINT64_MAX);
+  f_.vkResetFences(device_, 1, &slotFences_[slot]);
+  return r == VK_SUCCESS ? ok() : Status(failed("vkWaitForFences", r));
+}
+
+// Waits for both slots, so nothing is in flight when a move returns; the
+// first failure wins.
+Status VulkanBackend::drainSlots(Status s) {
+  for (int i = 0; i < 2; ++i) {
+    Status w = waitSlot(i);
+    if (s && !w) s = w;
+  }
+  return s;
+}
+
+// Chunk i goes through slot i % 2: the host copies chunk i into its slot
+// while the device still copies chunk i - 1 out of the other.
+Status VulkanBackend::stagedUpload(const Buf& b, int64_t offset, const uint8_t* data, int64_t bytes) {
+  if (auto s = ensureStaging(bytes); !s) return s;
+  Status s = ok();
+  for (int64_t done = 0, i = 0; done < bytes && s; ++i) {
+    int slot = int(i % 2);
+    int64_t n = std::min(slotBytes_, bytes - done);
+    s = waitSlot(slot);
+    if (!s) break;
+    std::memcpy(stage_.mapped + slot * slotBytes_, data + done, size_t(n));
+    s = stageSubmit(slot, stage_.buffer, VkDeviceSize(slot * slotBytes_), b.buffer, VkDeviceSize(offset + done),
+                    VkDeviceSize(n), false);
+    done += n;
+  }
+  return drainSlots(s);
+}
+
+// The device copies chunk i + 1 into one slot while the host copies chunk i
+// out of the other.
+Status VulkanBackend::stagedDownload(const Buf& b, int64_t offset, uint8_t* data, int64_t bytes) {
+  if (auto s = ensureStaging(bytes); !s) return s;
+  int64_t chunks = (bytes + slotBytes_ - 1) / slotBytes_;
+  auto start = [&](int64_t i) {
+    int64_t at = i * slotBytes_;
+    return stageSubmit(int(i % 2), b.buffer, VkDeviceSize(offset + at), stage_.buffer,
+                       VkDeviceSize((i % 2) * slotBytes_), VkDeviceSize(std::min(slotBytes_, bytes - at)), true);
+  };
+  Status s = start(0);
+  for (int64_t i = 0; i < chunks && s; ++i) {
+    if (i + 1 < chunks) s = start(i + 1);
+    if (!s) break;
+    s = waitSlot(int(i % 2));
+    if (!s) break;
+    int64_t at = i * slotBytes_;
+    std::memcpy(data + at, stage_.mapped + (i % 2) * slotBytes_, size_t(std::min(slotBytes_, bytes - at)));
+  }
+  return drainSlots(s);
 }
 
 void VulkanBackend::barrier(VkCommandBuffer c, VkPipelineStageFlags src, VkAccessFlags srcAccess,
@@ -679,6 +961,11 @@ Status VulkanBackend::run(ProgramId program) {
 }
 
 }  // namespace
+
+VulkanMemoryChoice vulkanMemoryChoice(const Backend& backend) {
+  if (auto* v = dynamic_cast<const VulkanBackend*>(&backend)) return v->memoryChoice();
+  return {};
+}
 
 Expected<std::unique_ptr<Backend>> createVulkanBackend(const VulkanOptions& opts) {
   auto b = std::make_unique<VulkanBackend>();

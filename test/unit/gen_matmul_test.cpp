@@ -1,0 +1,157 @@
+// The MatMul schedules (gemv, every gemm tile) against the oracle, on the KIR
+// interpreter and on lavapipe, on fresh random data: rows 1, 2, 3, 7, 16, 17,
+// 64, 65 and 513, K and N that are multiples of no tile or vector width, plain
+// and transposed b, broadcast batch axes, f16 and f32 results, bf16 and f16
+// weights widened by an f32 product. Both the kernel and the oracle sum K
+// rounded products, in different orders: each is within gamma_K *
+// sum |a_k b_k| of the exact sum (gamma_K = K u / (1 - K u), u = 2^-24, for
+// any order, fused multiply-adds or not), so they differ by at most twice
+// that, the bound docs/codegen.md states. The test evaluates sum |a_k b_k|
+// with the oracle (the same MatMul over Abs of both operands) and holds every
+// element to that bound; a two-byte result adds one ulp of its own rounding.
+// Integer products wrap and must be equal.
+#include <cmath>
+
+#include "kir_plan.h"
+#include "plan/schedule.h"
+#include "testing.h"
+#include "vulkan_plan.h"
+
+namespace poot {
+namespace {
+
+struct Case {
+  std::string a, b, r;  // types, e.g. "f32[3,37]"
+  bool transposed = false;
+};
+
+std::string graphText(const Case& c, bool abs) {
+  std::string t = "graph g\ninput %a : " + c.a + "\ninput %b : " + c.b + "\n";
+  std::string x = "%a", y = "%b";
+  if (abs) {
+    t += "%aa = Abs(%a) : " + c.a + "\n%ba = Abs(%b) : " + c.b + "\n";
+    x = "%aa", y = "%ba";
+  }
+  t += "%r = MatMul(" + x + ", " + y + ")" + (c.transposed ? " {transpose_b=true}" : "") + " : " + c.r + "\n";
+  return t + "output %r\n";
+}
+
+// |got - want| <= 2 gamma_K bound (+ one ulp of a two-byte result); integers equal.
+void checkWithin(const std::string& what, const Tensor& want, const Tensor& got, const Tensor& bound, int64_t k) {
+  REQUIRE_MESSAGE(got.type == want.type, what);
+  double u = std::ldexp(1.0, -24), gamma = double(k) * u / (1 - double(k) * u);
+  double ulp = want.dtype() == DType::F16 ? std::ldexp(1.0, -10) : want.dtype() == DType::BF16 ? std::ldexp(1.0, -7) : 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    double w = want.get(i), g = got.get(i);
+    double tol = isFloat(want.dtype()) ? 2.02 * gamma * bound.get(i) + ulp * std::fabs(w) : 0;
+    if (!(std::fabs(g - w) <= tol) && ++bad <= 3)
+      FAIL_CHECK(what << " element " << i << ": " << g << " vs " << w << " (bound " << tol << ")");
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << want.size() << " elements out of bound");
+}
+
+// Runs the case on the KIR interpreter for `d` and, when `vulkan`, on
+// lavapipe; returns the schedule kind the planner chose.
+std::string run(const Case& c, const DeviceProfile& d, bool vulkan) {
+  Graph g = testing::parse(graphText(c, false));
+  Graph gabs = testing::parse(graphText(c, true));
+  uint64_t seed = testing::freshSeed();
+  CAPTURE(seed);
+  CAPTURE(graphText(c, false));
+  auto params = completeParams(g, {}, seed);
+  auto want = evaluate(g, params);
+  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  auto bound = evaluate(gabs, params);
+  REQUIRE(bool(bound));
+  const Tensor& w = want->outputs.at("r");
+  const Tensor& bnd = bound->outputs.at("r");
+  int64_t k = testing::ty(c.a).shape.back();
+  auto kir = testing::runOnKir(g, d, params);
+  REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+  checkWithin("kir", w, kir->outputs.at("r"), bnd, k);
+  if (vulkan) {
+    auto vk = testing::runOnVulkan(g, d, params);
+    REQUIRE_MESSAGE(bool(vk), (vk ? "" : vk.error().str()));
+    checkWithin("lavapipe", w, vk->outputs.at("r"), bnd, k);
+  }
+  auto p = planGraph(g, d);
+  REQUIRE(bool(p));
+  return p->kernels.at(0).request.schedule.kind;
+}
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s = "[";
+  for (int64_t x : d) s += (s.size() > 1 ? "," : "") + std::to_string(x);
+  return s + "]";
+}
+
+// a [m, k] x b [k, n] or [n, k], f32 unless told.
+Case plain2d(int64_t m, int64_t k, int64_t n, bool transposed, const char* bType = "f32") {
+  return Case{"f32" + dims({m, k}), std::string(bType) + (transposed ? dims({n, k}) : dims({k, n})),
+              "f32" + dims({m, n}), transposed};
+}
+
+TEST_CASE("gen matmul: every row count, both layouts, on the KIR interpreter and lavapipe") {
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  for (int64_t m : {1, 2, 3, 7, 16, 17, 64, 65, 513})
+    for (bool tr : {false, true}) {
+      std::string kind = run(plain2d(m, 37, 19, tr), d, true);
+      CHECK(kind == (m <= kGemvMaxRows ? "gemv" : "gemm"));
+    }
+  // K a multiple of 4 but of no tile: runs of 4 (wide loads) and a tail of runs.
+  for (int64_t m : {1, 3, 7, 16}) run(plain2d(m, 36, 19, true), d, true);
+  // K long enough for whole unrolled steps and a tail, N past several workgroups.
+  run(plain2d(1, 1000, 300, true), d, true);
+  run(plain2d(5, 1000, 300, false), d, true);
+  run(plain2d(40, 300, 130, true), d, true);
+}
+
+TEST_CASE("gen matmul: every gemm tile and the gemv fallback, chosen by the profile") {
+  DeviceProfile base = testing::loadTarget("lavapipe");
+  struct Variant {
+    int64_t units, threads, memory;
+  };
+  // One compute unit takes the largest tile; a million the smallest that
+  // fits; 64 threads only the 16x16 tile; 1 KiB of workgroup memory none, so
+  // gemv (whose partials then do not fit either: one lane a column).
+  for (Variant v : {Variant{1, 1024, 32768}, Variant{8, 1024, 32768}, Variant{40, 1024, 32768},
+                    Variant{1000000, 1024, 32768}, Variant{1, 64, 32768}, Variant{1, 1024, 1024}}) {
+    DeviceProfile d = base;
+    d.compute_units = v.units, d.max_workgroup_size = v.threads, d.workgroup_memory_bytes = v.memory;
+    CAPTURE(v.units);
+    CAPTURE(v.threads);
+    CAPTURE(v.memory);
+    for (bool tr : {false, true}) {
+      run(plain2d(133, 29, 141, tr), d, false);
+      run(plain2d(40, 29, 141, tr), d, false);
+      run(plain2d(3, 29, 141, tr), d, false);
+    }
+  }
+}
+
+TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  d.bf16 = d.f16;  // bf16 is integer arithmetic around f32 on every target
+  run(Case{"f32[2,1,3,5]", "f32[4,5,7]", "f32[2,4,3,7]"}, d, true);
+  run(Case{"f32[2,1,33,5]", "f32[4,7,5]", "f32[2,4,33,7]", true}, d, true);
+  CHECK(run(Case{"f32[2,1,70,5]", "f32[4,7,5]", "f32[2,4,70,7]", true}, d, true) == "gemm");
+  CHECK(run(Case{"f32[3,1,70,6]", "f32[1,5,6,9]", "f32[3,5,70,9]"}, d, true) == "gemm");
+  run(Case{"f32[1,4,1,16]", "f32[1,4,40,16]", "f32[1,4,1,40]", true}, d, true);
+  run(Case{"f16[17,33]", "f16[33,9]", "f16[17,9]"}, d, true);
+  run(Case{"f16[3,33]", "f16[9,33]", "f16[3,9]", true}, d, true);
+  // Odd K (one element a run) and K = 40 and 48 (runs of 8 two-byte values,
+  // read against two runs of 4 of a).
+  for (int64_t m : {1, 7, 65})
+    for (int64_t k : {45, 40, 48}) {
+      run(plain2d(m, k, 23, true, "bf16"), d, false);
+      run(plain2d(m, k, 23, true, "f16"), d, true);
+    }
+  run(Case{"i32[3,1,2,4]", "i32[2,4,2]", "i32[3,2,2,2]"}, d, true);
+  run(Case{"i32[40,9]", "i32[11,9]", "i32[40,11]", true}, d, true);
+  CHECK(run(Case{"i64[3,4]", "i64[1,4,2]", "i64[1,3,2]"}, d, true) == "gemv");
+  CHECK(run(Case{"i64[30,4]", "i64[2,4]", "i64[30,2]", true}, d, true) == "gemv");
+}
+
+}  // namespace
+}  // namespace poot
