@@ -2,7 +2,8 @@
 # Compiles, here, the plans that test/device/cuda_check.sh runs on a CUDA
 # host: every tiny model config x {decode, prefill} x {fixed, paged KV} x
 # {live length or not}, traced as test/e2e/matrix.sh traces them, and
-# examples/graphs/decode-attention.pg, each compiled for
+# examples/graphs/decode-attention.pg, and the one-MatMul graphs of
+# test/device/matmul_graphs.sh (odd sizes, every schedule), each compiled for
 # targets/nvidia-h200.yaml (PTX for sm_90) into OUT_DIR/NAME.plan.
 # Usage: test/device/make_plans.sh BUILD_DIR OUT_DIR
 set -euo pipefail
@@ -29,3 +30,8 @@ for config in examples/models/tiny-*.json; do
 done
 $pootc compile examples/graphs/decode-attention.pg --device "$target" -o "$out/decode-attention.plan"
 echo "$out/decode-attention.plan"
+bash test/device/matmul_graphs.sh "$work/matmul"
+for g in "$work"/matmul/*.pg; do
+  $pootc compile "$g" --device "$target" -o "$out/$(basename "$g" .pg).plan"
+done
+echo "$out/matmul-*.plan: $(ls "$work"/matmul/*.pg | wc -l) one-MatMul plans (test/device/matmul_graphs.sh)"
