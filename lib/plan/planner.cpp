@@ -38,7 +38,7 @@ const std::string& symAttr(const Eqn& e, const char* name) {
 
 class Planner {
  public:
-  Planner(const Graph& g, const DeviceProfile& d) : g_(g), d_(d) {}
+  Planner(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes) : g_(g), d_(d), notes_(notes) {}
 
   Expected<Plan> run() {
     plan_.deviceName = d_.name;
@@ -56,6 +56,7 @@ class Planner {
  private:
   const Graph& g_;
   const DeviceProfile& d_;
+  std::vector<ScheduleNote>* notes_;
   Plan plan_;
   std::map<std::string, int32_t> kernels_;  // requestIdentity -> kernel index
 
@@ -66,11 +67,14 @@ class Planner {
     return r;
   }
 
-  int32_t kernel(KernelRequest r) {
+  // The kernel of request r (a new one unless an equal request has one);
+  // `reason`, when given, is noted for a new kernel first used by eqn i.
+  int32_t kernel(KernelRequest r, int32_t i = -1, const std::string& reason = "") {
     auto [it, fresh] = kernels_.emplace(requestIdentity(r), int32_t(plan_.kernels.size()));
     if (fresh) {
       std::string entry = lower(opName(r.op)) + "_" + lower(r.schedule.kind) + "_" + str(it->second);
       plan_.kernels.push_back(Kernel{std::move(entry), std::move(r), {}});
+      if (notes_ && !reason.empty()) notes_->push_back(ScheduleNote{i, it->second, reason});
     }
     return it->second;
   }
@@ -170,7 +174,7 @@ class Planner {
       auto combine = foldGrid(rows, d_);
       int32_t scratch = int32_t(plan_.scratch.size());
       plan_.scratch.push_back(Scratch{i, rows * s * (Dv + 2)});
-      int32_t kp = kernel(request(e, partialsSchedule(*lanes, s, Dv)));
+      int32_t kp = kernel(request(e, partialsSchedule(*lanes, s, Dv)), i, split.reason);
       dispatch(kp, i, *partials, operands(e), {Access{-1, scratch}});
       int32_t kc = kernel(request(e, combineSchedule(*lanes, s)));
       dispatch(kc, i, *combine, {Access{-1, scratch}}, results(e));
@@ -178,7 +182,7 @@ class Planner {
     }
     auto grid = gridFor(e, "attention", B * Hq * Lq, "B * Hq * Lq");
     if (!grid) return grid.error();
-    dispatch(kernel(request(e, streamingSchedule(*lanes, Dv))), i, *grid, operands(e), results(e));
+    dispatch(kernel(request(e, streamingSchedule(*lanes, Dv)), i, split.reason), i, *grid, operands(e), results(e));
     return ok();
   }
 
@@ -206,7 +210,7 @@ class Planner {
     int64_t groups = matmulWorkgroups(c.schedule, batch, m, n);
     auto grid = gridFor(e, "op MatMul", groups, c.schedule.kind + " workgroups");
     if (!grid) return grid.error();
-    dispatch(kernel(request(e, std::move(c.schedule))), i, *grid, operands(e), results(e));
+    dispatch(kernel(request(e, std::move(c.schedule)), i, c.reason), i, *grid, operands(e), results(e));
     return ok();
   }
 
@@ -240,7 +244,9 @@ std::string opsStr(const TwoByteOps& o) {
 
 }  // namespace
 
-Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d) { return Planner(g, d).run(); }
+Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes) {
+  return Planner(g, d, notes).run();
+}
 
 uint64_t profileHash(const DeviceProfile& d) {
   std::string s;

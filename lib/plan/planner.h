@@ -20,11 +20,21 @@
 
 namespace poot {
 
+// Why a kernel got its schedule, for `pootc compile --remarks`: the first
+// eqn that uses the kernel, and the rule's reason (schedule.h). Recorded for
+// the schedules chosen from the shape and the device (split-KV attention and
+// MatMul).
+struct ScheduleNote {
+  int32_t eqn;
+  int32_t kernel;
+  std::string reason;
+};
+
 // Plans every eqn of `g` for `d`: kernels, dispatches (bindings left empty),
 // scratch, the device's name, target, arch and hash, and the plan key;
 // `source` is a copy of g. Refusals: AttentionLds, GridLimit, DtypeLowering,
-// ScratchBytes.
-Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d);
+// ScratchBytes. With `notes`, appends one ScheduleNote per chosen kernel.
+Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes = nullptr);
 
 // FNV-1a 64 over every profile field in a fixed order (name, target, arch,
 // compute units, workgroup memory and size, subgroup size, grid limits,

@@ -18,6 +18,7 @@
 #include "plan/plan_text.h"
 #include "plan/planner.h"
 #include "plan/profile.h"
+#include "plan/schedule.h"
 
 namespace poot {
 
@@ -57,9 +58,18 @@ class PhaseTimer {
 
 // The plan stage: kernels and dispatches (planGraph), buffers and the arena
 // (planBuffers), the device's memory budget.
-Expected<Plan> makePlan(const Graph& g, const DeviceProfile& d, PhaseTimer& timer) {
-  auto plan = planGraph(g, d);
+Expected<Plan> makePlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts, PhaseTimer& timer) {
+  std::vector<ScheduleNote> notes;
+  auto plan = planGraph(g, d, &notes);
   if (!plan) return plan.error();
+  if (opts.remarks)
+    for (const ScheduleNote& n : notes) {
+      const Eqn& e = g.eqns[size_t(n.eqn)];
+      std::string where = e.loc.str();
+      const Kernel& k = plan->kernels[size_t(n.kernel)];
+      std::fprintf(stderr, "%s%sremark: [planner] %%%s: %s: %s\n", where.c_str(), where.empty() ? "" : ": ",
+                   g.value(e.results[0]).name.c_str(), printSchedule(k.request.schedule).c_str(), n.reason.c_str());
+    }
   timer.mark("plan");
   if (auto s = planBuffers(*plan); !s) return s.error();
   if (auto s = checkMemoryBudget(*plan, d); !s) return s.error();
@@ -91,7 +101,7 @@ Status dumpKernels(const Plan& p, const std::string& dir) {
 // Then the kernels (KIR, emitted for the target) and the plan file or its
 // text; --emit=kir stops at the KIR.
 int emitPlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts, PhaseTimer& timer) {
-  auto plan = makePlan(g, d, timer);
+  auto plan = makePlan(g, d, opts, timer);
   if (!plan) return report(plan.error());
   auto kernels = generateKir(*plan, d);
   if (!kernels) return report(kernels.error());
