@@ -66,8 +66,6 @@ Schedule plainSchedule(const std::string& kind, const DeviceProfile& d) {
 
 namespace {
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Threads a device needs resident to cover its memory latency, per compute
 // unit: an H200 SM holds 2048, and half of that already keeps enough loads
 // in flight for a streaming read (Little's law at about 4 TB/s and 1 us).

@@ -73,6 +73,10 @@ struct MatMulDecision {
 };
 MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
                             const DeviceProfile& d);
+// ceil(a / b) for a >= 0, b > 0: blocks of b covering a (the MatMul
+// schedules' row and column blocks, in the planner and the generators).
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Words of padding after each k row of a gemm's staged tiles: 32 / tileK,
 // so the tileK stores of neighbouring threads into one tile column fall in
 // different banks.

@@ -62,14 +62,12 @@ struct Product {
   }
 };
 
-int64_t blocks(int64_t a, int64_t d) { return (a + d - 1) / d; }
-
 // Workgroup `wid` of `count` as (batch, row block, column block), column
 // blocks fastest; runs body only for wid < count (workgroup-uniform, so the
 // body may hold barriers).
 void perWorkgroup(Builder& b, const Product& p, int64_t rowBlock, int64_t colBlock,
                   const std::function<void(V bi, V r0, V c0)>& body) {
-  int64_t nb = blocks(p.n, colBlock), mb = blocks(p.m, rowBlock);
+  int64_t nb = ceilDiv(p.n, colBlock), mb = ceilDiv(p.m, rowBlock);
   V wid = b.workgroupId();
   b.ifThen(b.lt(wid, b.i32(p.batches * mb * nb)), [&] {
     V c0 = b.mul(remBy(b, wid, nb), b.i32(colBlock));
