@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,10 @@ class Backend {
   virtual Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) = 0;
   // Submits a recorded program and waits until it has finished.
   virtual Status run(ProgramId program) = 0;
+  // The device's own time for the last successful run(), first launch to
+  // last completion, where the backend measures it (CUDA: events on the
+  // stream); nullopt otherwise.
+  virtual std::optional<double> lastRunDeviceSeconds() const { return std::nullopt; }
 };
 
 }  // namespace poot::rt

@@ -348,9 +348,13 @@ Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs) 
     if (auto s = copyStates(false); !s) return s.error();
 
   StepResult result;
+  result.deviceSeconds = 0.0;
   auto start = std::chrono::steady_clock::now();
   for (size_t p = 0; p < phases_.size(); ++p) {
     if (auto s = backend_->run(phases_[p]); !s) return s.error();
+    std::optional<double> device = backend_->lastRunDeviceSeconds();
+    if (device && result.deviceSeconds) *result.deviceSeconds += *device;
+    else result.deviceSeconds.reset();
     if (p > 0) continue;
     std::string failed;
     for (const Export& v : plan_.validations) {

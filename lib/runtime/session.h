@@ -29,6 +29,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct SessionOptions {
 struct StepResult {
   std::map<std::string, Tensor> outputs;  // by the graph's output names
   double seconds = 0;                     // wall time of the submitted programs
+  std::optional<double> deviceSeconds;    // their device time, where the backend measures it
 };
 
 class Session {

@@ -97,7 +97,7 @@ int runRun(const RunOptions& opts) {
   }
   if (auto b = s.bindWeights(weights); !b) return report(b.error());
 
-  std::vector<double> times;
+  std::vector<double> times, deviceTimes;
   Expected<rt::StepResult> result = makeError(ErrorKind::Usage, {}, "no step ran");
   for (int64_t i = 0; i < opts.iterations; ++i) {
     for (const auto& [name, t] : states)
@@ -105,6 +105,7 @@ int runRun(const RunOptions& opts) {
     result = s.step(perCall);
     if (!result) break;
     times.push_back(result->seconds);
+    if (result->deviceSeconds) deviceTimes.push_back(*result->deviceSeconds);
   }
 
   Expected<Evaluation> oracle = makeError(ErrorKind::Usage, {}, "no check");
@@ -136,6 +137,11 @@ int runRun(const RunOptions& opts) {
   if (opts.iterations > 1) {
     std::sort(times.begin(), times.end());
     std::printf("median step time: %.3f ms over %zu steps\n", times[times.size() / 2] * 1e3, times.size());
+    if (deviceTimes.size() == times.size()) {
+      std::sort(deviceTimes.begin(), deviceTimes.end());
+      std::printf("median device time: %.4f ms (the step's launches on the device, by its own timer)\n",
+                  deviceTimes[deviceTimes.size() / 2] * 1e3);
+    }
   }
   if (!opts.check) return 0;
   // Every output, then every state's new value (the KV caches), read back.

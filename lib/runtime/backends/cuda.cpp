@@ -41,6 +41,7 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
 
 // CUresult values.
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -87,6 +88,10 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
   X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream*, unsigned))                                          \
   X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                                                \
   X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                                           \
+  X(cuEventCreate, "cuEventCreate", CUresult(CUevent*, unsigned))                                              \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult(CUevent))                                                   \
+  X(cuEventRecord, "cuEventRecord", CUresult(CUevent, CUstream))                                               \
+  X(cuEventElapsedTime, "cuEventElapsedTime", CUresult(float*, CUevent, CUevent))                              \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                                              \
   X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                                         \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult(CUdeviceptr, const void*, size_t))                              \
@@ -195,6 +200,7 @@ class CudaBackend final : public Backend {
                                   int64_t workgroupMemory, int bindings) override;
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
+  std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
 
  private:
   Status pickDevice(const CudaOptions& opts);
@@ -207,6 +213,8 @@ class CudaBackend final : public Backend {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;  // the device's primary context, retained
   CUstream stream_ = nullptr;
+  CUevent start_ = nullptr, stop_ = nullptr;  // around each run's launches
+  std::optional<double> lastRun_;
   DeviceInfo info_;
   std::vector<Buf> buffers_;
   std::vector<Kern> kernels_;
@@ -222,6 +230,8 @@ CudaBackend::~CudaBackend() {
     f_->cuStreamSynchronize(stream_);
     f_->cuStreamDestroy(stream_);
   }
+  for (CUevent e : {start_, stop_})
+    if (e) f_->cuEventDestroy(e);
   for (Kern& k : kernels_) f_->cuModuleUnload(k.module);
   for (Buf& b : buffers_) f_->cuMemFree(b.ptr);
   f_->cuDevicePrimaryCtxRelease(device_);
@@ -242,6 +252,11 @@ Status CudaBackend::init(const CudaOptions& opts) {
     stream_ = nullptr;
     return failed(*f_, "cuStreamCreate", r);
   }
+  for (CUevent* e : {&start_, &stop_})
+    if (CUresult r = f_->cuEventCreate(e, 0); r != CUDA_SUCCESS) {
+      *e = nullptr;
+      return failed(*f_, "cuEventCreate", r);
+    }
   return ok();
 }
 
@@ -481,14 +496,21 @@ Status CudaBackend::run(ProgramId program) {
   if (program < 0 || size_t(program) >= programs_.size())
     return makeError(ErrorKind::Io, {}, "cuda: no program " + std::to_string(program));
   if (auto s = current(); !s) return s;
+  lastRun_.reset();
+  if (CUresult r = f_->cuEventRecord(start_, stream_); r != CUDA_SUCCESS) return failed(*f_, "cuEventRecord", r);
   for (Launch& l : programs_[size_t(program)]) {
     const Kern& k = kernels_[size_t(l.kernel)];
     CUresult r = f_->cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
                                     unsigned(k.dynamicShared), stream_, l.params.data(), nullptr);
     if (r != CUDA_SUCCESS) return failed(*f_, "cuLaunchKernel for '" + k.entry + "'", r);
   }
+  if (CUresult r = f_->cuEventRecord(stop_, stream_); r != CUDA_SUCCESS) return failed(*f_, "cuEventRecord", r);
   // A kernel that faults is reported here, by the wait.
   if (CUresult r = f_->cuStreamSynchronize(stream_); r != CUDA_SUCCESS) return failed(*f_, "cuStreamSynchronize", r);
+  float ms = 0;
+  if (CUresult r = f_->cuEventElapsedTime(&ms, start_, stop_); r != CUDA_SUCCESS)
+    return failed(*f_, "cuEventElapsedTime", r);
+  lastRun_ = double(ms) * 1e-3;
   return ok();
 }
 
