@@ -31,6 +31,11 @@ namespace poot {
 //                        (floor division), writes the eqn's Scratch
 //   "split-kv-combine"   one workgroup of `lanes` threads per row, reads the
 //                        Scratch, writes the result
+//   "decode"             Attention with few query rows a KV head: one
+//                        workgroup per (batch row, KV head, split) serves
+//                        its n_rep * Lq rows from one read of the keys; with
+//                        splits > 1 it writes the Scratch as the partials
+//                        do and a combine follows (schedule.h, chooseDecode)
 //   "elementwise"        one thread per result element (every data-movement,
 //                        unary, binary, compare, select, convert and Rope op)
 //   "reduce"             one thread per result element
@@ -55,8 +60,8 @@ struct Schedule {
   int64_t workgroupSize = 0;   // threads per workgroup
   int64_t workgroupMemory = 0; // bytes of workgroup memory
   // MatMul tiling; 0 in every kind that has none.
-  int64_t kLanes = 0, unroll = 0, vector = 0;        // gemv
-  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step
+  int64_t kLanes = 0, unroll = 0, vector = 0;        // gemv; decode: kLanes and vector
+  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step; decode: tileK keys a tile
   int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns
   bool operator==(const Schedule&) const = default;
 };

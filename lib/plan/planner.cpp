@@ -36,6 +36,8 @@ const std::string& symAttr(const Eqn& e, const char* name) {
   return v && attrKindOf(*v) == AttrKind::Sym ? std::get<std::string>(*v) : none;
 }
 
+int64_t intAttr(const Eqn& e, const char* name) { return std::get<int64_t>(*e.attr(name)); }
+
 class Planner {
  public:
   Planner(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes) : g_(g), d_(d), notes_(notes) {}
@@ -159,30 +161,38 @@ class Planner {
 
   Status planAttention(int32_t i, const Eqn& e) {
     const Shape& q = g_.type(e.operands[0]).shape;
-    int64_t B = q[0], Hq = q[1], Lq = q[2];
+    int64_t B = q[0], Hq = q[1], Lq = q[2], Dk = q[3], nrep = intAttr(e, "n_rep");
     int64_t Dv = g_.type(e.results[0]).shape[3];
-    int64_t Lk = symAttr(e, "key") == "paged" ? g_.type(e.operands[3]).shape[1] : g_.type(e.operands[1]).shape[2];
+    std::string key = symAttr(e, "key");
+    int64_t Lk = key == "paged" ? g_.type(e.operands[3]).shape[1] : g_.type(e.operands[1]).shape[2];
+    int64_t Ds = key == "split" ? g_.type(e.operands[2]).shape[3] : 0;
     auto lanes = lanesFor(e, "attention", Dv);
     if (!lanes) return lanes.error();
-    int64_t rows = B * Hq;
-    SplitDecision split = chooseSplits(rows, Lq, Lk, Dv, d_);
+    DecodeDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, d_);
+    int64_t groups = decode.schedule ? B * (Hq / nrep) : B * Hq, packed = decode.schedule ? nrep * Lq : 1;
+    SplitDecision split = chooseSplits(groups, packed, Lq, Lk, Dv, d_);
+    Schedule first = decode.schedule ? *decode.schedule : streamingSchedule(*lanes, Dv);
+    std::string why = decode.reason + "; " + split.reason;
     if (split.splits > 1) {
       int64_t s = split.splits;
       // chooseSplits has checked that the partials' fold fits; the combine's
       // rows fit whenever the partials do.
-      auto partials = foldGrid(rows * s, d_);
-      auto combine = foldGrid(rows, d_);
+      if (decode.schedule) first.splits = s;
+      else first = partialsSchedule(*lanes, s, Dv);
+      auto partials = foldGrid(groups * s, d_);
+      auto combine = foldGrid(B * Hq, d_);
       int32_t scratch = int32_t(plan_.scratch.size());
-      plan_.scratch.push_back(Scratch{i, rows * s * (Dv + 2)});
-      int32_t kp = kernel(request(e, partialsSchedule(*lanes, s, Dv)), i, split.reason);
+      plan_.scratch.push_back(Scratch{i, B * Hq * s * (Dv + 2)});
+      int32_t kp = kernel(request(e, first), i, why);
       dispatch(kp, i, *partials, operands(e), {Access{-1, scratch}});
       int32_t kc = kernel(request(e, combineSchedule(*lanes, s)));
       dispatch(kc, i, *combine, {Access{-1, scratch}}, results(e));
       return ok();
     }
-    auto grid = gridFor(e, "attention", B * Hq * Lq, "B * Hq * Lq");
+    auto grid = decode.schedule ? gridFor(e, "attention", groups, "B * Hkv")
+                                : gridFor(e, "attention", B * Hq * Lq, "B * Hq * Lq");
     if (!grid) return grid.error();
-    dispatch(kernel(request(e, streamingSchedule(*lanes, Dv)), i, split.reason), i, *grid, operands(e), results(e));
+    dispatch(kernel(request(e, first), i, why), i, *grid, operands(e), results(e));
     return ok();
   }
 

@@ -25,25 +25,74 @@ std::optional<std::array<int64_t, 3>> foldGrid(int64_t workgroups, const DeviceP
   return std::array<int64_t, 3>{x, y, 1};
 }
 
-SplitDecision chooseSplits(int64_t rows, int64_t lq, int64_t lk, int64_t dv, const DeviceProfile& d) {
+SplitDecision chooseSplits(int64_t groups, int64_t packed, int64_t lq, int64_t lk, int64_t dv,
+                           const DeviceProfile& d) {
   if (lq != 1) return {1, "not a decode: " + str(lq) + " query rows"};
-  if (rows >= d.compute_units)
-    return {1, "the " + str(rows) + " rows (B * Hq) fill the " + str(d.compute_units) + " compute units"};
+  if (groups >= d.compute_units)
+    return {1, "the " + str(groups) + " workgroups fill the " + str(d.compute_units) + " compute units"};
   int64_t cap = std::min(kMaxSplits, lk / kMinChunkKeys);
   if (cap < 2) return {1, str(lk) + " keys make fewer than two chunks of " + str(kMinChunkKeys)};
   // The smallest power of two that fills the compute units, capped.
   int64_t s = 2;
-  while (rows * s < d.compute_units && s < kMaxSplits) s *= 2;
+  while (groups * s < d.compute_units && s < kMaxSplits) s *= 2;
   s = std::min(s, cap);
-  int64_t bytes = partialStateBytes(rows, s, dv);
+  int64_t bytes = partialStateBytes(groups * packed, s, dv);
   if (bytes > d.max_buffer_bytes)
     return {1, "the partial state of " + str(bytes) + " bytes for " + str(s) +
                    " splits would pass the device's single-buffer limit of " + str(d.max_buffer_bytes)};
-  if (!foldGrid(rows * s, d))
-    return {1, "the " + str(rows * s) + " partial workgroups for " + str(s) + " splits would pass the device's grid of " +
-                   str(d.grid_limits[0]) + " x " + str(d.grid_limits[1])};
-  return {s, str(rows) + " rows on " + str(d.compute_units) + " compute units, " + str(lk) + " keys: " + str(s) +
-                 " splits"};
+  if (!foldGrid(groups * s, d))
+    return {1, "the " + str(groups * s) + " partial workgroups for " + str(s) +
+                   " splits would pass the device's grid of " + str(d.grid_limits[0]) + " x " + str(d.grid_limits[1])};
+  return {s, str(groups) + " workgroups on " + str(d.compute_units) + " compute units, " + str(lk) + " keys: " +
+                 str(s) + " splits"};
+}
+
+int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads) {
+  int64_t runs = ceilDiv(dv, vector), g = 1;
+  while (g < runs && g < 32 && g < threads) g *= 2;
+  return g;
+}
+
+// A plane holds one kLanes slot of every (row, key) of a tile; it is padded
+// to 32 / kLanes words past a multiple of 32, so that the 32 / kLanes keys
+// a warp's writers cover in one store land in distinct banks.
+int64_t decodePlane(const Schedule& s, int64_t packed) {
+  int64_t want = std::max<int64_t>(1, 32 / s.kLanes);
+  return packed * s.tileK + ((want - packed * s.tileK) % 32 + 32) % 32;
+}
+
+int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv) {
+  int64_t slices = s.workgroupSize / decodeValueLanes(dv, s.vector, s.workgroupSize);
+  return s.kLanes * decodePlane(s, packed) + packed * s.tileK + slices * packed * (dv + 2);
+}
+
+DecodeDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+  if (packed > kMaxPackedRows)
+    return {std::nullopt, str(packed) + " query rows a KV head (n_rep * Lq) are more than the decode schedule's " +
+                              str(kMaxPackedRows)};
+  // The widest load that keeps every key, shared-key and value row aligned.
+  int64_t w = 4;
+  while (w > 1 && (dh % w || ds % w || dv % w)) w /= 2;
+  // Each key thread keeps its slice of every row's q in registers: at most
+  // 64 floats, so a slice of 64 / packed dims (a whole number of loads).
+  int64_t slice = std::max(w, 64 / packed / w * w), dk = dh + ds;
+  for (int64_t t = 256; t >= 32; t /= 2) {
+    if (t > d.max_workgroup_size) continue;
+    Schedule s{"decode", t, 1, t, 0};
+    s.vector = w;
+    s.kLanes = 1;
+    while (s.kLanes < 32 && s.kLanes * slice < dk) s.kLanes *= 2;
+    // A key for every fourth thread (64 keys for 256 threads, so a tile's
+    // loads keep the memory busy), at least one pass of the key threads and
+    // one key for every key slice.
+    s.tileK = std::max({t / 4, t / s.kLanes, t / decodeValueLanes(dv, w, t)});
+    s.workgroupMemory = 4 * decodeWords(s, packed, dv);
+    if (s.workgroupMemory > d.workgroup_memory_bytes) continue;
+    return {s, str(packed) + " query rows a KV head share each key and value read: " + str(t) + " threads, " +
+                   str(s.kLanes) + " a key, tiles of " + str(s.tileK) + " keys"};
+  }
+  return {std::nullopt, "no decode workgroup of 32 threads or more fits the device's " +
+                            str(d.workgroup_memory_bytes) + " bytes of workgroup memory"};
 }
 
 Schedule streamingSchedule(int64_t lanes, int64_t dv) {
@@ -174,6 +223,7 @@ std::string printSchedule(const Schedule& s) {
   if (s.kind == "gemm")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
   if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
+  if (s.kind == "decode") out += " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
   return out;
 }
 

@@ -38,18 +38,45 @@ int64_t attentionLanes(int64_t dv, const DeviceProfile& d);
 // y = ceil(count / x), z = 1; nullopt when y passes the y limit.
 std::optional<std::array<int64_t, 3>> foldGrid(int64_t workgroups, const DeviceProfile& d);
 
-// The split-KV decision for an attention with `rows` = B * Hq query rows of
-// Lq queries each over Lk keys of value width dv. splits == 1 keeps the
-// streaming schedule; `reason` says why (or, when split, how it was chosen),
-// for remarks and tests.
+// The split-KV decision for an attention of Lq queries a row over Lk keys of
+// value width dv, launched as `groups` workgroups that each serve `packed`
+// query rows (streaming: B * Hq of one row; decode: B * Hkv of n_rep rows).
+// splits == 1 keeps one workgroup per group; `reason` says why (or, when
+// split, how it was chosen), for remarks and tests.
 struct SplitDecision {
   int64_t splits = 1;
   std::string reason;
 };
-SplitDecision chooseSplits(int64_t rows, int64_t lq, int64_t lk, int64_t dv, const DeviceProfile& d);
+SplitDecision chooseSplits(int64_t groups, int64_t packed, int64_t lq, int64_t lk, int64_t dv,
+                           const DeviceProfile& d);
 
 // Bytes of the split-KV partial state: rows * splits * (dv + 2) f32.
 inline int64_t partialStateBytes(int64_t rows, int64_t splits, int64_t dv) { return rows * splits * laneStateBytes(dv); }
+
+// The GQA-packed decode schedule ("decode", plan.h): one workgroup per (batch
+// row, KV head[, split]) serves all `packed` = n_rep * Lq query rows of that
+// head from one read of each key and value row. Its fields: workgroupSize
+// (= lanes) threads; kLanes threads share each key's dot products (q held in
+// their registers, a slice each); `vector` elements a wide load; tileK keys a
+// tile. A tile's value rows are shared by decodeValueLanes threads each, so
+// workgroupSize / decodeValueLanes key slices run the online softmax side by
+// side and fold at the end. chooseDecode gives no schedule (and says why)
+// past kMaxPackedRows rows or when no workgroup fits the device.
+constexpr int64_t kMaxPackedRows = 8;
+struct DecodeDecision {
+  std::optional<Schedule> schedule;
+  std::string reason;
+};
+DecodeDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+// Threads sharing one value row: the runs of `vector` elements of a dv-wide
+// row, rounded up to a power of two, at most 32 and at most `threads`.
+int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads);
+// The decode kernel's workgroup memory, in f32 words, as the generator
+// declares it: the score partials (kLanes planes of decodePlane words), the
+// tile's scores (packed * tileK) and the key slices' states for the final
+// fold (slices * packed * (dv + 2)).
+int64_t decodePlane(const Schedule& s, int64_t packed);
+int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 
 // The schedules themselves.
 Schedule streamingSchedule(int64_t lanes, int64_t dv);
@@ -85,9 +112,10 @@ inline int64_t gemmPad(int64_t tileK) { return 32 / tileK; }
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n);
 
 // "streaming lanes=64 splits=1 workgroup=64 memory=16896": the kind, then
-// every field, always in this order; the MatMul fields follow only in the
+// every field, always in this order; the tiling fields follow only in the
 // kinds that have them ("gemv ... k_lanes=32 unroll=4 vector=4 thread=1x1",
-// "gemm ... tile=128x128x8 thread=8x8").
+// "gemm ... tile=128x128x8 thread=8x8", "decode ... k_lanes=8 vector=4
+// tile_k=64").
 std::string printSchedule(const Schedule& s);
 
 }  // namespace poot

@@ -1,10 +1,13 @@
-// Tests of the attention generators (gen/attention.cpp, gen/selected.cpp):
-// one-eqn graphs of every Attention form and of SelectedAttention are
+// Tests of the attention generators (gen/attention.cpp, gen/decode.cpp,
+// gen/selected.cpp): one-eqn graphs of every Attention form, each on the
+// decode schedule (few query rows a KV head) and on the streaming one (more),
+// with and without split-KV, and of SelectedAttention are
 // planned, generated, verified and run on the KIR interpreter (kir_plan.h)
 // and on lavapipe through the runtime (vulkan_plan.h), both against the
 // oracle on fresh random parameters. Every output element must
 // be within 2e-5 of the oracle's (outputs are softmax averages of values in
-// (-1, 1); the streaming fold and the split-KV combine reassociate the sums),
+// (-1, 1); the score dots, the folds and the split-KV combine reassociate
+// the sums),
 // and NaN exactly where the oracle has NaN. Profiles: lavapipe (32 KiB of
 // workgroup memory, so wide heads get few lanes), a 16 KiB copy (fewer
 // still, and one compute unit, so nothing splits) and a copy with 64 compute
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "kir_plan.h"
+#include "plan/schedule.h"
 #include "vulkan_plan.h"
 #include "testing.h"
 
@@ -113,7 +117,9 @@ std::vector<std::string> kindsOf(const Graph& g, const DeviceProfile& d) {
   return out;
 }
 const std::vector<std::string> kStreaming = {"streaming"};
+const std::vector<std::string> kDecode = {"decode"};
 const std::vector<std::string> kSplit = {"split-kv-partials", "split-kv-combine"};
+const std::vector<std::string> kDecodeSplit = {"decode", "split-kv-combine"};
 
 // The plan on the KIR interpreter and on lavapipe (SPIR-V through the
 // runtime) against the oracle on `params`.
@@ -141,20 +147,44 @@ void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, T
   }
 }
 
-// Fresh parameters for c, with `tweak` applied before the check.
+// Fresh parameters for c, with `tweak(c, params, seed)` applied before the
+// check.
+using Params = std::map<std::string, Tensor>;
 template <class Tweak>
 void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& kinds, Tweak tweak) {
   uint64_t seed = freshSeed();
   CAPTURE(seed);
   CAPTURE(graphText(c));
   Graph g = testing::parse(graphText(c));
-  REQUIRE(kindsOf(g, d) == kinds);
+  std::vector<std::string> got = kindsOf(g, d);
+  std::string gotText;
+  for (const std::string& k : got) gotText += k + " ";
+  CAPTURE(gotText);
+  REQUIRE(got == kinds);
   auto params = completeParams(g, {}, seed);
-  tweak(params, seed);
+  tweak(c, params, seed);
   check(g, d, params);
 }
 void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& kinds) {
-  run(c, d, kinds, [](std::map<std::string, Tensor>&, uint64_t) {});
+  run(c, d, kinds, [](const Case&, Params&, uint64_t) {});
+}
+
+// A form on both schedules of a few-row attention: the decode schedule at
+// c's own query rows (n_rep * Lq of them a KV head, at most 8) and the
+// streaming one at enough more rows that they no longer pack.
+template <class Tweak>
+void runBoth(Case c, const DeviceProfile& d, Tweak tweak) {
+  REQUIRE(c.nrep * c.Lq <= kMaxPackedRows);
+  {
+    INFO("decode");
+    run(c, d, kDecode, tweak);
+  }
+  c.Lq = kMaxPackedRows / c.nrep + 1;
+  INFO("streaming");
+  run(c, d, kStreaming, tweak);
+}
+void runBoth(const Case& c, const DeviceProfile& d) {
+  runBoth(c, d, [](const Case&, Params&, uint64_t) {});
 }
 
 // The key row of (b, g, t): a dense row, or the pool row read[b, t] * Hkv + g.
@@ -190,14 +220,33 @@ TEST_CASE("attention gen: dense value widths, lanes from the workgroup memory") 
       CAPTURE(d->name);
       Case c;
       c.Hq = 4, c.nrep = 2, c.Lq = 2, c.Dv = dv, c.Dk = dv > 128 ? 64 : dv;
-      c.Lk = dv > 128 ? 45 : 77;  // never a multiple of the lane count
+      c.Lk = dv > 128 ? 45 : 77;  // never a multiple of the lane count or the tile
       c.B = dv > 128 ? 1 : 2;
-      run(c, *d, kStreaming);
+      runBoth(c, *d);
+      c.Lq = 5;
       auto p = planGraph(testing::parse(graphText(c)), *d);
       REQUIRE(bool(p));
       lanes.insert(p->kernels[0].request.schedule.lanes);
     }
   CHECK(lanes == std::set<int64_t>{4, 8, 16, 32, 64});  // 512 wide on 16 KiB: 4 lanes
+}
+
+TEST_CASE("attention gen: decode packs n_rep 1 to 8 query heads, key widths 32 to 512") {
+  struct Shape {
+    int64_t nrep, Lq, Dk, Dv, Lk;
+  };
+  // Key lengths that are no multiple of a tile, a pass or a slice; value
+  // widths unlike the key's; widths that load 4, 2 or 1 elements at a time.
+  for (Shape sh : {Shape{1, 1, 32, 32, 77}, Shape{2, 1, 64, 48, 131}, Shape{4, 1, 128, 128, 300},
+                   Shape{8, 1, 96, 80, 70}, Shape{3, 1, 40, 24, 65}, Shape{4, 2, 64, 64, 99},
+                   Shape{1, 1, 256, 256, 45}, Shape{2, 1, 512, 64, 40}, Shape{1, 1, 34, 18, 93},
+                   Shape{2, 1, 33, 17, 129}})
+    for (const DeviceProfile* d : {&lavapipe(), &small()}) {
+      Case c;
+      c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
+      CAPTURE(d->name);
+      run(c, *d, kDecode);
+    }
 }
 
 TEST_CASE("attention gen: masks and softcap") {
@@ -207,13 +256,13 @@ TEST_CASE("attention gen: masks and softcap") {
   SUBCASE("alibi per-head mask") { c.Hm = c.Hq; }
   SUBCASE("softcap") { c.softcap = 0.7; }  // small enough that the cap bends every score
   SUBCASE("softcap and per-head mask") { c.softcap = 2.5, c.Hm = c.Hq; }
-  run(c, lavapipe(), kStreaming);
+  runBoth(c, lavapipe());
 }
 
 TEST_CASE("attention gen: -inf keys add no weight and a fully masked row is NaN") {
   Case c;
   c.B = 2, c.Hq = 2, c.Lq = 2, c.Lk = 90, c.Dk = 32, c.Dv = 32, c.Hm = 1;
-  run(c, lavapipe(), kStreaming, [&](std::map<std::string, Tensor>& p, uint64_t seed) {
+  runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t seed) {
     std::mt19937_64 rng(seed);
     Tensor &mask = p.at("mask"), &v = p.at("v");
     // Row (b = 0, i = 1) sees nothing. Batch row 1 hides every third key
@@ -229,12 +278,25 @@ TEST_CASE("attention gen: -inf keys add no weight and a fully masked row is NaN"
   });
 }
 
+TEST_CASE("attention gen: a NaN score makes its row NaN") {
+  Case c;
+  c.B = 1, c.Hq = 4, c.nrep = 2, c.Lk = 150, c.Dk = 32, c.Dv = 32, c.Hm = c.Hq;
+  runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t) {
+    // Head 1, row 0: one NaN among finite scores; head 2, row 0: a NaN
+    // among keys that are otherwise all -inf.
+    Tensor& mask = p.at("mask");
+    mask.set((1 * c.Lq) * c.Lk + 77, kNaN);
+    for (int64_t t = 0; t < c.Lk; ++t) mask.set((2 * c.Lq) * c.Lk + t, t == 140 ? kNaN : -kInf);
+  });
+}
+
 TEST_CASE("attention gen: split key") {
   Case c;
   c.B = 2, c.Hq = 4, c.nrep = 4, c.Lq = 2, c.Lk = 53, c.Dk = 48, c.Ds = 16, c.Dv = 32;
   SUBCASE("plain") {}
   SUBCASE("masked and capped") { c.Hm = c.Hq, c.softcap = 3.0; }
-  run(c, lavapipe(), kStreaming);
+  SUBCASE("a shared part that loads two at a time") { c.Dk = 46, c.Ds = 6, c.nrep = 2, c.Lq = 1; }
+  runBoth(c, lavapipe());
 }
 
 TEST_CASE("attention gen: paged key through a permuted read map") {
@@ -242,7 +304,7 @@ TEST_CASE("attention gen: paged key through a permuted read map") {
   c.B = 2, c.Hq = 4, c.nrep = 2, c.Lq = 2, c.Lk = 41, c.Dk = 32, c.Dv = 48, c.key = "paged";
   SUBCASE("plain") {}
   SUBCASE("masked") { c.Hm = 1; }
-  run(c, lavapipe(), kStreaming);
+  runBoth(c, lavapipe());
 }
 
 TEST_CASE("attention gen: live length visits only the live keys") {
@@ -251,7 +313,7 @@ TEST_CASE("attention gen: live length visits only the live keys") {
   SUBCASE("dense") {}
   SUBCASE("paged") { c.key = "paged"; }
   SUBCASE("split key, masked") { c.key = "split", c.Hm = 1; }
-  run(c, lavapipe(), kStreaming, [&](std::map<std::string, Tensor>& p, uint64_t) {
+  runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t) {
     setLens(p, {1, c.Lk, 30});
     poisonPastLen(c, p);
   });
@@ -260,8 +322,24 @@ TEST_CASE("attention gen: live length visits only the live keys") {
 TEST_CASE("attention gen: live length outside 1..=Lk is clamped as the oracle clamps it") {
   Case c;
   c.B = 2, c.Hq = 2, c.Lk = 20, c.live = true;
-  run(c, lavapipe(), kStreaming, [&](std::map<std::string, Tensor>& p, uint64_t) { setLens(p, {0, c.Lk + 9}); });
+  runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t) { setLens(p, {0, c.Lk + 9}); });
 }
+
+// The split-KV forms on both schedules: c's query heads packed over its KV
+// heads (B * Hkv workgroups), then nine query heads of one KV head (too many
+// to pack: B * Hq streamed workgroups).
+template <class Tweak>
+void runSplit(Case c, const DeviceProfile& d, Tweak tweak) {
+  {
+    INFO("decode");
+    run(c, d, kDecodeSplit, tweak);
+  }
+  c.Hq = 9, c.nrep = 9;
+  if (c.Hm > 1) c.Hm = c.Hq;
+  INFO("streaming");
+  run(c, d, kSplit, tweak);
+}
+void runSplit(const Case& c, const DeviceProfile& d) { runSplit(c, d, [](const Case&, Params&, uint64_t) {}); }
 
 TEST_CASE("attention gen: split-kv decode") {
   Case c;
@@ -272,9 +350,15 @@ TEST_CASE("attention gen: split-kv decode") {
   SUBCASE("per-head mask and softcap") { c.Hm = c.Hq, c.softcap = 1.5; }
   SUBCASE("paged") { c.key = "paged"; }
   SUBCASE("split key") { c.key = "split"; }
-  SUBCASE("one row on lavapipe") { c.Hq = 1, c.nrep = 1, c.Lk = 260, d = &lavapipe(); }
+  SUBCASE("one row on lavapipe") {
+    // Lavapipe's 2 compute units: one KV head splits in two; 9 query rows
+    // already fill it.
+    c.Hq = 1, c.nrep = 1, c.Lk = 260;
+    run(c, lavapipe(), kDecodeSplit);
+    return;
+  }
   CAPTURE(c.key);
-  run(c, *d, kSplit);
+  runSplit(c, *d);
 }
 
 TEST_CASE("attention gen: split-kv decode with live lengths leaves neutral partials") {
@@ -282,7 +366,7 @@ TEST_CASE("attention gen: split-kv decode with live lengths leaves neutral parti
   c.B = 4, c.Hq = 2, c.Lq = 1, c.Lk = 520, c.Dk = 32, c.Dv = 80, c.live = true;
   SUBCASE("dense") {}
   SUBCASE("paged") { c.key = "paged"; }
-  run(c, wide(), kSplit, [&](std::map<std::string, Tensor>& p, uint64_t) {
+  runSplit(c, wide(), [](const Case& c, Params& p, uint64_t) {
     setLens(p, {1, c.Lk, 200, 131});  // chunks past the length are empty
     poisonPastLen(c, p);
   });
@@ -291,7 +375,7 @@ TEST_CASE("attention gen: split-kv decode with live lengths leaves neutral parti
 TEST_CASE("attention gen: split-kv decode of a fully masked row is NaN") {
   Case c;
   c.B = 2, c.Hq = 2, c.Lq = 1, c.Lk = 512, c.Dk = 32, c.Dv = 32, c.Hm = 1;
-  run(c, wide(), kSplit, [&](std::map<std::string, Tensor>& p, uint64_t) {
+  runSplit(c, wide(), [](const Case& c, Params& p, uint64_t) {
     for (int64_t t = 0; t < c.Lk; ++t) p.at("mask").set(t, -kInf);          // batch row 0 sees nothing
     for (int64_t t = 300; t < c.Lk; ++t) p.at("mask").set(c.Lk + t, -kInf);  // row 1: its last chunks
   });
@@ -361,13 +445,15 @@ TEST_CASE("attention gen: selected attention visits the selected blocks and its 
 }
 
 // The generated kernels also pass the emitters: SPIR-V (validated), PTX and
-// HSACO, for the streaming, split-KV and selected schedules.
+// HSACO, for the decode, streaming, split-KV and selected schedules.
 TEST_CASE("attention gen: every schedule emits for the spirv, ptx and hsaco targets") {
   Case c;
   c.B = 1, c.Hq = 4, c.Lk = 600, c.key = "paged", c.Hm = 4, c.live = true, c.softcap = 2;
+  Case prefill = c;
+  prefill.Lq = 9;
   Selected sel;
   for (const char* target : {"lavapipe", "nvidia-h200", "amd-mi300x"})
-    for (const std::string& text : {graphText(c), selectedText(sel)}) {
+    for (const std::string& text : {graphText(c), graphText(prefill), selectedText(sel)}) {
       CAPTURE(target);
       CAPTURE(text);
       DeviceProfile d = testing::loadTarget(target);

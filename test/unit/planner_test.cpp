@@ -154,15 +154,59 @@ TEST_CASE("plan: streaming attention launches B * Hq * Lq workgroups, folded 2-D
   CHECK(foldGrid(65535 * 3 + 1, target("lavapipe")) == std::array<int64_t, 3>{65535, 4, 1});
 }
 
+TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
+  DeviceProfile h200 = target("nvidia-h200");
+  // Four query rows a KV head (Llama-3's grouping): q slices of 16 dims, so
+  // 4 threads a 64-wide key, 64 keys a tile; 4 * (4 * 64 + 8) + 4 * 64 +
+  // 8 * 4 * 130 words.
+  Plan p = plan(attention(1, 32, 1, 4096, 128, 4), h200);
+  CHECK(printSchedule(attentionSchedule(p)) ==
+        "decode lanes=256 splits=16 workgroup=256 memory=21888 k_lanes=4 vector=4 tile_k=64");
+  // One query row a head (n_rep 1): the whole 64-dim key in one thread, tiles
+  // of 256 keys (one a thread); eight rows: 8-dim slices, 8 threads a key.
+  CHECK(printSchedule(attentionSchedule(plan(attention(1, 4, 1, 4096, 128), h200))) ==
+        "decode lanes=256 splits=16 workgroup=256 memory=6208 k_lanes=1 vector=4 tile_k=256");
+  CHECK(attentionSchedule(plan(attention(1, 32, 1, 4096, 128, 8), h200)).kLanes == 8);
+  // An odd value width loads one element at a time.
+  CHECK(attentionSchedule(plan(attention(1, 8, 1, 4096, 37, 2), h200)).vector == 1);
+  // More than 8 query rows a KV head stream, one workgroup a row.
+  DecodeDecision many = chooseDecode(16, 64, 0, 64, h200);
+  CHECK(!many.schedule);
+  CHECK(many.reason == "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8");
+  CHECK(attentionSchedule(plan(attention(1, 4, 16, 4096, 128), h200)).kind == "streaming");
+  CHECK(attentionSchedule(plan(attention(1, 8, 3, 4096, 128, 4), h200)).kind == "streaming");
+  CHECK(attentionSchedule(plan(attention(1, 8, 2, 4096, 128, 4), h200)).kind == "decode");
+  // Small workgroup memories halve the threads; a device with under 32
+  // threads a workgroup, or too little memory for 32, streams.
+  Synth s;
+  s.lds = 16384;
+  CHECK(chooseDecode(4, 64, 0, 64, s.make()).schedule->workgroupSize == 128);
+  s.lds = 8192;
+  CHECK(chooseDecode(4, 64, 0, 64, s.make()).schedule->workgroupSize == 64);
+  s.lds = 4096;
+  CHECK(printSchedule(*chooseDecode(4, 64, 0, 64, s.make()).schedule) ==
+        "decode lanes=32 splits=1 workgroup=32 memory=2880 k_lanes=4 vector=4 tile_k=8");
+  s.lds = 2048;
+  DecodeDecision none = chooseDecode(4, 64, 0, 64, s.make());
+  CHECK(!none.schedule);
+  CHECK(none.reason == "no decode workgroup of 32 threads or more fits the device's 2048 bytes of workgroup memory");
+  s.lds = 32768;
+  s.maxwg = 16;
+  CHECK(!chooseDecode(1, 64, 0, 64, s.make()).schedule);
+}
+
 TEST_CASE("plan: split-KV decode on the H200 and on lavapipe") {
   DeviceProfile h200 = target("nvidia-h200"), lava = target("lavapipe");
-  // H200, 132 SMs: 32 rows need 8 splits (32 * 4 = 128 < 132); 4 rows want 64,
-  // capped at 16, and at Lk / 128 = 8 for 1024 keys.
-  CHECK(splitsOf(attention(1, 32, 1, 4096, 128, 4), h200) == 8);
+  // H200, 132 SMs: the decode schedule's workgroups are B * Hkv. 8 KV heads
+  // want 32 splits, capped at 16; 4 heads likewise, and at Lk / 128 = 8 for
+  // 1024 keys; 16 heads (n_rep 2) need 16 (16 * 8 = 128 < 132).
+  CHECK(splitsOf(attention(1, 32, 1, 4096, 128, 4), h200) == 16);
   CHECK(splitsOf(attention(1, 4, 1, 4096, 128), h200) == 16);
   CHECK(splitsOf(attention(1, 4, 1, 1024, 128), h200) == 8);
   CHECK(splitsOf(attention(1, 4, 1, 384, 128), h200) == 3);
-  // B = 64: 64 * 32 = 2048 rows fill the device.
+  CHECK(splitsOf(attention(1, 32, 1, 4096, 128, 2), h200) == 16);
+  CHECK(splitsOf(attention(4, 32, 1, 4096, 128, 2), h200) == 4);
+  // B = 64: 64 * 8 = 512 workgroups fill the device.
   CHECK(splitsOf(attention(64, 32, 1, 4096, 128, 4), h200) == 1);
   // Too few keys for two chunks of 128.
   CHECK(splitsOf(attention(1, 4, 1, 255, 128), h200) == 1);
@@ -180,17 +224,16 @@ TEST_CASE("plan: a split-KV decode is two dispatches around a declared scratch")
   REQUIRE(p.dispatches.size() == 2);
   REQUIRE(p.scratch.size() == 1);
   const Dispatch &partials = p.dispatches[0], &combine = p.dispatches[1];
-  const Schedule& ps = p.kernels[size_t(partials.kernel)].request.schedule;
   const Schedule& cs = p.kernels[size_t(combine.kernel)].request.schedule;
-  CHECK(printSchedule(ps) == "split-kv-partials lanes=64 splits=8 workgroup=64 memory=33280");
-  CHECK(printSchedule(cs) == "split-kv-combine lanes=64 splits=8 workgroup=64 memory=0");
+  CHECK(p.kernels[size_t(partials.kernel)].request.schedule.kind == "decode");
+  CHECK(printSchedule(cs) == "split-kv-combine lanes=64 splits=16 workgroup=64 memory=0");
   CHECK(partials.eqn == 0);
   CHECK(combine.eqn == 0);
-  CHECK(partials.grid[0] == 32 * 8);
+  CHECK(partials.grid[0] == 8 * 16);
   CHECK(combine.grid[0] == 32);
   CHECK(p.scratch[0].eqn == 0);
-  CHECK(p.scratch[0].floats == 32 * 8 * 130);
-  CHECK(p.scratch[0].bytes() == 32 * 8 * 130 * 4);
+  CHECK(p.scratch[0].floats == 32 * 16 * 130);
+  CHECK(p.scratch[0].bytes() == 32 * 16 * 130 * 4);
   // The partials read the operands and write the scratch; the combine reads
   // the scratch and writes the result.
   const Graph& g = p.source;
@@ -200,40 +243,49 @@ TEST_CASE("plan: a split-KV decode is two dispatches around a declared scratch")
   CHECK(combine.reads == std::vector<Access>{{-1, 0}});
   CHECK(combine.writes == std::vector<Access>{{g.eqns[0].results[0], -1}});
   CHECK(partials.bindings.empty());
-  CHECK(p.kernels[0].entry == "attention_split_kv_partials_0");
+  CHECK(p.kernels[0].entry == "attention_decode_0");
   CHECK(p.kernels[1].entry == "attention_split_kv_combine_1");
+  // The streaming schedule splits the same way, B * Hq workgroups of one
+  // row (16 query rows a KV head are too many to pack).
+  Plan streamed = plan(attention(1, 16, 1, 4096, 128, 16), target("nvidia-h200"));
+  CHECK(printSchedule(streamed.kernels[0].request.schedule) ==
+        "split-kv-partials lanes=64 splits=16 workgroup=64 memory=33280");
 }
 
-TEST_CASE("plan: split-KV keeps streaming when the scratch or the partials' grid would not fit") {
+TEST_CASE("plan: split-KV keeps one workgroup a group when the scratch or the partials' grid would not fit") {
   Synth s;
   s.cus = 64;
   // 4 rows, 4096 keys: 16 splits, 4 * 16 * 66 * 4 = 16896 bytes of partials.
   CHECK(splitsOf(attention(1, 4, 1, 4096, 64), s.make()) == 16);
-  SplitDecision fits = chooseSplits(4, 1, 4096, 64, s.make());
+  SplitDecision fits = chooseSplits(4, 1, 1, 4096, 64, s.make());
   CHECK(fits.splits == 16);
+  // Two KV heads of two rows each: the same partial state.
+  CHECK(chooseSplits(2, 2, 1, 4096, 64, s.make()).splits == 16);
   s.maxBuffer = 16895;
-  SplitDecision big = chooseSplits(4, 1, 4096, 64, s.make());
+  SplitDecision big = chooseSplits(4, 1, 1, 4096, 64, s.make());
   CHECK(big.splits == 1);
   CHECK(big.reason ==
         "the partial state of 16896 bytes for 16 splits would pass the device's single-buffer limit of 16895");
+  CHECK(chooseSplits(2, 2, 1, 4096, 64, s.make()).reason == big.reason);
   CHECK(splitsOf(attention(1, 4, 1, 4096, 64), s.make()) == 1);
   s.maxBuffer = 134217728;
   s.gx = 8;
   s.gy = 1;
-  SplitDecision grid = chooseSplits(4, 1, 4096, 64, s.make());
+  SplitDecision grid = chooseSplits(4, 1, 1, 4096, 64, s.make());
   CHECK(grid.splits == 1);
   CHECK(grid.reason == "the 64 partial workgroups for 16 splits would pass the device's grid of 8 x 1");
   Plan p = plan(attention(1, 4, 1, 4096, 64), s.make());
-  CHECK(attentionSchedule(p).kind == "streaming");
+  CHECK(attentionSchedule(p).kind == "decode");
+  CHECK(attentionSchedule(p).splits == 1);
   CHECK(p.scratch.empty());
-  CHECK(chooseSplits(4, 16, 4096, 64, s.make()).reason == "not a decode: 16 query rows");
-  CHECK(chooseSplits(64, 1, 4096, 64, s.make()).reason == "the 64 rows (B * Hq) fill the 64 compute units");
+  CHECK(chooseSplits(4, 1, 16, 4096, 64, s.make()).reason == "not a decode: 16 query rows");
+  CHECK(chooseSplits(64, 1, 1, 4096, 64, s.make()).reason == "the 64 workgroups fill the 64 compute units");
 }
 
 TEST_CASE("plan: split chunks never hold fewer than 128 keys") {
   DeviceProfile h200 = target("nvidia-h200");
   for (int64_t lk : {128, 255, 256, 300, 383, 1000, 2049, 4097, 100000}) {
-    int64_t s = chooseSplits(1, 1, lk, 64, h200).splits;
+    int64_t s = chooseSplits(1, 1, 1, lk, 64, h200).splits;
     CAPTURE(lk);
     CHECK(s >= 1);
     CHECK(s <= 16);
@@ -341,7 +393,7 @@ TEST_CASE("plan: ScratchBytes refuses a scratch the device cannot bind") {
   CHECK(st.error().kind == ErrorKind::Capability);
   CHECK(st.error().capability == "ScratchBytes");
   CHECK(st.error().str() ==
-        "t.pg:5:8: error: split-kv scratch of 133120 bytes (32 rows * 8 splits * (value width 128 + 2) floats) exceeds "
+        "t.pg:5:8: error: split-kv scratch of 266240 bytes (32 rows * 16 splits * (value width 128 + 2) floats) exceeds "
         "the device's single-buffer limit of 100000 bytes");
 }
 

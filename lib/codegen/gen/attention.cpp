@@ -1,13 +1,13 @@
-// How genAttention writes the three Attention schedules over the shared
-// streaming body (streaming.h). The request fixes the form, so the operand
-// layout is resolved here once: the key row of key t is (b * Hkv + g) * Lk + t
-// for a dense or split key and read[b, t] * Hkv + g for a paged one (the
-// read word clamped into the pool, so no word can address outside it), and
-// the live bound len[b] is clamped into 0..=Lk. A workgroup's query row is
-// (b * Hq + h) * Lq + r, the result's row; split-KV partials number their
-// workgroups row * splits + split, the scratch slot they write.
+// How genAttention writes the streaming, split-kv-partials and
+// split-kv-combine schedules over the shared streaming body (streaming.h),
+// and hands the decode schedule to decode.cpp. The request fixes the form
+// (attention_form.h), so the operand layout is resolved once. A streaming
+// workgroup's query row is (b * Hq + h) * Lq + r, the result's row; split-KV
+// partials number their workgroups row * splits + split, the scratch slot
+// they write.
 #include <string>
 
+#include "codegen/gen/attention_form.h"
 #include "codegen/gen/generators.h"
 #include "codegen/gen/index.h"
 #include "codegen/gen/streaming.h"
@@ -16,60 +16,7 @@ namespace poot {
 
 namespace {
 
-using attn::Builder;
-using attn::V;
-
-// The request's form and sizes, and the operands' buffers (graph-format
-// order: q, k, [k_shared], v, [read], [mask], [len]; -1 when absent).
-struct Form {
-  bool split = false, paged = false, masked = false, live = false;
-  int64_t B = 0, Hq = 0, Lq = 0, Dk = 0, Dv = 0, nrep = 1, Hkv = 0, Lk = 0;
-  int64_t S = 0, Ds = 0, Dh = 0, Hm = 0;  // pool slots; shared and per-head key widths; mask heads
-  int32_t q = -1, k = -1, ks = -1, v = -1, read = -1, mask = -1, len = -1;
-};
-
-Form formOf(const KernelRequest& r) {
-  TypeQuery a = attn::attrsOf(r);
-  Form f;
-  f.split = a.attrSym("key") == "split";
-  f.paged = a.attrSym("key") == "paged";
-  f.masked = a.attrSym("mask") == "additive";
-  f.live = a.attrSym("bound") == "live";
-  int32_t i = 0;
-  f.q = i++;
-  f.k = i++;
-  if (f.split) f.ks = i++;
-  f.v = i++;
-  if (f.paged) f.read = i++;
-  if (f.masked) f.mask = i++;
-  if (f.live) f.len = i++;
-  const Shape& q = r.operands[size_t(f.q)].shape;
-  f.B = q[0], f.Hq = q[1], f.Lq = q[2], f.Dk = q[3];
-  f.Dv = r.results[0].shape[3];
-  f.nrep = a.attrInt("n_rep");
-  f.Hkv = f.Hq / f.nrep;
-  f.Lk = f.paged ? r.operands[size_t(f.read)].shape[1] : r.operands[size_t(f.k)].shape[2];
-  f.S = f.paged ? r.operands[size_t(f.k)].shape[0] : 0;
-  f.Ds = f.split ? r.operands[size_t(f.ks)].shape[3] : 0;
-  f.Dh = f.Dk - f.Ds;
-  f.Hm = f.masked ? r.operands[size_t(f.mask)].shape[1] : 0;
-  return f;
-}
-
-void declareOperands(Builder& b, const KernelRequest& r, const Form& f) {
-  const char* names[] = {"q", "k", "k_shared", "v", "read", "mask", "len"};
-  int32_t slots[] = {f.q, f.k, f.ks, f.v, f.read, f.mask, f.len};
-  for (int i = 0; i < 7; ++i)
-    if (slots[i] >= 0) {
-      const Type& t = r.operands[size_t(slots[i])];
-      b.buffer(names[i], t.dtype, numel(t.shape), false);
-    }
-}
-
-// The key bound of batch row bi: Lk, or len[bi] clamped into 0..=Lk.
-V keyBound(Builder& b, const Form& f, V bi) {
-  return f.live ? attn::loadIndex(b, f.len, bi, 0, f.Lk) : b.i32(f.Lk);
-}
+using namespace attn;
 
 // The keys of query row `row` as the lane loop reads them.
 attn::KeyReader keysOf(Builder& b, const KernelRequest& r, const Form& f, V row) {
@@ -79,17 +26,9 @@ attn::KeyReader keysOf(Builder& b, const KernelRequest& r, const Form& f, V row)
   V bi = b.div(bh, b.i32(f.Hq));
   V g = b.div(h, b.i32(f.nrep));
   V qAt = b.mul(row, b.i32(f.Dk));
-  V maskRow = -1;  // mask[b, Hm == 1 ? 0 : h, i, 0]
-  if (f.masked) {
-    V head = b.add(b.mul(bi, b.i32(f.Hm)), f.Hm == 1 ? b.i32(0) : h);
-    maskRow = b.mul(b.add(b.mul(head, b.i32(f.Lq)), rq), b.i32(f.Lk));
-  }
+  V maskRow = f.masked ? maskBase(b, f, bi, h, rq) : -1;
   attn::KeyReader keys;
-  keys.row = [&b, f, bi, g](V t) {
-    if (!f.paged) return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hkv)), g), b.i32(f.Lk)), t);
-    V word = attn::loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1);
-    return b.add(b.mul(word, b.i32(f.Hkv)), g);
-  };
+  keys.row = [&b, f, bi, g](V t) { return keyRow(b, f, bi, g, t); };
   keys.score = [&b, &r, f, bi, qAt, maskRow](V t, V at) {
     V dot = attn::dotProduct(b, f.q, qAt, f.k, b.mul(at, b.i32(f.Dh)), f.Dh, b.f32(0));
     if (f.split) {
@@ -178,9 +117,10 @@ Expected<kir::Kernel> genAttention(const GenInput& in) {
   const Schedule& s = in.request.schedule;
   Form f = formOf(in.request);
   if (s.lanes < 1) return makeError(ErrorKind::Capability, {}, "attention schedule " + s.kind + " has no lanes");
-  int64_t scratch = s.kind == "streaming" ? 0 : f.B * f.Hq * f.Lq * s.splits * (f.Dv + 2);
+  int64_t scratch = s.splits > 1 ? f.B * f.Hq * f.Lq * s.splits * (f.Dv + 2) : 0;
   if (auto indexable = gen::checkIndexWidth(in, scratch); !indexable) return indexable.error();
   if (s.kind == "streaming") return streaming(in, f);
+  if (s.kind == "decode") return decodeKernel(in, f);
   if (s.kind != "split-kv-partials" && s.kind != "split-kv-combine")
     return makeError(ErrorKind::Capability, {}, "no attention generator for schedule " + s.kind);
   if (f.Lq != 1)

@@ -29,7 +29,7 @@ struct GenInput {
 Expected<kir::Kernel> generateKernel(const GenInput& in);
 
 // The families (gen/<family>.cpp):
-// Attention: streaming, split-kv-partials and split-kv-combine schedules,
+// Attention: streaming, decode, split-kv-partials and split-kv-combine schedules,
 // every key form (dense, split, paged), mask, softcap, ALiBi and live bound.
 Expected<kir::Kernel> genAttention(const GenInput& in);
 // SelectedAttention: the block-selected streaming form.

@@ -109,6 +109,11 @@ V Builder::select(V cond, V a, V b) {
   return emit(Inst{Opc::Select, typeOf(a), {cond, a, b}});
 }
 
+V Builder::fma(V a, V b, V c) {
+  assert(typeOf(a) == Scalar::F32 && typeOf(b) == Scalar::F32 && typeOf(c) == Scalar::F32);
+  return emit(Inst{Opc::Fma, Scalar::F32, {a, b, c}});
+}
+
 V Builder::convert(V a, Scalar to) {
   if (typeOf(a) == to) return a;
   return emit(Inst{Opc::Convert, to, {a}});

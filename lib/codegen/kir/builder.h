@@ -70,6 +70,7 @@ class Builder {
   V ne(V a, V b) { return compare(Opc::Ne, a, b); }
   V isNan(V a) { return ne(a, a); }
   V select(V cond, V a, V b);
+  V fma(V a, V b, V c);  // f32 a * b + c (kir.h: rounded once, or as two roundings)
   V convert(V a, Scalar to);  // no-op when already `to`
   V bitcast(V a, Scalar to);
 

@@ -428,6 +428,14 @@ class Machine {
             if (m[t]) r[t] = c[t] ? x[t] : y[t];
           break;
         }
+        case Opc::Fma: {
+          const uint64_t* a = lanes(in.args[0]);
+          const uint64_t* x = lanes(in.args[1]);
+          const uint64_t* c = lanes(in.args[2]);
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) r[t] = put(std::fma(get<float>(a[t]), get<float>(x[t]), get<float>(c[t])));
+          break;
+        }
         case Opc::Convert:
           switch (k_.insts[size_t(in.args[0])].type) {
             case Scalar::Bool: convertFrom<bool>(m, v, in); break;

@@ -25,6 +25,11 @@
 //    floats return the other operand when one is NaN (generators that must
 //    propagate NaN test for it); Exp, Log, Tanh, Sin, Cos, Pow, Sqrt and
 //    Rsqrt may be the device's approximations (a few ulp).
+//  - Fma(a, b, c) is a * b + c on f32, rounded once where the target fuses
+//    it (the interpreter and LLVM do) and possibly as a rounded product then
+//    a rounded sum where it may not (SPIR-V's Fma leaves that to the
+//    driver); a generator uses it only where its stated error bound holds
+//    either way.
 //  - Compares on floats are ordered (false on NaN) except Ne, which is true
 //    on NaN, as in C.
 //  - Convert: f32 -> int truncates toward zero (out of range is
@@ -71,6 +76,7 @@ enum class Opc : uint8_t {
   // compares: two operands of one type, bool result
   Lt, Le, Gt, Ge, Eq, Ne,
   Select,                         // (bool, a, b) -> a's type
+  Fma,                            // (a, b, c) f32 -> a * b + c
   Convert, Bitcast,               // (x) -> type
   Load,                           // (index) from buffers[ref] -> valueOf(elem)
   LoadVec,                        // (index) imm elements from buffers[ref]; read only by Lane

@@ -116,6 +116,9 @@ class Verifier {
       case Opc::Select:
         return arity(v, in, 3) && want(v, in, 0, Scalar::Bool, "condition") && sameTypes(v, in, 1, 2) &&
                result(v, in, typeOf(in.args[1]));
+      case Opc::Fma:
+        return arity(v, in, 3) && want(v, in, 0, Scalar::F32, "factor") && want(v, in, 1, Scalar::F32, "factor") &&
+               want(v, in, 2, Scalar::F32, "addend") && result(v, in, Scalar::F32);
       case Opc::Convert: return arity(v, in, 1);
       case Opc::Bitcast: {
         if (!arity(v, in, 1)) return false;

@@ -219,6 +219,7 @@ Status Writer::inst(kir::V v) {
       r = compare(in.op, operand, arg(0), arg(1));
       break;
     case Opc::Select: r = b_.CreateSelect(arg(0), arg(1), arg(2)); break;
+    case Opc::Fma: r = b_.CreateIntrinsic(llvm::Intrinsic::fma, {b_.getFloatTy()}, {arg(0), arg(1), arg(2)}); break;
     case Opc::Convert: r = convert(operand, in.type, arg(0)); break;
     case Opc::Bitcast: r = b_.CreateBitCast(arg(0), type(in.type)); break;
     case Opc::Load: r = load(in, arg(0)); break;

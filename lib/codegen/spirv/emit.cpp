@@ -8,6 +8,8 @@
 // sum would wrap, as KIR's loop stops); an If is a selection whose
 // empty else branches straight to the merge. Function variables open the
 // first block, as SPIR-V requires.
+#include <spirv/unified1/GLSL.std.450.h>
+
 #include "codegen/spirv/emitter.h"
 #include "codegen/spirv/spirv.h"
 
@@ -240,6 +242,9 @@ void Emitter::inst(kir::V v) {
       return;
     case Opc::Select:
       r = op(SpvOpSelect, scalar(in.type), {val(in.args[0]), val(in.args[1]), val(in.args[2])});
+      return;
+    case Opc::Fma:
+      r = ext(GLSLstd450Fma, scalar(Scalar::F32), {val(in.args[0]), val(in.args[1]), val(in.args[2])});
       return;
     case Opc::Convert: r = convert(in); return;
     case Opc::Bitcast: r = op(SpvOpBitcast, scalar(in.type), {val(in.args[0])}); return;

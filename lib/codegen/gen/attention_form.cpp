@@ -1,0 +1,58 @@
+// The Attention form and the addressing its schedules share
+// (attention_form.h).
+#include "codegen/gen/attention_form.h"
+
+namespace poot::attn {
+
+Form formOf(const KernelRequest& r) {
+  TypeQuery a = attrsOf(r);
+  Form f;
+  f.split = a.attrSym("key") == "split";
+  f.paged = a.attrSym("key") == "paged";
+  f.masked = a.attrSym("mask") == "additive";
+  f.live = a.attrSym("bound") == "live";
+  int32_t i = 0;
+  f.q = i++;
+  f.k = i++;
+  if (f.split) f.ks = i++;
+  f.v = i++;
+  if (f.paged) f.read = i++;
+  if (f.masked) f.mask = i++;
+  if (f.live) f.len = i++;
+  const Shape& q = r.operands[size_t(f.q)].shape;
+  f.B = q[0], f.Hq = q[1], f.Lq = q[2], f.Dk = q[3];
+  f.Dv = r.results[0].shape[3];
+  f.nrep = a.attrInt("n_rep");
+  f.Hkv = f.Hq / f.nrep;
+  f.Lk = f.paged ? r.operands[size_t(f.read)].shape[1] : r.operands[size_t(f.k)].shape[2];
+  f.S = f.paged ? r.operands[size_t(f.k)].shape[0] : 0;
+  f.Ds = f.split ? r.operands[size_t(f.ks)].shape[3] : 0;
+  f.Dh = f.Dk - f.Ds;
+  f.Hm = f.masked ? r.operands[size_t(f.mask)].shape[1] : 0;
+  return f;
+}
+
+void declareOperands(Builder& b, const KernelRequest& r, const Form& f) {
+  const char* names[] = {"q", "k", "k_shared", "v", "read", "mask", "len"};
+  int32_t slots[] = {f.q, f.k, f.ks, f.v, f.read, f.mask, f.len};
+  for (int i = 0; i < 7; ++i)
+    if (slots[i] >= 0) {
+      const Type& t = r.operands[size_t(slots[i])];
+      b.buffer(names[i], t.dtype, numel(t.shape), false);
+    }
+}
+
+V keyBound(Builder& b, const Form& f, V bi) { return f.live ? loadIndex(b, f.len, bi, 0, f.Lk) : b.i32(f.Lk); }
+
+V keyRow(Builder& b, const Form& f, V bi, V g, V t) {
+  if (!f.paged) return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hkv)), g), b.i32(f.Lk)), t);
+  V word = loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1);
+  return b.add(b.mul(word, b.i32(f.Hkv)), g);
+}
+
+V maskBase(Builder& b, const Form& f, V bi, V h, V rq) {
+  V head = b.add(b.mul(bi, b.i32(f.Hm)), f.Hm == 1 ? b.i32(0) : h);
+  return b.mul(b.add(b.mul(head, b.i32(f.Lq)), rq), b.i32(f.Lk));
+}
+
+}  // namespace poot::attn
