@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ir/text.h"
 
@@ -332,12 +333,16 @@ std::string checkScoreTransform(const TypeQuery& q) {
 
 // q [B,Hq,Lq,Dk], k [B,Hkv,Lk,Dk] (split: Dk - s, plus k_shared [B,1,Lk,s];
 // paged: pool [S,Hkv,Dk] with read [B,Lk]), v likewise with Dv, then
-// mask [B,Hm,Lq,Lk] with Hm in {1, Hq} when mask=additive, and len [B] when
+// mask [B,Hm,Lq,Lk] with Hm in {1, Hq} when mask=additive, or the query
+// positions qpos i32 [B,Lq] in its place when mask=causal (key t visible to
+// row i of batch row b iff t <= qpos[b,i], and qpos[b,i] - t < window when
+// the optional window >= 1 is given: causal only), and len [B] when
 // bound=live. Result [B,Hq,Lq,Dv].
 TypeResult ruleAttention(const TypeQuery& q) {
   const std::string& key = q.attrSym("key");
   bool split = key == "split", paged = key == "paged";
-  bool masked = q.attrSym("mask") == "additive";
+  bool additive = q.attrSym("mask") == "additive", causal = q.attrSym("mask") == "causal";
+  bool masked = additive || causal;
   bool live = q.attrSym("bound") == "live";
   size_t want = 3 + split + paged + masked + live;
   if (q.operands.size() != want)
@@ -384,7 +389,17 @@ TypeResult ruleAttention(const TypeQuery& q) {
     if (tv.shape != Shape{B, Hkv, Lk, Dv})
       return fail("value " + tv.str() + " must be " + shapeStr({B, Hkv, Lk, Dv}));
   }
-  if (masked) {
+  if (const AttrValue* w = q.attr("window")) {
+    if (!causal) return fail("window is an attribute of mask=causal only, not mask=" + q.attrSym("mask"));
+    if (std::get<int64_t>(*w) < 1 || std::get<int64_t>(*w) > std::numeric_limits<int32_t>::max())
+      return fail("window " + std::to_string(std::get<int64_t>(*w)) + " must be in [1, 2^31 - 1]");
+  }
+  if (causal) {
+    const Type& p = q.operands[imask];
+    if (p.dtype != DType::I32 || p.shape != Shape{B, Lq})
+      return fail("query positions " + p.str() + " must be i32" + shapeStr({B, Lq}));
+  }
+  if (additive) {
     const Type& m = q.operands[imask];
     if (auto e = needSameDType(q, iq, imask); !e.empty()) return fail(e);
     if (m.rank() != 4 || m.shape[0] != B || (m.shape[1] != 1 && m.shape[1] != Hq) || m.shape[2] != Lq ||
@@ -495,7 +510,8 @@ std::vector<OpInfo> buildTable() {
                 {"softcap", K::Float, true},
                 {"n_rep", K::Int},
                 {"key", K::Sym, false, {"dense", "split", "paged"}},
-                {"mask", K::Sym, false, {"none", "additive"}},
+                {"mask", K::Sym, false, {"none", "additive", "causal"}},
+                {"window", K::Int, true},
                 {"bound", K::Sym, false, {"capacity", "live"}}},
                ruleAttention});
   t.push_back({Op::Rope, "Rope", OpClass::Formed, 3, 3, 1, {{"style", K::Sym, false, {"half", "interleaved"}}}, ruleRope});

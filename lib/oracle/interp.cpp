@@ -610,10 +610,11 @@ float dot(const float* a, const float* b, int64_t n, float acc = 0) {
 Status evalAttention(Ctx& c) {
   const std::string& key = c.attrSym("key");
   bool split = key == "split", paged = key == "paged";
-  bool masked = c.attrSym("mask") == "additive", live = c.attrSym("bound") == "live";
+  bool masked = c.attrSym("mask") == "additive", causal = c.attrSym("mask") == "causal";
+  bool live = c.attrSym("bound") == "live";
   size_t i = 0;
   size_t iq = i++, ik = i++, iks = split ? i++ : 0, iv = i++, iread = paged ? i++ : 0;
-  size_t imask = masked ? i++ : 0, ilen = live ? i++ : 0;
+  size_t imask = masked || causal ? i++ : 0, ilen = live ? i++ : 0;
   const Shape& qs = c.x(iq).shape();
   int64_t B = qs[0], Hq = qs[1], Lq = qs[2], Dk = qs[3], nrep = c.attrInt("n_rep"), Hkv = Hq / nrep;
   const Shape &ks = c.x(ik).shape(), &vs = c.x(iv).shape();
@@ -625,6 +626,12 @@ Status evalAttention(Ctx& c) {
   std::vector<float> mask = masked ? asF32(c.x(imask)) : std::vector<float>();
   std::vector<int64_t> read = paged ? asI64(c.x(iread)) : std::vector<int64_t>();
   std::vector<int64_t> len = live ? asI64(c.x(ilen)) : std::vector<int64_t>();
+  // mask=causal: key t is visible to row r of batch row b iff t <= p and,
+  // with a window, p - t < window (p = qpos[b, r]); a hidden key scores -inf
+  // whatever its dot, as the additive 0 / -inf mask gives for every finite
+  // score.
+  std::vector<int64_t> qpos = causal ? asI64(c.x(imask)) : std::vector<int64_t>();
+  int64_t window = causal && c.has("window") ? c.attrInt("window") : 0;
   ScoreXform xf(c);
   std::vector<float> out(size_t(B * Hq * Lq * Dv)), s, acc;
   std::vector<int64_t> keys;
@@ -643,7 +650,9 @@ Status evalAttention(Ctx& c) {
       for (int64_t r = 0; r < Lq; ++r) {
         const float* qr = q.data() + ((b * Hq + h) * Lq + r) * Dk;
         const float* mr = masked ? mask.data() + ((b * Hm + (Hm == 1 ? 0 : h)) * Lq + r) * Lk : nullptr;
+        int64_t p = causal ? qpos[size_t(b * Lq + r)] : 0;
         auto score = [&](int64_t t) {
+          if (causal && (t > p || (window > 0 && p - t >= window))) return -kInf;
           float d = dot(qr, k.data() + kRow(t) * Dh, Dh);
           if (split) d = dot(qr + Dh, kshared.data() + (b * Lk + t) * Ds, Ds, d);
           float sc = xf(d);

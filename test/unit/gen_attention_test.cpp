@@ -43,6 +43,8 @@ struct Case {
   int64_t Ds = 8;             // split: the shared key width
   int64_t S = 0;              // paged: pool slots (0: B * Lk + 5)
   int64_t Hm = 0;             // 0: no mask; 1 or Hq: an additive mask's heads
+  bool causal = false;        // mask=causal over qpos [B, Lq] (instead of Hm)
+  int64_t window = 0;         // with causal: the window, 0 for none
   bool live = false;
   double softcap = 0;         // 0: none
 };
@@ -77,13 +79,19 @@ std::string graphText(const Case& c) {
     s += "input %mask : f32" + dims({c.B, c.Hm, c.Lq, c.Lk}) + "\n";
     ops += ", %mask";
   }
+  if (c.causal) {
+    s += "input %qpos : i32" + dims({c.B, c.Lq}) + "\n";
+    ops += ", %qpos";
+  }
   if (c.live) {
     s += "input %len : i32" + dims({c.B}) + "\n";
     ops += ", %len";
   }
+  std::string mask = c.Hm ? "additive" : c.causal ? "causal" : "none";
+  if (c.window) mask += ", window=" + std::to_string(c.window);
   s += "%out = Attention(" + ops + ") {scale=" + std::to_string(1 / std::sqrt(double(c.Dk)));
   if (c.softcap) s += ", softcap=" + std::to_string(c.softcap);
-  s += ", n_rep=" + std::to_string(c.nrep) + ", key=" + c.key + ", mask=" + (c.Hm ? "additive" : "none") +
+  s += ", n_rep=" + std::to_string(c.nrep) + ", key=" + c.key + ", mask=" + mask +
        ", bound=" + (c.live ? "live" : "capacity") + "} : f32" + dims({c.B, c.Hq, c.Lq, c.Dv}) + "\n";
   return s + "output %out\n";
 }
@@ -212,6 +220,37 @@ void setLens(std::map<std::string, Tensor>& p, const std::vector<int64_t>& lens)
   for (size_t b = 0; b < lens.size(); ++b) p.at("len").set(int64_t(b), double(lens[b]));
 }
 
+// The causal positions of row (b, i): pos(b, i).
+template <class Pos>
+void setPositions(const Case& c, std::map<std::string, Tensor>& p, Pos pos) {
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t i = 0; i < c.Lq; ++i) p.at("qpos").set(b * c.Lq + i, double(pos(b, i)));
+}
+
+// NaN in every key and value element of the keys no query row of their
+// batch row sees under the causal mask (past every position, before every
+// window): the kernel must neither score them into a row nor read their
+// values.
+void poisonHidden(const Case& c, std::map<std::string, Tensor>& p) {
+  int64_t Hkv = c.Hq / c.nrep, Dkh = c.Dk - (c.key == "split" ? c.Ds : 0);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = 0; t < c.Lk; ++t) {
+      bool seen = false;
+      for (int64_t i = 0; i < c.Lq; ++i) {
+        int64_t pos = int64_t(p.at("qpos").get(b * c.Lq + i));
+        seen = seen || (t <= pos && (c.window == 0 || pos - t < c.window));
+      }
+      if (seen) continue;
+      for (int64_t g = 0; g < Hkv; ++g) {
+        int64_t row = keyRow(c, p, b, g, t);
+        for (int64_t d = 0; d < Dkh; ++d) p.at("k").set(row * Dkh + d, kNaN);
+        for (int64_t d = 0; d < c.Dv; ++d) p.at("v").set(row * c.Dv + d, kNaN);
+        for (int64_t d = 0; c.key == "split" && g == 0 && d < c.Ds; ++d)
+          p.at("k_shared").set((b * c.Lk + t) * c.Ds + d, kNaN);
+      }
+    }
+}
+
 TEST_CASE("attention gen: dense value widths, lanes from the workgroup memory") {
   std::set<int64_t> lanes;
   for (int64_t dv : {32, 48, 64, 80, 96, 112, 128, 192, 256, 512})
@@ -325,6 +364,47 @@ TEST_CASE("attention gen: live length outside 1..=Lk is clamped as the oracle cl
   runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t) { setLens(p, {0, c.Lk + 9}); });
 }
 
+TEST_CASE("attention gen: causal and windowed masks computed in the kernel") {
+  Case c;
+  c.B = 2, c.Hq = 4, c.nrep = 2, c.Lq = 3, c.Lk = 70, c.Dk = 32, c.Dv = 48, c.causal = true;
+  SUBCASE("causal") {}
+  SUBCASE("window") { c.window = 9; }
+  SUBCASE("a window of one key") { c.window = 1; }
+  SUBCASE("a window past every position") { c.window = 500; }
+  SUBCASE("paged, softcap and window") { c.key = "paged", c.softcap = 1.5, c.window = 17; }
+  SUBCASE("split key, live, window") { c.key = "split", c.live = true, c.window = 23; }
+  SUBCASE("one KV head for eight query rows") { c.Hq = 8, c.nrep = 8, c.Lq = 1, c.window = 12; }
+  CAPTURE(c.key);
+  CAPTURE(c.window);
+  runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t) {
+    // Batch row 0: positions 20 + 7i, an offset prefill (with a window, rows
+    // whose windows do not overlap). Batch row 1: a negative position (the
+    // row sees nothing: NaN), one past the keys, then the last keys, going
+    // down.
+    setPositions(c, p, [&](int64_t b, int64_t i) -> int64_t {
+      if (b == 0) return 20 + 7 * i;
+      return i == 0 ? -1 : i == 1 ? c.Lk + 5 : c.Lk - 1 - 3 * i;
+    });
+    if (c.live) {
+      setLens(p, {50, c.Lk});
+      poisonPastLen(c, p);
+    }
+    poisonHidden(c, p);
+  });
+}
+
+TEST_CASE("attention gen: a causal prefill at a length no tile or lane count divides") {
+  Case c;
+  c.B = 1, c.Hq = 4, c.nrep = 4, c.Lq = 2, c.Lk = 131, c.Dk = 64, c.Dv = 64, c.causal = true;
+  SUBCASE("causal") {}
+  SUBCASE("window") { c.window = 37; }
+  runBoth(c, lavapipe(), [](const Case& c, Params& p, uint64_t) {
+    // A prefill of Lq rows at the end of the cache: positions Lk - Lq + i.
+    setPositions(c, p, [&](int64_t, int64_t i) { return c.Lk - c.Lq + i; });
+    poisonHidden(c, p);
+  });
+}
+
 // The split-KV forms on both schedules: c's query heads packed over its KV
 // heads (B * Hkv workgroups), then nine query heads of one KV head (too many
 // to pack: B * Hq streamed workgroups).
@@ -369,6 +449,19 @@ TEST_CASE("attention gen: split-kv decode with live lengths leaves neutral parti
   runSplit(c, wide(), [](const Case& c, Params& p, uint64_t) {
     setLens(p, {1, c.Lk, 200, 131});  // chunks past the length are empty
     poisonPastLen(c, p);
+  });
+}
+
+TEST_CASE("attention gen: split-kv decode under a causal mask skips nothing it must see") {
+  Case c;
+  c.B = 3, c.Hq = 2, c.Lq = 1, c.Lk = 520, c.Dk = 32, c.Dv = 32, c.causal = true;
+  SUBCASE("causal") {}
+  SUBCASE("window") { c.window = 150; }
+  runSplit(c, wide(), [](const Case& c, Params& p, uint64_t) {
+    // Row 0 at the last key, row 1 at 200 (the later chunks see nothing),
+    // row 2 at -1 (NaN).
+    setPositions(c, p, [&](int64_t b, int64_t) { return b == 0 ? c.Lk - 1 : b == 1 ? 200 : -1; });
+    poisonHidden(c, p);
   });
 }
 
@@ -451,9 +544,12 @@ TEST_CASE("attention gen: every schedule emits for the spirv, ptx and hsaco targ
   c.B = 1, c.Hq = 4, c.Lk = 600, c.key = "paged", c.Hm = 4, c.live = true, c.softcap = 2;
   Case prefill = c;
   prefill.Lq = 9;
+  Case causal = c, causalPrefill = prefill;
+  for (Case* x : {&causal, &causalPrefill}) x->Hm = 0, x->causal = true, x->window = 33;
   Selected sel;
   for (const char* target : {"lavapipe", "nvidia-h200", "amd-mi300x"})
-    for (const std::string& text : {graphText(c), graphText(prefill), selectedText(sel)}) {
+    for (const std::string& text :
+         {graphText(c), graphText(prefill), graphText(causal), graphText(causalPrefill), selectedText(sel)}) {
       CAPTURE(target);
       CAPTURE(text);
       DeviceProfile d = testing::loadTarget(target);

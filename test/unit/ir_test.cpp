@@ -114,9 +114,9 @@ TEST_CASE("checkEqn: attribute presence, kind and symbols") {
   Attrs a = attnAttrs(1, "sparse", "none", "capacity");
   CHECK(errorOf(check(Op::Attention, {"f32[1,1,1,4]", "f32[1,1,2,4]", "f32[1,1,2,4]"}, a)) ==
         "attribute 'key' must be one of dense, split, paged, got 'sparse'");
-  a = attnAttrs(1, "dense", "causal", "capacity");
+  a = attnAttrs(1, "dense", "sliding", "capacity");
   CHECK(errorOf(check(Op::Attention, {"f32[1,1,1,4]", "f32[1,1,2,4]", "f32[1,1,2,4]"}, a)) ==
-        "attribute 'mask' must be one of none, additive, got 'causal'");
+        "attribute 'mask' must be one of none, additive, causal, got 'sliding'");
   a = attnAttrs(1, "dense", "none", "exact");
   CHECK(errorOf(check(Op::Attention, {"f32[1,1,1,4]", "f32[1,1,2,4]", "f32[1,1,2,4]"}, a)) ==
         "attribute 'bound' must be one of capacity, live, got 'exact'");
@@ -451,6 +451,34 @@ TEST_CASE("Attention: dense") {
   a = attnAttrs(4, "dense", "none", "capacity");
   CHECK(errorOf(check(Op::Attention, {"f32[1,32,1,128]", "f32[1,8,4096,128]", "f32[1,8,4096,128]", "f32[1,1,1,4096]"},
                       a)) == "attention with key=dense, mask=none, bound=capacity takes 3 operands, got 4");
+}
+
+TEST_CASE("Attention: causal mask over the query positions, with a window") {
+  Attrs a = attnAttrs(4, "dense", "causal", "capacity");
+  const char* q = "f32[2,32,7,128]";
+  const char* k = "f32[2,8,4096,128]";
+  CHECK(typeOf(check(Op::Attention, {q, k, k, "i32[2,7]"}, a)) == "f32[2,32,7,128]");
+  Attrs w = a;
+  w.insert(w.begin() + 4, aInt("window", 4096));
+  CHECK(typeOf(check(Op::Attention, {q, k, k, "i32[2,7]"}, w)) == "f32[2,32,7,128]");
+  CHECK(errorOf(check(Op::Attention, {q, k, k, "i32[7]"}, a)) == "query positions i32[7] must be i32[2,7]");
+  CHECK(errorOf(check(Op::Attention, {q, k, k, "i64[2,7]"}, a)) == "query positions i64[2,7] must be i32[2,7]");
+  CHECK(errorOf(check(Op::Attention, {q, k, k, "f32[2,1,7,4096]"}, a)) ==
+        "query positions f32[2,1,7,4096] must be i32[2,7]");
+  CHECK(errorOf(check(Op::Attention, {q, k, k}, a)) ==
+        "attention with key=dense, mask=causal, bound=capacity takes 4 operands, got 3");
+  w[4] = aInt("window", 0);
+  CHECK(errorOf(check(Op::Attention, {q, k, k, "i32[2,7]"}, w)) == "window 0 must be in [1, 2^31 - 1]");
+  w[4] = aInt("window", int64_t(1) << 31);
+  CHECK(errorOf(check(Op::Attention, {q, k, k, "i32[2,7]"}, w)) == "window 2147483648 must be in [1, 2^31 - 1]");
+  Attrs additive = attnAttrs(4, "dense", "additive", "capacity");
+  additive.insert(additive.begin() + 4, aInt("window", 8));
+  CHECK(errorOf(check(Op::Attention, {q, k, k, "f32[2,1,7,4096]"}, additive)) ==
+        "window is an attribute of mask=causal only, not mask=additive");
+  // the positions take the mask's place: before the live length
+  Attrs live = attnAttrs(4, "paged", "causal", "live");
+  CHECK(typeOf(check(Op::Attention, {q, "f32[99,8,128]", "f32[99,8,128]", "i32[2,4096]", "i32[2,7]", "i32[2]"},
+                     live)) == "f32[2,32,7,128]");
 }
 
 TEST_CASE("Attention: additive mask, ALiBi head axis") {

@@ -109,6 +109,8 @@ struct AttnCase {
   int64_t Ds = 0;  // shared key width (key=split)
   int64_t S = 0;   // pool slots (key=paged)
   int64_t Hm = 0;  // mask heads (mask=additive): 1 or Hq
+  bool causal = false;  // mask=causal over qpos [B, Lq]
+  int64_t window = 0;   // with causal: the window, 0 for none
   bool live = false;
   double scale = 0.25;
   std::optional<double> softcap;
@@ -137,10 +139,13 @@ Graph attnGraph(const AttnCase& c) {
   ops += ", %v";
   if (c.paged()) ops += ", %read";
   if (c.masked()) s += "input %mask : " + dt + dims({c.B, c.Hm, c.Lq, c.Lk}) + "\n", ops += ", %mask";
+  if (c.causal) s += "input %qpos : i32" + dims({c.B, c.Lq}) + "\n", ops += ", %qpos";
   if (c.live) s += "input %len : i32" + dims({c.B}) + "\n", ops += ", %len";
+  std::string mask = c.masked() ? "additive" : c.causal ? "causal" : "none";
+  if (c.window) mask += ", window=" + std::to_string(c.window);
   s += "%y = Attention(" + ops + ") {scale=" + formatNumber(c.scale) +
        (c.softcap ? ", softcap=" + formatNumber(*c.softcap) : "") + ", n_rep=" + std::to_string(c.nrep()) +
-       ", key=" + (c.split() ? "split" : c.paged() ? "paged" : "dense") + ", mask=" + (c.masked() ? "additive" : "none") +
+       ", key=" + (c.split() ? "split" : c.paged() ? "paged" : "dense") + ", mask=" + mask +
        ", bound=" + (c.live ? "live" : "capacity") + "} : " + dt + dims({c.B, c.Hq, c.Lq, c.Dv}) + "\noutput %y\n";
   return parse(s);
 }
@@ -151,6 +156,7 @@ std::map<std::string, Tensor> attnData(const Graph& g, const AttnCase& c, std::m
     const Value& v = g.value(id);
     if (v.name == "read") p[v.name] = randomInts(v.type, 0, c.S - 1, rng);
     else if (v.name == "len") p[v.name] = randomInts(v.type, 1, c.Lk, rng);
+    else if (v.name == "qpos") p[v.name] = randomInts(v.type, -2, c.Lk + 2, rng);
     else p[v.name] = randomT(v.type, rng);
   }
   if (c.masked())  // an ALiBi-like finite bias, with a few keys masked out
@@ -184,6 +190,7 @@ std::vector<double> refAttention(const AttnCase& c, std::map<std::string, Tensor
   std::vector<double> mask = c.masked() ? vals(p["mask"]) : std::vector<double>();
   std::vector<double> read = c.paged() ? vals(p["read"]) : std::vector<double>();
   std::vector<double> len = c.live ? vals(p["len"]) : std::vector<double>();
+  std::vector<double> qpos = c.causal ? vals(p["qpos"]) : std::vector<double>();
   int64_t Dh = c.Dk - c.Ds;
   std::vector<double> out(size_t(c.B * c.Hq * c.Lq * c.Dv));
   for (int64_t b = 0; b < c.B; ++b)
@@ -195,6 +202,10 @@ std::vector<double> refAttention(const AttnCase& c, std::map<std::string, Tensor
         for (int64_t t = 0; t < n; ++t) keys.push_back(t);
         auto slot = [&](int64_t t) { return int64_t(read[size_t(b * c.Lk + t)]); };
         auto score = [&](int64_t t) {
+          if (c.causal) {
+            double pos = qpos[size_t(b * c.Lq + i)];
+            if (double(t) > pos || (c.window > 0 && pos - double(t) >= double(c.window))) return -kInf;
+          }
           double d = 0;
           for (int64_t e = 0; e < c.Dk; ++e) {
             double kv = c.paged()  ? k[size_t((slot(t) * c.Hkv + g) * c.Dk + e)]
@@ -575,6 +586,65 @@ TEST_CASE("oracle: Attention matches a double reference: additive masks, per hea
     AttnCase c;
     c.Hm = hm;
     checkAttention(c);
+  }
+}
+
+TEST_CASE("oracle: Attention matches a double reference: causal masks, windowed, per batch row") {
+  for (int64_t window : {0, 1, 3, 20}) {
+    CAPTURE(window);
+    AttnCase c;
+    c.causal = true, c.window = window, c.Lk = 11, c.Lq = 4;
+    checkAttention(c);
+    c.live = true, c.softcap = 2.0, c.Ds = 4;
+    checkAttention(c);
+    c.live = false, c.Ds = 0, c.S = 29;
+    checkAttention(c);
+  }
+}
+
+// mask=causal is the additive mask that is 0 where t <= qpos[b, i] (and
+// qpos[b, i] - t < window) and -inf elsewhere, bit for bit wherever every
+// score is finite: offsets, a position past the keys, negative positions
+// (the row sees nothing: NaN), windows that hide everything.
+TEST_CASE("oracle: mask=causal gives exactly the 0 / -inf additive mask of its positions") {
+  const int64_t B = 2, Hq = 4, Lq = 5, Lk = 13, D = 8;
+  for (int64_t window : {0, 1, 4, 100}) {
+    CAPTURE(window);
+    std::string w = window ? ", window=" + std::to_string(window) : "";
+    std::string attrs = "{scale=0.3, n_rep=2, key=dense, mask=";
+    Graph g = parse("input %q : f32" + dims({B, Hq, Lq, D}) + "\ninput %k : f32" + dims({B, 2, Lk, D}) +
+                    "\ninput %v : f32" + dims({B, 2, Lk, D}) + "\ninput %qpos : i32" + dims({B, Lq}) +
+                    "\ninput %mask : f32" + dims({B, 1, Lq, Lk}) + "\n%c = Attention(%q, %k, %v, %qpos) " + attrs +
+                    "causal" + w + ", bound=capacity} : f32" + dims({B, Hq, Lq, D}) +
+                    "\n%a = Attention(%q, %k, %v, %mask) " + attrs + "additive, bound=capacity} : f32" +
+                    dims({B, Hq, Lq, D}) + "\noutput %c\noutput %a\n");
+    uint32_t seed = freshSeed();
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    std::map<std::string, Tensor> p;
+    for (ValueId id : g.params) p[g.value(id).name] = randomT(g.value(id).type, rng);
+    // Row 0: 3 + i (an offset); row 1: -1, -7, 0, Lk - 1, Lk + 40.
+    std::vector<double> pos = {3, 4, 5, 6, 7, -1, -7, 0, double(Lk - 1), double(Lk + 40)};
+    p["qpos"] = T("i32" + dims({B, Lq}), pos);
+    for (int64_t r = 0; r < B * Lq; ++r)
+      for (int64_t t = 0; t < Lk; ++t) {
+        bool visible = double(t) <= pos[size_t(r)] && (window == 0 || pos[size_t(r)] - double(t) < double(window));
+        p["mask"].set(r * Lk + t, visible ? 0.0 : -kInf);
+      }
+    Evaluation ev = evalOk(g, p);
+    const Tensor &c = ev.outputs.at("c"), &a = ev.outputs.at("a");
+    int64_t nan = 0;
+    for (int64_t i = 0; i < c.size(); ++i) {
+      CAPTURE(i);
+      if (std::isnan(a.get(i))) {
+        CHECK(std::isnan(c.get(i)));
+        ++nan;
+      } else {
+        CHECK(c.get(i) == a.get(i));
+      }
+    }
+    // Rows at -1 and -7 see nothing in every head; so does Lk + 40 with a window.
+    CHECK(nan == (window > 0 && window <= Lk + 40 - (Lk - 1) ? 3 : 2) * Hq * D);
   }
 }
 

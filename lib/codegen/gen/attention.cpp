@@ -4,7 +4,10 @@
 // (attention_form.h), so the operand layout is resolved once. A streaming
 // workgroup's query row is (b * Hq + h) * Lq + r, the result's row; split-KV
 // partials number their workgroups row * splits + split, the scratch slot
-// they write.
+// they write. A causal row's lane loop runs only over the keys it can see
+// (visibleKeys: none past its position, none before its window), so the keys
+// past the causal edge are never read; the mask still scores every visited
+// key (maskedScore), the one definition the decode schedule uses too.
 #include <string>
 
 #include "codegen/gen/attention_form.h"
@@ -18,39 +21,49 @@ namespace {
 
 using namespace attn;
 
-// The keys of query row `row` as the lane loop reads them.
-attn::KeyReader keysOf(Builder& b, const KernelRequest& r, const Form& f, V row) {
+// Query row `row`: its batch row, KV head and mask row.
+struct QueryRow {
+  V bi, g;
+  MaskRow mask;
+};
+
+QueryRow queryRow(Builder& b, const Form& f, V row) {
   V rq = b.rem(row, b.i32(f.Lq));
   V bh = b.div(row, b.i32(f.Lq));
   V h = b.rem(bh, b.i32(f.Hq));
   V bi = b.div(bh, b.i32(f.Hq));
-  V g = b.div(h, b.i32(f.nrep));
+  return QueryRow{bi, b.div(h, b.i32(f.nrep)), maskRow(b, f, bi, h, rq)};
+}
+
+// The keys of query row `row` as the lane loop reads them.
+attn::KeyReader keysOf(Builder& b, const KernelRequest& r, const Form& f, V row, const QueryRow& qr) {
+  V bi = qr.bi, g = qr.g;
   V qAt = b.mul(row, b.i32(f.Dk));
-  V maskRow = f.masked ? maskBase(b, f, bi, h, rq) : -1;
+  MaskRow mask = qr.mask;
   attn::KeyReader keys;
   keys.row = [&b, f, bi, g](V t) { return keyRow(b, f, bi, g, t); };
-  keys.score = [&b, &r, f, bi, qAt, maskRow](V t, V at) {
+  keys.score = [&b, &r, f, bi, qAt, mask](V t, V at) {
     V dot = attn::dotProduct(b, f.q, qAt, f.k, b.mul(at, b.i32(f.Dh)), f.Dh, b.f32(0));
     if (f.split) {
       V shared = b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds));  // k_shared[b, 0, t, 0]
       dot = attn::dotProduct(b, f.q, b.add(qAt, b.i32(f.Dh)), f.ks, shared, f.Ds, dot);
     }
-    V s = attn::transformScore(b, r, dot);
-    return f.masked ? b.add(s, b.load(f.mask, b.add(maskRow, t))) : s;
+    return maskedScore(b, f, mask, attn::transformScore(b, r, dot), t);
   };
   keys.value = [&b, f](V at, V d) { return b.load(f.v, b.add(b.mul(at, b.i32(f.Dv)), d)); };
   return keys;
 }
 
-// Runs the lane loop of query row `row` over keys [lo, hi) and publishes.
+// Runs the lane loop of query row `row` over the keys of [lo, hi) it can see
+// (hi at most its key bound) and publishes.
 void streamRow(Builder& b, const KernelRequest& r, const Form& f, attn::LaneStates& lanes, V lane, V row, V lo,
                V hi) {
+  QueryRow qr = queryRow(b, f, row);
+  KeyRange keys = visibleKeys(b, f, qr.mask, lo, b.min(hi, keyBound(b, f, qr.bi)));
   lanes.begin(lane);
-  lanes.stream(lo, hi, keysOf(b, r, f, row));
+  lanes.stream(keys.lo, keys.hi, keysOf(b, r, f, row, qr));
   lanes.publish();
 }
-
-V batchOf(Builder& b, const Form& f, V row) { return b.div(row, b.i32(f.Hq * f.Lq)); }
 
 kir::Kernel streaming(const GenInput& in, const Form& f) {
   const KernelRequest& r = in.request;
@@ -61,7 +74,7 @@ kir::Kernel streaming(const GenInput& in, const Form& f) {
   attn::LaneStates states(b, lanes, f.Dv);
   V row = b.workgroupId(), lane = b.local();
   b.ifThen(b.lt(row, b.i32(rows)), [&] {
-    streamRow(b, r, f, states, lane, row, b.i32(0), keyBound(b, f, batchOf(b, f, row)));
+    streamRow(b, r, f, states, lane, row, b.i32(0), b.i32(f.Lk));
     attn::foldInto(b, states.states(), lane, lanes, f.Dv, out, b.mul(row, b.i32(f.Dv)));
   });
   return b.finish();
@@ -81,7 +94,7 @@ kir::Kernel partials(const GenInput& in, const Form& f) {
     V row = b.div(wg, b.i32(splits)), split = b.rem(wg, b.i32(splits));
     V lo = b.div(b.mul(split, b.i32(f.Lk)), b.i32(splits));
     V hi = b.div(b.mul(b.add(split, b.i32(1)), b.i32(f.Lk)), b.i32(splits));
-    streamRow(b, r, f, states, lane, row, lo, b.min(hi, keyBound(b, f, batchOf(b, f, row))));
+    streamRow(b, r, f, states, lane, row, lo, hi);
     V at = b.mul(wg, b.i32(f.Dv + 2));
     attn::Folded whole = attn::foldStates(b, states.states(), lane, lanes, f.Dv,
                                           [&](V c, V num, V) { b.store(scratch, b.add(at, c), num); });

@@ -2,6 +2,9 @@
 // (attention_form.h).
 #include "codegen/gen/attention_form.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace poot::attn {
 
 Form formOf(const KernelRequest& r) {
@@ -10,6 +13,8 @@ Form formOf(const KernelRequest& r) {
   f.split = a.attrSym("key") == "split";
   f.paged = a.attrSym("key") == "paged";
   f.masked = a.attrSym("mask") == "additive";
+  f.causal = a.attrSym("mask") == "causal";
+  f.window = f.causal && a.attr("window") ? a.attrInt("window") : 0;
   f.live = a.attrSym("bound") == "live";
   int32_t i = 0;
   f.q = i++;
@@ -18,6 +23,7 @@ Form formOf(const KernelRequest& r) {
   f.v = i++;
   if (f.paged) f.read = i++;
   if (f.masked) f.mask = i++;
+  if (f.causal) f.qpos = i++;
   if (f.live) f.len = i++;
   const Shape& q = r.operands[size_t(f.q)].shape;
   f.B = q[0], f.Hq = q[1], f.Lq = q[2], f.Dk = q[3];
@@ -33,9 +39,9 @@ Form formOf(const KernelRequest& r) {
 }
 
 void declareOperands(Builder& b, const KernelRequest& r, const Form& f) {
-  const char* names[] = {"q", "k", "k_shared", "v", "read", "mask", "len"};
-  int32_t slots[] = {f.q, f.k, f.ks, f.v, f.read, f.mask, f.len};
-  for (int i = 0; i < 7; ++i)
+  const char* names[] = {"q", "k", "k_shared", "v", "read", "mask", "qpos", "len"};
+  int32_t slots[] = {f.q, f.k, f.ks, f.v, f.read, f.mask, f.qpos, f.len};
+  for (int i = 0; i < 8; ++i)
     if (slots[i] >= 0) {
       const Type& t = r.operands[size_t(slots[i])];
       b.buffer(names[i], t.dtype, numel(t.shape), false);
@@ -50,9 +56,32 @@ V keyRow(Builder& b, const Form& f, V bi, V g, V t) {
   return b.add(b.mul(word, b.i32(f.Hkv)), g);
 }
 
-V maskBase(Builder& b, const Form& f, V bi, V h, V rq) {
-  V head = b.add(b.mul(bi, b.i32(f.Hm)), f.Hm == 1 ? b.i32(0) : h);
-  return b.mul(b.add(b.mul(head, b.i32(f.Lq)), rq), b.i32(f.Lk));
+MaskRow maskRow(Builder& b, const Form& f, V bi, V h, V rq) {
+  MaskRow m;
+  if (f.masked) {
+    V head = b.add(b.mul(bi, b.i32(f.Hm)), f.Hm == 1 ? b.i32(0) : h);
+    m.maskAt = b.mul(b.add(b.mul(head, b.i32(f.Lq)), rq), b.i32(f.Lk));
+  }
+  if (f.causal) {
+    int64_t top = f.window > 0 ? std::min<int64_t>(f.Lk - 1 + f.window, std::numeric_limits<int32_t>::max()) : f.Lk;
+    m.pos = loadIndex(b, f.qpos, b.add(b.mul(bi, b.i32(f.Lq)), rq), -1, top);
+  }
+  return m;
+}
+
+V maskedScore(Builder& b, const Form& f, const MaskRow& row, V score, V t) {
+  if (f.masked) return b.add(score, b.load(f.mask, b.add(row.maskAt, t)));
+  if (!f.causal) return score;
+  V visible = b.le(t, row.pos);
+  if (f.window > 0) visible = b.binary(kir::Opc::And, visible, b.lt(b.sub(row.pos, t), b.i32(f.window)));
+  return b.select(visible, score, b.f32(-std::numeric_limits<double>::infinity()));
+}
+
+KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi) {
+  if (!f.causal) return {lo, hi};
+  hi = b.min(hi, b.add(b.min(row.pos, b.i32(f.Lk - 1)), b.i32(1)));
+  if (f.window > 0) lo = b.max(lo, b.sub(row.pos, b.i32(f.window - 1)));
+  return {lo, hi};
 }
 
 }  // namespace poot::attn

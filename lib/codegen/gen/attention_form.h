@@ -4,7 +4,11 @@
 // schedule shares. The key row of key t is (b * Hkv + g) * Lk + t for a
 // dense or split key and read[b, t] * Hkv + g for a paged one (the read word
 // clamped into the pool, so no word can address outside it); the live bound
-// len[b] is clamped into 0..=Lk. Private to lib/codegen/gen.
+// len[b] is clamped into 0..=Lk. The mask is applied by one helper every
+// schedule calls (maskedScore, over the row's MaskRow): an additive mask adds
+// mask[b, h, i, t]; a causal one keeps the score of a key t <= qpos[b, i]
+// (and qpos[b, i] - t < window) and gives -inf for any other key, whatever
+// its score. Private to lib/codegen/gen.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +19,15 @@
 namespace poot::attn {
 
 // The request's form and sizes, and the operands' buffers (graph-format
-// order: q, k, [k_shared], v, [read], [mask], [len]; -1 when absent).
+// order: q, k, [k_shared], v, [read], [mask | qpos], [len]; -1 when absent).
+// masked: an additive mask; causal: the query positions qpos i32 [B, Lq]
+// instead, with window 0 for none.
 struct Form {
-  bool split = false, paged = false, masked = false, live = false;
+  bool split = false, paged = false, masked = false, causal = false, live = false;
   int64_t B = 0, Hq = 0, Lq = 0, Dk = 0, Dv = 0, nrep = 1, Hkv = 0, Lk = 0;
   int64_t S = 0, Ds = 0, Dh = 0, Hm = 0;  // pool slots; shared and per-head key widths; mask heads
-  int32_t q = -1, k = -1, ks = -1, v = -1, read = -1, mask = -1, len = -1;
+  int64_t window = 0;
+  int32_t q = -1, k = -1, ks = -1, v = -1, read = -1, mask = -1, qpos = -1, len = -1;
 };
 
 Form formOf(const KernelRequest& r);
@@ -34,8 +41,27 @@ V keyBound(Builder& b, const Form& f, V bi);
 // The key (and value) row of key t of batch row bi, KV head g.
 V keyRow(Builder& b, const Form& f, V bi, V g, V t);
 
-// The index of mask[bi, Hm == 1 ? 0 : h, rq, 0].
-V maskBase(Builder& b, const Form& f, V bi, V h, V rq);
+// What the mask needs of query row rq of batch row bi, head h, computed once
+// per row: the index of mask[bi, Hm == 1 ? 0 : h, rq, 0] (additive), or the
+// row's position qpos[bi, rq] clamped into -1..=Lk (causal; with a window
+// -1..=Lk - 1 + window, at most 2^31 - 1), which keeps what each key t in
+// [0, Lk) sees and makes every difference below fit i32.
+struct MaskRow {
+  V maskAt = -1, pos = -1;
+};
+MaskRow maskRow(Builder& b, const Form& f, V bi, V h, V rq);
+
+// The score of key t (i32) under the row's mask: score + mask[.., t]
+// (additive), score or -inf (causal), score (none).
+V maskedScore(Builder& b, const Form& f, const MaskRow& row, V score, V t);
+
+// The keys [lo, hi) narrowed to the ones a causal row can see: at most its
+// position plus one, and with a window from position - window + 1; the same
+// range for any other mask. May leave lo >= hi (no key).
+struct KeyRange {
+  V lo, hi;
+};
+KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi);
 
 // The decode schedule's kernel (decode.cpp).
 kir::Kernel decodeKernel(const GenInput& in, const Form& f);

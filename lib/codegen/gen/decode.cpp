@@ -12,7 +12,8 @@
 //     registers (runs j, j + kLanes, ... of `vector` elements, loaded once)
 //     and leaves each row's partial dot (fused multiply-adds) in plane j of
 //     workgroup memory; barrier; thread (row, key) sums the planes, applies
-//     scale, softcap and mask and stores the score; barrier.
+//     scale, softcap and mask (maskedScore, as the streaming schedule does)
+//     and stores the score; barrier.
 //  3. Values. Value thread (slice ks, lane c) of decodeValueLanes owns value
 //     runs c, c + lanes, ... and runs each row's online softmax over the keys
 //     ks, ks + slices, ... of the tile at tile granularity: the tile's
@@ -181,10 +182,8 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
           for (int64_t jj = 0; jj < J; ++jj) dot = b.add(dot, b.sharedLoad(parts, b.add(b.i32(jj * plane), pair)));
           V qi = b.div(pair, b.i32(Tk)), key = b.rem(pair, b.i32(Tk));
           V sc = transformScore(b, r, dot);
-          if (f.masked) {
-            V h = headOf(qi), rq = b.rem(qi, b.i32(f.Lq));
-            sc = b.add(sc, b.load(f.mask, b.add(maskBase(b, f, bi, h, rq), keyAt(key))));
-          }
+          if (f.masked || f.causal)
+            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(qi), b.rem(qi, b.i32(f.Lq))), sc, keyAt(key));
           b.sharedStore(scores, pair, b.select(b.lt(b.add(t0, key), hi), sc, b.f32(-kInf)));
         });
       }
