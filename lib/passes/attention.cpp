@@ -11,13 +11,21 @@
 // two operands) and paged (the pools and the read map, when every word of the
 // map is proved a slot of the pool); a live step's row and score selects
 // become the live bound len when 1 <= len <= Lk is proved (lib/analysis
-// ranges, with the witness rule). Matching reads the graph only and returns
-// either the Attention eqn's operands and attributes or the one check that
-// declined, which becomes a remark at the score matmul; the rewrite then
-// inserts the Attention (and the mask's Reshape/Broadcast) before the chain's
-// last matmul and replaces its uses. The old chain is left to cleanup.
+// ranges, with the witness rule). The mask becomes mask=causal when it is the
+// in-graph causal mask (match::causalMask: Select(t <= qpos [and t > qpos -
+// W], 0, -inf)): the Attention then takes the query positions i32 [B, Lq]
+// (the graph's positions reshaped and broadcast, built once per positions
+// value) and a `window` attribute instead of the [B, Hm, Lq, Lk] mask, so the
+// mask is never built; any other mask stays additive, with a remark saying
+// which check declined it. Matching reads the graph only and returns either
+// the Attention eqn's operands and attributes or the one check that declined,
+// which becomes a remark at the score matmul; the rewrite then inserts the
+// Attention (and the mask's or the positions' Reshape/Broadcast) before the
+// chain's last matmul and replaces its uses. The old chain is left to
+// cleanup.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "ir/text.h"
@@ -52,6 +60,8 @@ struct Chain {
   std::optional<double> softcap;
   int64_t nRep = 1;
   int64_t B = 0, Hq = 0, Lq = 0, Lk = 0, Dk = 0, Dv = 0, Hm = 1;
+  std::optional<match::CausalMask> causal;  // the mask recognized as causal
+  std::string additiveWhy;                  // else why the mask stays additive
 };
 
 // The chain, or why it declined (one check, as the remark says it).
@@ -294,6 +304,26 @@ std::string rangeStr(const ValueRanges& r, ValueId v) {
   return i ? i->str() : "unknown";
 }
 
+// Whether the mask is the in-graph causal mask; sets c.causal, or
+// c.additiveWhy. The graph computes qpos - W in i32, the kernel never does:
+// the two agree only when that difference is proved not to wrap.
+void recognizeCausal(const Graph& g, const ValueRanges& r, ValueId scores, Chain& c) {
+  if (c.mask < 0) return;
+  match::CausalMatch m = match::causalMask(g, c.mask, g.type(scores).shape);
+  if (!m.mask) {
+    c.additiveWhy = m.why;
+    return;
+  }
+  if (m.mask->window > 0 &&
+      !r.proves(m.mask->positions, int64_t(std::numeric_limits<int32_t>::min()) + m.mask->window,
+                std::numeric_limits<int32_t>::max())) {
+    c.additiveWhy = "cannot prove " + name(g, m.mask->positions) + " - " + str(m.mask->window) +
+                    " does not wrap in i32: its range is " + rangeStr(r, m.mask->positions);
+    return;
+  }
+  c.causal = m.mask;
+}
+
 // The proofs the live and paged forms need, from the value ranges.
 std::string checkProofs(const Graph& g, const ValueRanges& r, const Chain& c) {
   if (c.len >= 0) {
@@ -363,6 +393,7 @@ Match matchChain(const match::Users& u, const ValueRanges& ranges, const PassCon
     return declined(std::string("the generated kernel is F32 only: this chain is ") + dtypeName(qt.dtype));
   if (auto why = checkGrid(ctx, c); !why.empty()) return declined(why);
   if (auto why = checkProofs(g, ranges, c); !why.empty()) return declined(why);
+  recognizeCausal(g, ranges, scores, c);
   return Match{c, ""};
 }
 
@@ -391,21 +422,47 @@ ValueId fitMask(Graph& g, size_t& at, const Chain& c, const std::string& scope) 
   return g.eqns[at++].results[0];
 }
 
-void rewrite(Graph& g, const Chain& c) {
+// The query positions of a causal mask as i32 [B, Lq]: the graph's positions
+// (their non-unit axes on the batch and query axes, in that order) reshaped
+// to [B or 1, Lq or 1] and broadcast. Built once per positions value and
+// shape (memo), before the first Attention that takes them.
+ValueId fitPositions(Graph& g, size_t& at, const Chain& c, std::map<std::pair<ValueId, Shape>, ValueId>& memo) {
+  const match::CausalMask& m = *c.causal;
+  Shape want{c.B, c.Lq};
+  auto key = std::make_pair(m.positions, want);
+  if (auto it = memo.find(key); it != memo.end() && g.value(it->second).def < int32_t(at)) return it->second;
+  ValueId p = m.positions;
+  Shape packed{m.perBatch ? c.B : 1, m.perQuery ? c.Lq : 1};
+  std::string base = g.value(p).name + ".qpos";
+  if (g.type(p).shape != packed) {
+    insertEqn(g, at, Op::Reshape, {p}, {}, {{base, Type{DType::I32, packed}}}, c.loc);
+    p = g.eqns[at++].results[0];
+  }
+  if (packed != want) {
+    insertEqn(g, at, Op::Broadcast, {p}, {}, {{base, Type{DType::I32, want}}}, c.loc);
+    p = g.eqns[at++].results[0];
+  }
+  memo[key] = p;
+  return p;
+}
+
+void rewrite(Graph& g, const Chain& c, std::map<std::pair<ValueId, Shape>, ValueId>& positions) {
   size_t at = size_t(g.value(c.out).def);
   std::string scope = scopeOf(g.value(c.out).name);
   std::vector<ValueId> operands = {c.q, c.k};
   if (c.kShared >= 0) operands.push_back(c.kShared);
   operands.push_back(c.v);
   if (c.read >= 0) operands.push_back(c.read);
-  if (c.mask >= 0) operands.push_back(fitMask(g, at, c, scope));
+  if (c.causal) operands.push_back(fitPositions(g, at, c, positions));
+  else if (c.mask >= 0) operands.push_back(fitMask(g, at, c, scope));
   if (c.len >= 0) operands.push_back(c.len);
   Attrs attrs = {{"scale", c.scale},
                  {"n_rep", c.nRep},
                  {"key", std::string(keyName(c.key))},
-                 {"mask", std::string(c.mask >= 0 ? "additive" : "none")},
+                 {"mask", std::string(c.causal ? "causal" : c.mask >= 0 ? "additive" : "none")},
                  {"bound", std::string(c.len >= 0 ? "live" : "capacity")}};
   if (c.softcap) attrs.push_back({"softcap", *c.softcap});
+  if (c.causal && c.causal->window > 0) attrs.push_back({"window", c.causal->window});
   sortAttrs(opInfo(Op::Attention), attrs);
   Type result = g.type(c.out);
   insertEqn(g, at, Op::Attention, std::move(operands), std::move(attrs), {{scope + "attention", result}}, c.loc);
@@ -420,6 +477,7 @@ Expected<bool> runAttentionRewrite(Graph& g, PassContext& ctx) {
   for (const Eqn& e : g.eqns)
     if (isScoreMatMul(g, e)) anchors.push_back(e.results[0]);
   bool changed = false;
+  std::map<std::pair<ValueId, Shape>, ValueId> positions;
   for (ValueId scores : anchors) {
     match::Users users(g);
     const Eqn& anchor = g.eqns[size_t(g.value(scores).def)];
@@ -428,7 +486,8 @@ Expected<bool> runAttentionRewrite(Graph& g, PassContext& ctx) {
       ctx.remark(kPass, g, anchor, m.why);
       continue;
     }
-    rewrite(g, *m.chain);
+    if (!m.chain->additiveWhy.empty()) ctx.remark(kPass, g, anchor, "the mask stays additive: " + m.chain->additiveWhy);
+    rewrite(g, *m.chain, positions);
     changed = true;
   }
   return changed;

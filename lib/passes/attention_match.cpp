@@ -4,6 +4,9 @@
 #include "passes/attention_match.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
 
 #include "passes/rewrite.h"
 
@@ -139,6 +142,167 @@ std::optional<SelectOf> selectOf(const Graph& g, ValueId v) {
   auto c = splat(g, s->operands[2]);
   if (!c || g.type(s->operands[1]) != g.type(v)) return std::nullopt;
   return SelectOf{s->operands[0], s->operands[1], *c};
+}
+
+namespace {
+
+// The score axis (0 batch, 1 head, 2 query, 3 key) each axis of a value lands
+// on under broadcasting, -1 for a unit axis (the value is constant along it).
+using Axes = std::vector<int>;
+
+// The axes of an operand broadcast (right-aligned, numpy style) into a result
+// whose axes are `out`; empty when the operand has the larger rank.
+std::optional<Axes> operandAxes(const Shape& operand, const Axes& out) {
+  if (operand.size() > out.size()) return std::nullopt;
+  Axes a(operand.size(), -1);
+  size_t off = out.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i) a[i] = operand[i] == 1 ? -1 : out[off + i];
+  return a;
+}
+
+// A value and its axes.
+struct View {
+  ValueId v = -1;
+  Axes axes;
+};
+
+// Follows Broadcast eqns and unit reshapes back to their source, carrying the
+// axes along (a unit reshape keeps the non-unit axes in order).
+View peelViews(const Graph& g, View x) {
+  while (const Eqn* e = def(g, x.v)) {
+    ValueId src = e->operands.empty() ? -1 : e->operands[0];
+    const Shape& to = g.type(x.v).shape;
+    if (e->op == Op::Broadcast) {
+      auto a = operandAxes(g.type(src).shape, x.axes);
+      if (!a) break;
+      x = View{src, *a};
+      continue;
+    }
+    if (e->op == Op::Reshape && isUnitReshape(g.type(src).shape, to)) {
+      Axes kept;
+      for (size_t i = 0; i < to.size(); ++i)
+        if (to[i] != 1) kept.push_back(x.axes[i]);
+      const Shape& from = g.type(src).shape;
+      Axes a(from.size(), -1);
+      for (size_t i = 0, k = 0; i < from.size(); ++i)
+        if (from[i] != 1) a[i] = kept[k++];
+      x = View{src, a};
+      continue;
+    }
+    break;
+  }
+  return x;
+}
+
+// Operand i of e (whose result has axes `out`), peeled.
+std::optional<View> operandView(const Graph& g, const Eqn& e, size_t i, const Axes& out) {
+  auto a = operandAxes(g.type(e.operands[i]).shape, out);
+  if (!a) return std::nullopt;
+  return peelViews(g, View{e.operands[i], *a});
+}
+
+// Whether x is an i32 Iota counting the keys: its axis lands on the key axis
+// and every other axis of it is a unit axis.
+bool isKeyIota(const Graph& g, const View& x) {
+  const Eqn* e = defOp(g, x.v, Op::Iota);
+  if (!e || g.type(x.v).dtype != DType::I32) return false;
+  const Shape& s = g.type(x.v).shape;
+  auto axis = axisOf(*e, int64_t(s.size()));
+  if (!axis || x.axes[size_t(*axis)] != 3) return false;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (int64_t(i) != *axis && s[i] != 1) return false;
+  return true;
+}
+
+// The query positions of a compare: i32, constant over heads and keys. The
+// first one seen is kept in `m` (with its axes); later ones must be it.
+std::string positionsOf(const Graph& g, const View& p, CausalMask& m, Axes& seen) {
+  if (g.type(p.v).dtype != DType::I32)
+    return std::string("the query positions are ") + dtypeName(g.type(p.v).dtype) + ", not i32";
+  for (int a : p.axes)
+    if (a == 1 || a == 3) return std::string("the positions the keys are compared with vary over the ") +
+                                 (a == 1 ? "heads" : "keys");
+  if (m.positions >= 0) return m.positions == p.v && seen == p.axes ? "" : "the causal and the window bounds compare the keys with different positions";
+  m.positions = p.v;
+  seen = p.axes;
+  for (int a : p.axes) {
+    m.perBatch = m.perBatch || a == 0;
+    m.perQuery = m.perQuery || a == 2;
+  }
+  return "";
+}
+
+const std::string kNotCausal = "the visible keys are not t <= qpos (and t > qpos - window)";
+
+// Le(kpos, qpos) or Ge(qpos, kpos), whose result has axes `out`.
+std::string causalBound(const Graph& g, const Eqn& e, const Axes& out, CausalMask& m, Axes& seen) {
+  size_t ik = e.op == Op::Le ? 0 : 1;
+  auto k = operandView(g, e, ik, out), p = operandView(g, e, 1 - ik, out);
+  if (!k || !p || !isKeyIota(g, *k)) return kNotCausal;
+  return positionsOf(g, *p, m, seen);
+}
+
+// Gt(kpos, Sub(qpos, W)) or Lt(Sub(qpos, W), kpos), whose result has axes `out`.
+std::string windowBound(const Graph& g, const Eqn& e, const Axes& out, CausalMask& m, Axes& seen) {
+  size_t ik = e.op == Op::Gt ? 0 : 1;
+  auto k = operandView(g, e, ik, out), z = operandView(g, e, 1 - ik, out);
+  if (!k || !z || !isKeyIota(g, *k)) return kNotCausal;
+  const Eqn* sub = defOp(g, z->v, Op::Sub);
+  if (!sub) return kNotCausal;
+  auto w = splat(g, sub->operands[1]);
+  if (!w || *w < 1 || *w != std::floor(*w) || *w > double(std::numeric_limits<int32_t>::max()))
+    return "the window is not a splat integer in [1, 2^31 - 1]";
+  auto p = operandView(g, *sub, 0, z->axes);
+  if (!p) return kNotCausal;
+  m.window = int64_t(*w);
+  return positionsOf(g, *p, m, seen);
+}
+
+}  // namespace
+
+CausalMatch causalMask(const Graph& g, ValueId mask, const Shape& scores) {
+  auto no = [](std::string why) { return CausalMatch{std::nullopt, std::move(why)}; };
+  Axes scoreAxes;
+  for (size_t i = 0; i < scores.size(); ++i) scoreAxes.push_back(scores[i] == 1 ? -1 : int(i));
+  auto top = operandAxes(g.type(mask).shape, scoreAxes);
+  if (!top || scores.size() != 4) return no("the mask does not broadcast to the scores");
+  View mv = peelViews(g, View{mask, *top});
+  const Eqn* sel = defOp(g, mv.v, Op::Select);
+  if (!sel || splat(g, sel->operands[1]) != 0.0 ||
+      splat(g, sel->operands[2]) != -std::numeric_limits<double>::infinity()) {
+    const Eqn* e = def(g, mv.v);
+    return no(std::string("it is not Select(visible, 0, -inf) but ") +
+              (e ? std::string(opName(e->op)) : "the parameter %" + g.value(mv.v).name));
+  }
+  auto cond = operandView(g, *sel, 0, mv.axes);
+  if (!cond) return no(kNotCausal);
+  CausalMask m;
+  Axes seen;
+  const Eqn* e = def(g, cond->v);
+  std::vector<std::pair<const Eqn*, Axes>> bounds;
+  if (e && e->op == Op::And) {
+    for (size_t i = 0; i < 2; ++i) {
+      auto x = operandView(g, *e, i, cond->axes);
+      if (!x) return no(kNotCausal);
+      bounds.push_back({def(g, x->v), x->axes});
+    }
+  } else {
+    bounds.push_back({e, cond->axes});
+  }
+  bool causal = false, window = false;
+  for (const auto& [b, axes] : bounds) {
+    std::string why = kNotCausal;
+    if (b && (b->op == Op::Le || b->op == Op::Ge) && !causal) {
+      why = causalBound(g, *b, axes, m, seen);
+      causal = true;
+    } else if (b && (b->op == Op::Gt || b->op == Op::Lt) && !window) {
+      why = windowBound(g, *b, axes, m, seen);
+      window = true;
+    }
+    if (!why.empty()) return no(why);
+  }
+  if (!causal) return no("a window without the causal bound t <= qpos is not a causal mask");
+  return CausalMatch{m, ""};
 }
 
 }  // namespace poot::match

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -81,6 +82,30 @@ struct SelectOf {
   double other;
 };
 std::optional<SelectOf> selectOf(const Graph& g, ValueId v);
+
+// The in-graph causal mask of the dense families (lib/trace/ops.cpp
+// buildMask), seen from the scores [B, H, Lq, Lk] it is added to:
+//   mask = Select(visible, 0, -inf), through unit reshapes and broadcasts,
+//   visible = Le(kpos, qpos) (or Ge(qpos, kpos)), optionally And-ed with the
+//   window Gt(kpos, Sub(qpos, W)) (or Lt(Sub(qpos, W), kpos)) with W a splat
+//   integer >= 1, in either order,
+// where kpos is an i32 Iota counting the keys (its axis lands on the key axis
+// of the scores) and qpos an i32 value whose non-unit axes land only on the
+// batch and query axes (the same value in both compares). Axes are followed
+// through the implicit broadcasting of Add, Select and the compares, Broadcast
+// eqns and reshapes that only add or drop unit axes, so a mask that means
+// something else under broadcasting is never taken for a causal one.
+struct CausalMask {
+  ValueId positions = -1;  // qpos as the graph has it
+  bool perBatch = false;   // an axis of positions lands on the batch axis (size B)
+  bool perQuery = false;   // one lands on the query axis (size Lq); after perBatch's
+  int64_t window = 0;      // 0: none
+};
+struct CausalMatch {
+  std::optional<CausalMask> mask;
+  std::string why;  // when mask is empty: which check declined
+};
+CausalMatch causalMask(const Graph& g, ValueId mask, const Shape& scores);
 
 // The one axis (normalized) named by an eqn's `axis` attribute for a value
 // of the given rank.

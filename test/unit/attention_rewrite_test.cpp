@@ -58,6 +58,28 @@ std::string remarksOf(const PassContext& ctx) {
   return out;
 }
 
+const std::string kStaysAdditive = "the mask stays additive: ";
+
+// The remarks that say a fused chain's mask stays additive, and whether every
+// remark is one.
+int maskRemarks(const PassContext& ctx) {
+  return int(std::count_if(ctx.remarks.begin(), ctx.remarks.end(),
+                           [](const Remark& r) { return r.message.rfind(kStaysAdditive, 0) == 0; }));
+}
+bool onlyMaskRemarks(const PassContext& ctx) { return maskRemarks(ctx) == int(ctx.remarks.size()); }
+
+// Whether some compare, And or Select of the graph gives a value ending in
+// [Lq, Lk]: a mask or its visibility.
+bool holdsMask(const Graph& g, int64_t Lq, int64_t Lk) {
+  for (const Eqn& e : g.eqns) {
+    bool maskOp = e.op == Op::Select || e.op == Op::And || e.op == Op::Le || e.op == Op::Lt || e.op == Op::Ge ||
+                  e.op == Op::Gt;
+    const Shape& s = g.type(e.results[0]).shape;
+    if (maskOp && s.size() >= 2 && s[s.size() - 2] == Lq && s.back() == Lk) return true;
+  }
+  return false;
+}
+
 // ranges -> attention-rewrite -> cleanup on a copy of g.
 Graph rewritten(const Graph& g, PassContext& ctx) {
   Graph out = g;
@@ -103,7 +125,12 @@ TEST_CASE("attention-rewrite: every example graph keeps its results under the or
     PassContext ctx;
     Graph after = rewritten(g, ctx);
     CHECK_MESSAGE(count(after, Op::Attention) >= 1, remarksOf(ctx));
-    CHECK_MESSAGE(ctx.remarks.empty(), remarksOf(ctx));
+    // Only BLOOM's ALiBi bias and the sparse indexer's block mask stay
+    // additive (and say so); every other example's mask is causal.
+    std::string file = path.filename().string();
+    bool additive = file.find("bloom") != std::string::npos || file.find("sparse") != std::string::npos;
+    CHECK_MESSAGE(onlyMaskRemarks(ctx), remarksOf(ctx));
+    for (const Eqn* e : eqnsOf(after, Op::Attention)) CHECK(sym(*e, "mask") != (additive ? "causal" : "additive"));
     if (paramElements(g) > kMaxParamElems) continue;
     checkSameResults(g, after, seed);
     ++checked;
@@ -134,14 +161,21 @@ TEST_CASE("attention-rewrite: fresh traces of every family keep their results, o
             REQUIRE_MESSAGE(bool(traced), (traced ? "" : traced.error().str()));
             PassContext ctx;
             Graph after = rewritten(*traced, ctx);
-            CHECK_MESSAGE(ctx.remarks.empty(), remarksOf(ctx));
+            // The dense families' masks become mask=causal; BLOOM's (ALiBi)
+            // and the sparse indexer's stay additive, with a remark each.
+            std::string config = fam.config;
+            bool additive = config == "tiny-bloom.json" || config == "tiny-sparse.json";
+            CHECK_MESSAGE(onlyMaskRemarks(ctx), remarksOf(ctx));
             auto formed = eqnsOf(after, Op::Attention);
             CHECK(int64_t(formed.size()) == cfg.numLayers);
             bool split = std::string(fam.key) == "split";
             for (const Eqn* e : formed) {
               CHECK(sym(*e, "key") == (split ? "split" : paged ? "paged" : "dense"));
               CHECK(sym(*e, "bound") == (live ? "live" : "capacity"));
+              CHECK(sym(*e, "mask") != (additive ? "causal" : "additive"));
             }
+            if (additive) CHECK(maskRemarks(ctx) == int(cfg.numLayers));
+            if (!additive && prefill) CHECK_FALSE(holdsMask(after, o.tokens, o.capacity));
             CHECK(count(after, Op::ReduceMax) == count(*traced, Op::ReduceMax) - int(cfg.numLayers));
             checkSameResults(*traced, after, seed);
           }
@@ -160,7 +194,7 @@ TEST_CASE("attention-rewrite: the Llama decode graph has one Attention per layer
     const Eqn& e = *formed[l];
     CHECK(intAttr(e, "n_rep") == cfg.numHeads / cfg.numKvHeads);
     CHECK(sym(e, "key") == "dense");
-    CHECK(sym(e, "mask") == "additive");
+    CHECK(sym(e, "mask") == "causal");
     CHECK(std::get<double>(*e.attr("scale")) == doctest::Approx(1.0 / std::sqrt(double(cfg.headDim))));
     // k and v are the un-repeated caches, written in place (no copy)
     CHECK(after.value(e.operands[1]).name == "layers." + std::to_string(l) + ".attn.k_cache");
@@ -278,4 +312,182 @@ TEST_CASE("attention-rewrite: a paged read map fuses only when every word is pro
   REQUIRE(int64_t(ctx.remarks.size()) == cfg.numLayers);
   CHECK(ctx.remarks[0].message ==
         "cannot prove every word of the read map %read is a slot of the pool [0, 64): its range is [0, 64]");
+}
+
+TEST_CASE("attention-rewrite: sliding windows become the window of mask=causal") {
+  struct Family {
+    const char* config;
+    std::vector<int64_t> windows;  // per layer, 0 for a global layer
+  };
+  // tiny-gemma2 alternates sliding (even layers) and global ones; every
+  // tiny-mistral layer slides. Both windows are 4 keys.
+  for (const Family& fam : {Family{"tiny-gemma2.json", {4, 0}}, Family{"tiny-mistral.json", {4, 4}}})
+    for (bool live : {false, true})
+      for (int64_t batch : {1, 2}) {
+        CAPTURE(fam.config);
+        CAPTURE(live);
+        CAPTURE(batch);
+        trace::ModelConfig cfg = loadExampleConfig(fam.config);
+        REQUIRE(int64_t(fam.windows.size()) == cfg.numLayers);
+        auto traced = trace::traceModel(cfg, options(true, false, live, batch));
+        REQUIRE_MESSAGE(bool(traced), (traced ? "" : traced.error().str()));
+        PassContext ctx;
+        Graph after = rewritten(*traced, ctx);
+        CHECK_MESSAGE(ctx.remarks.empty(), remarksOf(ctx));
+        auto formed = eqnsOf(after, Op::Attention);
+        REQUIRE(formed.size() == fam.windows.size());
+        for (size_t l = 0; l < formed.size(); ++l) {
+          CAPTURE(l);
+          CHECK(sym(*formed[l], "mask") == "causal");
+          const AttrValue* w = formed[l]->attr("window");
+          CHECK(int64_t(w ? std::get<int64_t>(*w) : 0) == fam.windows[l]);
+          // the query positions: i32 [B, Lq], one value shared by every layer
+          CHECK(after.type(formed[l]->operands[3]) == Type{DType::I32, {batch, 5}});
+          CHECK(formed[l]->operands[3] == formed[0]->operands[3]);
+        }
+        CHECK_FALSE(holdsMask(after, 5, 32));
+        checkSameResults(*traced, after, runSeed());
+      }
+}
+
+namespace {
+
+// A prefill chain (2 batch rows, 4 heads, 4 query rows at pos + j, a 16-key
+// cache) whose mask is `mask` f32 [4, 16] built by the eqns `maskEqns` from
+// %kpos i32[1,16], %qpos i32[4,1] and %positions i32[4].
+std::string prefillWith(const std::string& maskEqns, const std::string& posRange = "[0, 12]") {
+  return "graph prefill\n"
+         "input %q : f32[2,4,4,8]\n"
+         "input %k : f32[2,4,4,8]\n"
+         "input %v : f32[2,4,4,8]\n"
+         "state %k_cache : f32[2,4,16,8]\n"
+         "state %v_cache : f32[2,4,16,8]\n"
+         "slot %pos : i32[] range " + posRange + "\n"
+         "%kc = DynamicUpdateSlice(%k_cache, %k, %pos) {axis=2} : f32[2,4,16,8]\n"
+         "%vc = DynamicUpdateSlice(%v_cache, %v, %pos) {axis=2} : f32[2,4,16,8]\n"
+         "%rows = Iota() {axis=0} : i32[4]\n"
+         "%positions = Add(%rows, %pos) : i32[4]\n"
+         "%qpos = Reshape(%positions) : i32[4,1]\n"
+         "%kpos0 = Iota() {axis=0} : i32[16]\n"
+         "%kpos = Reshape(%kpos0) : i32[1,16]\n"
+         "%zero = Constant() {value=[0]} : f32[]\n"
+         "%neg = Constant() {value=[-inf]} : f32[]\n" +
+         maskEqns +
+         "%kt = Transpose(%kc) {perm=[0, 1, 3, 2]} : f32[2,4,8,16]\n"
+         "%scores = MatMul(%q, %kt) : f32[2,4,4,16]\n"
+         "%scale = Constant() {value=[0.35]} : f32[]\n"
+         "%scaled = Mul(%scores, %scale) : f32[2,4,4,16]\n"
+         "%masked = Add(%scaled, %mask) : f32[2,4,4,16]\n"
+         "%m = ReduceMax(%masked) {axis=-1, keepdim=true} : f32[2,4,4,1]\n"
+         "%xs = Sub(%masked, %m) : f32[2,4,4,16]\n"
+         "%ex = Exp(%xs) : f32[2,4,4,16]\n"
+         "%s = ReduceSum(%ex) {axis=-1, keepdim=true} : f32[2,4,4,1]\n"
+         "%p = Div(%ex, %s) : f32[2,4,4,16]\n"
+         "%out = MatMul(%p, %vc) : f32[2,4,4,8]\n"
+         "output %out\n"
+         "state_out %k_cache = %kc\n"
+         "state_out %v_cache = %vc\n";
+}
+
+}  // namespace
+
+TEST_CASE("attention-rewrite: the causal mask in its spellings, and the masks that stay additive") {
+  struct Spelling {
+    const char* what;
+    std::string eqns;
+    std::string mask;       // the Attention's mask attribute
+    int64_t window;         // 0: none
+    std::string remark;     // for an additive mask
+    std::string posRange = "[0, 12]";
+  };
+  const std::string sel = "%mask = Select(%visible, %zero, %neg) : f32[4,16]\n";
+  const std::string win = "%w = Constant() {value=[3]} : i32[]\n%start = Sub(%qpos, %w) : i32[4,1]\n";
+  std::vector<Spelling> cases = {
+      {"Le(kpos, qpos)", "%visible = Le(%kpos, %qpos) : bool[4,16]\n" + sel, "causal", 0, ""},
+      {"Ge(qpos, kpos)", "%visible = Ge(%qpos, %kpos) : bool[4,16]\n" + sel, "causal", 0, ""},
+      {"window first, Lt spelled",
+       win + "%inw = Lt(%start, %kpos) : bool[4,16]\n%le = Le(%kpos, %qpos) : bool[4,16]\n"
+             "%visible = And(%inw, %le) : bool[4,16]\n" + sel,
+       "causal", 3, ""},
+      {"a window that might wrap",
+       win + "%inw = Gt(%kpos, %start) : bool[4,16]\n%le = Le(%kpos, %qpos) : bool[4,16]\n"
+             "%visible = And(%le, %inw) : bool[4,16]\n" + sel,
+       "additive", 0,
+       "cannot prove %positions - 3 does not wrap in i32: its range is [-2147483648, 15]",
+       "[-2147483648, 12]"},
+      {"t < qpos", "%visible = Lt(%kpos, %qpos) : bool[4,16]\n" + sel, "additive", 0,
+       "the visible keys are not t <= qpos (and t > qpos - window)"},
+      {"a window alone",
+       win + "%visible = Gt(%kpos, %start) : bool[4,16]\n" + sel, "additive", 0,
+       "a window without the causal bound t <= qpos is not a causal mask"},
+      {"compared with the keys, not the positions",
+       "%visible = Le(%kpos, %kpos) : bool[1,16]\n%mask = Select(%visible, %zero, %neg) : f32[1,16]\n", "additive", 0,
+       "the positions the keys are compared with vary over the keys"},
+      {"the keys' iota on the query axis",
+       "%rows2 = Reshape(%kpos0) : i32[16,1]\n%v16 = Le(%rows2, %kpos) : bool[16,16]\n"
+       "%visible = Slice(%v16) {axis=0, start=0, limit=4} : bool[4,16]\n" + sel,
+       "additive", 0, "the visible keys are not t <= qpos (and t > qpos - window)"},
+      {"a mask that is 1 / -inf", "%visible = Le(%kpos, %qpos) : bool[4,16]\n%one = Constant() {value=[1]} : f32[]\n"
+       "%mask = Select(%visible, %one, %neg) : f32[4,16]\n", "additive", 0, "it is not Select(visible, 0, -inf) but Select"},
+      {"a mask that is an input", "", "additive", 0, "it is not Select(visible, 0, -inf) but the parameter %mask"},
+  };
+  for (const Spelling& c : cases) {
+    CAPTURE(c.what);
+    std::string text = prefillWith(c.eqns, c.posRange);
+    if (c.eqns.empty()) text.replace(text.find("state %k_cache"), 0, "input %mask : f32[4,16]\n");
+    Graph g = parse(text);
+    PassContext ctx;
+    Graph after = rewritten(g, ctx);
+    auto formed = eqnsOf(after, Op::Attention);
+    REQUIRE(formed.size() == 1);
+    CHECK(sym(*formed[0], "mask") == c.mask);
+    const AttrValue* w = formed[0]->attr("window");
+    CHECK(int64_t(w ? std::get<int64_t>(*w) : 0) == c.window);
+    if (c.remark.empty()) {
+      CHECK_MESSAGE(ctx.remarks.empty(), remarksOf(ctx));
+      CHECK(after.type(formed[0]->operands[3]) == Type{DType::I32, {2, 4}});
+      CHECK_FALSE(holdsMask(after, 4, 16));
+    } else {
+      REQUIRE(ctx.remarks.size() == 1);
+      CHECK(ctx.remarks[0].eqn == "%scores");
+      CHECK(ctx.remarks[0].message == kStaysAdditive + c.remark);
+    }
+    checkSameResults(g, after, runSeed());
+  }
+}
+
+TEST_CASE("attention-rewrite: positions per batch row and one position for every row") {
+  // qpos [B, Lq, 1] from a per-row slot (batch row b at pos[b] + j), and a
+  // decode-like mask against one scalar position.
+  const std::string perRow =
+      "graph prefill\ninput %q : f32[2,4,3,8]\ninput %k : f32[2,4,16,8]\ninput %v : f32[2,4,16,8]\n"
+      "slot %pos : i32[2,1] range [0, 13]\n"
+      "%rows = Iota() {axis=1} : i32[1,3]\n%positions = Add(%pos, %rows) : i32[2,3]\n"
+      "%qpos = Reshape(%positions) : i32[2,1,3,1]\n"
+      "%kpos = Iota() {axis=3} : i32[1,1,1,16]\n%visible = Le(%kpos, %qpos) : bool[2,1,3,16]\n"
+      "%zero = Constant() {value=[0]} : f32[]\n%neg = Constant() {value=[-inf]} : f32[]\n"
+      "%mask = Select(%visible, %zero, %neg) : f32[2,1,3,16]\n";
+  const std::string oneRow =
+      "graph prefill\ninput %q : f32[2,4,3,8]\ninput %k : f32[2,4,16,8]\ninput %v : f32[2,4,16,8]\n"
+      "slot %pos : i32[] range [0, 15]\n"
+      "%kpos = Iota() {axis=0} : i32[16]\n%visible = Le(%kpos, %pos) : bool[16]\n"
+      "%zero = Constant() {value=[0]} : f32[]\n%neg = Constant() {value=[-inf]} : f32[]\n"
+      "%mask = Select(%visible, %zero, %neg) : f32[16]\n";
+  const std::string chain =
+      "%kt = Transpose(%k) {perm=[0, 1, 3, 2]} : f32[2,4,8,16]\n%scores = MatMul(%q, %kt) : f32[2,4,3,16]\n"
+      "%masked = Add(%scores, %mask) : f32[2,4,3,16]\n"
+      "%m = ReduceMax(%masked) {axis=-1, keepdim=true} : f32[2,4,3,1]\n%xs = Sub(%masked, %m) : f32[2,4,3,16]\n"
+      "%ex = Exp(%xs) : f32[2,4,3,16]\n%s = ReduceSum(%ex) {axis=-1, keepdim=true} : f32[2,4,3,1]\n"
+      "%p = Div(%ex, %s) : f32[2,4,3,16]\n%out = MatMul(%p, %v) : f32[2,4,3,8]\noutput %out\n";
+  for (const std::string* head : {&perRow, &oneRow}) {
+    Graph g = parse(*head + chain);
+    PassContext ctx;
+    Graph after = rewritten(g, ctx);
+    CHECK_MESSAGE(ctx.remarks.empty(), remarksOf(ctx));
+    auto formed = eqnsOf(after, Op::Attention);
+    REQUIRE(formed.size() == 1);
+    CHECK(sym(*formed[0], "mask") == "causal");
+    CHECK(after.type(formed[0]->operands[3]) == Type{DType::I32, {2, 3}});
+    checkSameResults(g, after, runSeed());
+  }
 }
