@@ -37,7 +37,8 @@ V keyRow(Builder& b, const Form& f, V bi, V g, V t);
 // The index of mask[bi, Hm == 1 ? 0 : h, rq, 0].
 V maskBase(Builder& b, const Form& f, V bi, V h, V rq);
 
-// The decode schedule's kernel (decode.cpp).
+// The decode and prefill schedules' kernels (decode.cpp, prefill.cpp).
 kir::Kernel decodeKernel(const GenInput& in, const Form& f);
+kir::Kernel prefillKernel(const GenInput& in, const Form& f);
 
 }  // namespace poot::attn
