@@ -1,6 +1,8 @@
 // FNV-1a 64 and its hex form.
 #include "ir/hash.h"
 
+#include <algorithm>
+
 namespace poot {
 
 uint64_t fnv1a(std::string_view bytes, uint64_t h) {
@@ -9,6 +11,14 @@ uint64_t fnv1a(std::string_view bytes, uint64_t h) {
     h *= kFnvPrime;
   }
   return h;
+}
+
+uint64_t fnv1aMasked(std::string_view bytes, size_t at, size_t n) {
+  at = std::min(at, bytes.size());
+  n = std::min(n, bytes.size() - at);
+  uint64_t h = fnv1a(bytes.substr(0, at));
+  for (size_t i = 0; i < n; ++i) h *= kFnvPrime;  // h ^= 0 leaves h as it is
+  return fnv1a(bytes.substr(at + n), h);
 }
 
 std::string hex64(uint64_t v) {
