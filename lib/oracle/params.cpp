@@ -37,13 +37,17 @@ Expected<std::pair<const Value*, std::string>> namedParam(const Graph& g, const 
   return usage(std::string(option) + ": graph '" + g.name + "' has no parameter %" + name);
 }
 
-// An integer VALUE broadcast to the slot's type, or the tensor of a .npy file.
+// An integer VALUE broadcast to the slot's type, or the tensor of a .npy file
+// (a name ending in .npy); anything else is not a slot value.
 Expected<Tensor> slotValue(const Value& p, const std::string& text) {
+  if (text.size() > 4 && text.compare(text.size() - 4, 4, ".npy") == 0) return readNpy(text);
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) return readNpy(text);
-  if (p.type.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX))
-    return makeError(ErrorKind::Range, {}, "--slot " + p.name + "=" + text + " does not fit i32");
+  bool whole = end == text.data() + text.size();
+  if (!whole || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    return usage("--slot " + p.name + "=" + text + ": '" + text + "' is not an integer (nor a file ending in .npy)");
+  if (ec == std::errc::result_out_of_range || (p.type.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX)))
+    return makeError(ErrorKind::Range, {}, "--slot " + p.name + "=" + text + " does not fit " + dtypeName(p.type.dtype));
   // Slots are i32 or i64: the integer's own bytes, exactly (no double).
   Tensor t(p.type);
   int32_t v32 = int32_t(v);

@@ -25,8 +25,9 @@ struct ParamArgs {
 };
 
 // Every parameter of g bound: the named ones checked (an unknown name, a
-// name of the wrong storage class or one bound twice is a Usage error; a
-// slot VALUE that does not fit its dtype a Range error), the rest generated.
+// name of the wrong storage class, one bound twice or a slot VALUE that is
+// neither an integer nor a name ending in .npy is a Usage error; an integer
+// that does not fit the slot's dtype a Range error), the rest generated.
 Expected<std::map<std::string, Tensor>> bindParamArgs(const Graph& g, const ParamArgs& args);
 
 }  // namespace poot

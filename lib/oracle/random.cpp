@@ -12,15 +12,11 @@
 #include <limits>
 #include <set>
 
+#include "ir/hash.h"
+
 namespace poot {
 
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
-  return h;
-}
 
 uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

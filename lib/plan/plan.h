@@ -36,6 +36,11 @@ namespace poot {
 //                        its n_rep * Lq rows from one read of the keys; with
 //                        splits > 1 it writes the Scratch as the partials
 //                        do and a combine follows (schedule.h, chooseDecode)
+//   "prefill"            Attention with many query rows: one workgroup per
+//                        (batch row, KV head, block of tileM / n_rep query
+//                        positions), key tiles of tileN in workgroup memory,
+//                        a threadM x threadN block of scores a thread
+//                        (schedule.h, choosePrefill)
 //   "elementwise"        one thread per result element (every data-movement,
 //                        unary, binary, compare, select, convert and Rope op)
 //   "reduce"             one thread per result element
@@ -61,8 +66,9 @@ struct Schedule {
   int64_t workgroupMemory = 0; // bytes of workgroup memory
   // MatMul tiling; 0 in every kind that has none.
   int64_t kLanes = 0, unroll = 0, vector = 0;        // gemv; decode: kLanes and vector
-  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step; decode: tileK keys a tile
-  int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns
+  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step; decode: tileK keys a tile;
+                                                     // prefill: tileM rows, tileN keys a tile
+  int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns; prefill: rows x keys
   bool operator==(const Schedule&) const = default;
 };
 

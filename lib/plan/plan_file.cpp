@@ -4,10 +4,15 @@
 // indices are renumbered the way writeBinaryGraph numbers the embedded graph
 // (parameters, then each eqn's results), and the graph goes in as its .pgb
 // bytes, 8-byte aligned inside the plan so it can also be read in place.
+// The checksum field is written with a placeholder (a field equal to its
+// default would be left out) and sealed once the bytes are final.
 #include "plan/plan_file.h"
+
+#include <cstring>
 
 #include "ir/binary.h"
 #include "ir/graph_fb.h"
+#include "ir/hash.h"
 #include "ir/io.h"
 #include "plan/buffers.h"
 #include "plan/request.h"
@@ -126,9 +131,26 @@ std::string writePlan(const Plan& p) {
                                   b.CreateString(p.deviceArch));
   auto root = fbp::CreatePlan(b, kPlanFileVersion, device, b.CreateString(p.key), p.arenaBytes, b.CreateVector(buffers),
                               b.CreateVector(kernels), b.CreateVector(dispatches), b.CreateVector(slots), outputs,
-                              validations, source);
+                              validations, source, /*checksum placeholder=*/~uint64_t(0));
   fbp::FinishPlanBuffer(b, root);
-  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  std::string bytes(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  sealPlanChecksum(bytes);
+  return bytes;
+}
+
+bool sealPlanChecksum(std::string& bytes) {
+  if (bytes.size() < 8) return false;
+  uint32_t root = flatbuffers::ReadScalar<uint32_t>(bytes.data());
+  if (root > bytes.size() - 4) return false;
+  const auto* table = flatbuffers::GetRoot<flatbuffers::Table>(bytes.data());
+  flatbuffers::Verifier head(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!table->VerifyTableStart(head) || !table->VerifyField<uint64_t>(head, fbp::Plan::VT_CHECKSUM, 8)) return false;
+  flatbuffers::voffset_t field = table->GetOptionalFieldOffset(fbp::Plan::VT_CHECKSUM);
+  if (field == 0) return false;
+  size_t at = size_t(reinterpret_cast<const char*>(table) - bytes.data()) + field;
+  uint64_t sum = flatbuffers::EndianScalar(fnv1aMasked(bytes, at, 8));
+  std::memcpy(bytes.data() + at, &sum, 8);
+  return true;
 }
 
 Status writePlanFile(const Plan& p, const std::string& path) { return writeFileAtomic(path, writePlan(p)); }

@@ -169,6 +169,18 @@ class Planner {
     auto lanes = lanesFor(e, "attention", Dv);
     if (!lanes) return lanes.error();
     DecodeDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, d_);
+    if (!decode.schedule && Lq > 1) {
+      DecodeDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, d_);
+      std::string why = decode.reason + "; " + prefill.reason;
+      if (prefill.schedule) {
+        int64_t blocks = B * (Hq / nrep) * ceilDiv(Lq, prefill.schedule->tileM / nrep);
+        auto grid = gridFor(e, "attention", blocks, "B * Hkv * query blocks");
+        if (!grid) return grid.error();
+        dispatch(kernel(request(e, *prefill.schedule), i, why), i, *grid, operands(e), results(e));
+        return ok();
+      }
+      decode.reason = why;
+    }
     int64_t groups = decode.schedule ? B * (Hq / nrep) : B * Hq, packed = decode.schedule ? nrep * Lq : 1;
     SplitDecision split = chooseSplits(groups, packed, Lq, Lk, Dv, d_);
     Schedule first = decode.schedule ? *decode.schedule : streamingSchedule(*lanes, Dv);

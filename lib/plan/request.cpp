@@ -1,6 +1,6 @@
-// Printing of kernel requests and their attributes, and the FNV-1a hash. The
-// attribute syntax follows the graph text (docs/graph-format.md) so a request
-// reads like the eqn it came from; only over-long lists are abbreviated.
+// Printing of kernel requests and their attributes. The attribute syntax
+// follows the graph text (docs/graph-format.md) so a request reads like the
+// eqn it came from; only over-long lists are abbreviated.
 #include "plan/request.h"
 
 #include <cstring>
@@ -9,21 +9,6 @@
 #include "plan/schedule.h"
 
 namespace poot {
-
-uint64_t fnv1a(std::string_view bytes, uint64_t h) {
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= kFnvPrime;
-  }
-  return h;
-}
-
-std::string hex64(uint64_t v) {
-  static const char* digits = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[size_t(i)] = digits[v & 15];
-  return s;
-}
 
 namespace {
 

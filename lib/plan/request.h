@@ -2,25 +2,17 @@
 // generates (op, operand and result types, attributes, schedule). The same
 // line is what `--emit=plan-text` shows for a kernel and what the plan key
 // hashes, so it is stable: no pointers, no hash-map order, numbers printed
-// the way the graph text prints them. Also the FNV-1a hash the key uses.
+// the way the graph text prints them. The key hashes these lines with
+// FNV-1a (ir/hash.h, included here for every user of the key).
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
+#include "ir/hash.h"
 #include "plan/plan.h"
 
 namespace poot {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-
-// FNV-1a 64 over the bytes, continuing from `h`.
-uint64_t fnv1a(std::string_view bytes, uint64_t h = kFnvOffset);
-
-// 16 lower-case hex digits.
-std::string hex64(uint64_t v);
 
 // `{scale=0.125, n_rep=2, key=dense}` in the graph text's syntax, or "" when
 // there are none. A list longer than `maxList` items prints as

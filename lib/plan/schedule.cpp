@@ -47,6 +47,51 @@ SplitDecision chooseSplits(int64_t groups, int64_t packed, int64_t lq, int64_t l
                  str(s) + " splits"};
 }
 
+int64_t widestLoad(std::initializer_list<int64_t> widths) {
+  int64_t w = 4;
+  auto divides = [&] {
+    for (int64_t x : widths)
+      if (x % w) return false;
+    return true;
+  };
+  while (w > 1 && !divides()) w /= 2;
+  return w;
+}
+
+PrefillLayout prefillLayout(const Schedule& s, int64_t, int64_t dv) {
+  return {s.tileM + 1, s.tileN + 1, dv + 1};
+}
+
+int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
+  PrefillLayout l = prefillLayout(s, dk, dv);
+  return dk * l.qStride + dk * l.kStride + s.tileN * l.vStride + s.tileN * l.qStride +
+         s.tileM * (s.tileN / s.threadN) + 1;
+}
+
+// The prefill tilings, largest first: rows x keys a workgroup, rows x keys a
+// thread.
+struct PrefillTile {
+  int64_t m, n, tm, tn;
+};
+constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 4}, {16, 16, 4, 4}};
+
+DecodeDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+  for (const PrefillTile& t : kPrefillTiles) {
+    if (t.m < nrep) continue;
+    Schedule s{"prefill", 0, 1, (t.m / t.tm) * (t.n / t.tn), 0};
+    if (s.workgroupSize > d.max_workgroup_size) continue;
+    s.tileM = t.m, s.tileN = t.n, s.threadM = t.tm, s.threadN = t.tn, s.vector = widestLoad({dh, ds, dv});
+    s.workgroupMemory = 4 * prefillWords(s, dh + ds, dv);
+    if (s.workgroupMemory > d.workgroup_memory_bytes) continue;
+    s.lanes = s.workgroupSize;
+    return {s, str(t.m / nrep) + " query positions of " + str(nrep) + " heads a workgroup against tiles of " +
+                   str(t.n) + " keys in workgroup memory"};
+  }
+  return {std::nullopt, "no prefill tile of " + str(std::max<int64_t>(16, nrep)) +
+                            " rows or more fits the device's workgroup (" + str(d.max_workgroup_size) + " threads, " +
+                            str(d.workgroup_memory_bytes) + " bytes)"};
+}
+
 int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads) {
   int64_t runs = ceilDiv(dv, vector), g = 1;
   while (g < runs && g < 32 && g < threads) g *= 2;
@@ -70,9 +115,14 @@ DecodeDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, 
   if (packed > kMaxPackedRows)
     return {std::nullopt, str(packed) + " query rows a KV head (n_rep * Lq) are more than the decode schedule's " +
                               str(kMaxPackedRows)};
-  // The widest load that keeps every key, shared-key and value row aligned.
-  int64_t w = 4;
-  while (w > 1 && (dh % w || ds % w || dv % w)) w /= 2;
+  int64_t w = widestLoad({dh, ds, dv});
+  // Each value thread keeps every row's sums of its value runs in registers:
+  // at most 64 floats (past that the compiler spills them; 8 rows of a
+  // 512-wide value ran at 1% of the memory's speed so).
+  int64_t sums = packed * ceilDiv(ceilDiv(dv, w), decodeValueLanes(dv, w, 32)) * w;
+  if (sums > 64)
+    return {std::nullopt, str(packed) + " query rows of a " + str(dv) + "-wide value keep " + str(sums) +
+                              " running sums a value thread, more than the decode schedule's 64"};
   // Each key thread keeps its slice of every row's q in registers: at most
   // 64 floats, so a slice of 64 / packed dims (a whole number of loads).
   int64_t slice = std::max(w, 64 / packed / w * w), dk = dh + ds;
@@ -224,6 +274,9 @@ std::string printSchedule(const Schedule& s) {
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
   if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
   if (s.kind == "decode") out += " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
+  if (s.kind == "prefill")
+    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " thread=" + str(s.threadM) +
+           "x" + str(s.threadN);
   return out;
 }
 

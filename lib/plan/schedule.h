@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -53,6 +54,10 @@ SplitDecision chooseSplits(int64_t groups, int64_t packed, int64_t lq, int64_t l
 // Bytes of the split-KV partial state: rows * splits * (dv + 2) f32.
 inline int64_t partialStateBytes(int64_t rows, int64_t splits, int64_t dv) { return rows * splits * laneStateBytes(dv); }
 
+// The widest load, 4, 2 or 1 elements, that divides every width given (so
+// every row of those widths, and every run of it, stays aligned to it).
+int64_t widestLoad(std::initializer_list<int64_t> widths);
+
 // The GQA-packed decode schedule ("decode", plan.h): one workgroup per (batch
 // row, KV head[, split]) serves all `packed` = n_rep * Lq query rows of that
 // head from one read of each key and value row. Its fields: workgroupSize
@@ -77,6 +82,26 @@ int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads);
 // fold (slices * packed * (dv + 2)).
 int64_t decodePlane(const Schedule& s, int64_t packed);
 int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
+
+// The tiled prefill schedule ("prefill", plan.h) for many query rows: one
+// workgroup per (batch row, KV head, block of tileM / n_rep query positions)
+// owns tileM query rows (the n_rep heads of each position) and walks the keys
+// in tiles of tileN staged in workgroup memory; each of its (tileM /
+// threadM) * (tileN / threadN) threads keeps a threadM x threadN block of
+// scores and threadM rows of the output in registers; `vector` elements a
+// load. choosePrefill takes the largest of the 64 x 64, 32 x 32 and 16 x 16
+// tiles (threadM = threadN = 4) that fits the device and holds n_rep rows,
+// or gives no schedule and says why.
+DecodeDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+// The staged tiles' row strides in words: q and the weights tileM + 1 (one
+// row a key dim or a key), keys tileN + 1 (one row a key dim), values dv + 1.
+struct PrefillLayout {
+  int64_t qStride, kStride, vStride;
+};
+PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
+// The prefill kernel's workgroup memory in f32 words: the q, key, value and
+// weight tiles, tileM * (tileN / threadN) row partials and one flag word.
+int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 
 // The schedules themselves.
 Schedule streamingSchedule(int64_t lanes, int64_t dv);

@@ -1,11 +1,13 @@
 // How a plan file is read. In order: the size and the "PPLN" identifier; the
 // schema version, read from a root table that has been verified on its own
 // (so a newer file says which version it is rather than "corrupted"); the
-// FlatBuffers verifier over the whole file, including the nested graph; then
+// checksum over every byte (ir/hash.h), before anything else in the file is
+// believed; the FlatBuffers verifier over the whole file, including the
+// nested graph; the embedded graph, read and verified like a .pgb file; then
 // record by record into the runtime's own structs, checking every index and
-// figure; last the embedded graph, read and verified like a .pgb file. 8-byte
-// vectors are copied out with memcpy, since FlatBuffers 2.0's verifier does
-// not check their alignment.
+// figure and each kernel's blob (kernel_blob.h). 8-byte vectors are copied
+// out with memcpy, since FlatBuffers 2.0's verifier does not check their
+// alignment.
 #include "runtime/plan_reader.h"
 
 #include <algorithm>
@@ -14,7 +16,9 @@
 
 #include "ir/binary.h"
 #include "ir/graph_fb.h"
+#include "ir/hash.h"
 #include "ir/io.h"
+#include "runtime/kernel_blob.h"
 #include "schemas/plan_generated.h"
 
 namespace poot::rt {
@@ -28,6 +32,27 @@ namespace fbp = ::poot::pfb;
 // format, so every backend can bind an arena range at any buffer's offset).
 constexpr int64_t kArenaAlign = 256;
 
+// What each target's launch interface can express at all, whatever the
+// device: vkCmdDispatch counts workgroups in 32 bits; CUDA launches at most
+// 2^31-1 blocks along x and 65535 along y and z, of at most 1024 threads;
+// HSA dispatch packets count work-items (not workgroups) in 32 bits an axis,
+// in workgroups of at most 1024. The live device's own limits are the
+// Session's to check.
+struct LaunchLimits {
+  int64_t grid[3];
+  int64_t workgroupSize;  // 0: no limit of the interface's own
+  bool gridInItems;       // the grid limit counts work-items along x
+};
+
+LaunchLimits launchLimits(Target t) {
+  constexpr int64_t u32 = 0xffffffffll;
+  switch (t) {
+    case Target::Spirv: return {{u32, u32, u32}, 0, false};
+    case Target::Ptx: return {{0x7fffffffll, 65535, 65535}, 1024, false};
+    case Target::Hsaco: return {{u32, u32, u32}, 1024, true};
+  }
+  return {{u32, u32, u32}, 0, false};
+}
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -66,6 +91,7 @@ class Reader {
     if (fp_.dispatches())
       for (flatbuffers::uoffset_t i = 0; i < fp_.dispatches()->size(); ++i)
         if (auto s = readDispatch(*fp_.dispatches()->Get(i), i); !s) return s.error();
+    if (auto s = checkBindingCounts(); !s) return s.error();
     if (fp_.slots())
       for (flatbuffers::uoffset_t i = 0; i < fp_.slots()->size(); ++i) {
         const fbp::Slot& s = *fp_.slots()->Get(i);
@@ -84,6 +110,7 @@ class Reader {
   const fbp::Plan& fp_;
   std::string file_;
   PlanFile out_;
+  std::vector<BlobFacts> facts_;  // per kernel, what its blob says (-1s for an empty blob)
 
   static std::string item(const char* what, size_t i) { return std::string(what) + " " + std::to_string(i); }
   Error fail(const std::string& where, std::string msg) const {
@@ -231,9 +258,45 @@ class Reader {
                                     s.k_lanes(),     s.unroll(),   s.vector(),    s.tile_m(),         s.tile_n(),
                                     s.tile_k(),      s.thread_m(), s.thread_n()};
     out.request.text = r.text()->str();
-    if (out.workgroupSize < 0 || out.workgroupMemory < 0)
-      return fail(where, "negative workgroup size or memory");
+    if (out.workgroupSize < 1 || out.workgroupMemory < 0)
+      return fail(where, "workgroup size " + str(out.workgroupSize) + " or workgroup memory " +
+                             str(out.workgroupMemory) + " is not possible");
+    LaunchLimits limits = launchLimits(out.target);
+    if (limits.workgroupSize > 0 && out.workgroupSize > limits.workgroupSize)
+      return fail(where, "workgroup size " + str(out.workgroupSize) + " is more than " + targetName(out.target) +
+                             " can launch (" + str(limits.workgroupSize) + ")");
+    // An empty blob is a plan planned but not generated (tests write such
+    // plans); the Session refuses to build it.
+    BlobFacts facts;
+    if (!out.blob.empty()) {
+      auto f = checkKernelBlob(out.target, out.blob, out.entry, out_.device.arch);
+      if (!f) return fail(where, "kernel '" + out.entry + "': " + f.error().message);
+      facts = *f;
+    }
+    if (facts.workgroupSize >= 0 && facts.workgroupSize != out.workgroupSize)
+      return fail(where, "kernel '" + out.entry + "' runs " + str(facts.workgroupSize) +
+                             " threads a workgroup in its code, " + str(out.workgroupSize) + " in the plan");
+    facts_.push_back(facts);
     out_.kernels.push_back(std::move(out));
+    return ok();
+  }
+
+  // Every dispatch of a kernel binds as many buffers as the kernel's code
+  // takes, or where the code does not say, as its first dispatch binds (a
+  // backend builds the kernel once, for one binding count).
+  Status checkBindingCounts() const {
+    std::vector<int64_t> want(out_.kernels.size()), from(out_.kernels.size(), -1);
+    for (size_t k = 0; k < want.size(); ++k) want[k] = facts_[k].bindings;
+    for (size_t i = 0; i < out_.dispatches.size(); ++i) {
+      const Dispatch& d = out_.dispatches[i];
+      size_t k = size_t(d.kernel);
+      int64_t n = int64_t(d.bindings.size());
+      if (want[k] < 0) want[k] = n, from[k] = int64_t(i);
+      if (want[k] != n)
+        return fail(item("dispatch", i), "binds " + str(n) + " buffers, kernel '" + out_.kernels[k].entry + "' takes " +
+                                             str(want[k]) +
+                                             (from[k] < 0 ? " in its code" : " (as dispatch " + str(from[k]) + " binds it)"));
+    }
     return ok();
   }
 
@@ -250,9 +313,17 @@ class Reader {
                              str(int64_t(out_.source.eqns.size())) + " eqns)");
     std::vector<int64_t> grid = copyVector(d.grid());
     if (grid.size() != 3) return fail(where, "the grid has " + str(int64_t(grid.size())) + " dimensions, not 3");
-    for (int k = 0; k < 3; ++k) {
-      if (grid[size_t(k)] < 1) return fail(where, "grid dimension " + str(grid[size_t(k)]) + " is not positive");
-      out.grid[k] = grid[size_t(k)];
+    const Kernel& k = out_.kernels[size_t(out.kernel)];
+    LaunchLimits limits = launchLimits(k.target);
+    for (int a = 0; a < 3; ++a) {
+      int64_t n = grid[size_t(a)];
+      if (n < 1) return fail(where, "grid dimension " + str(n) + " is not positive");
+      int64_t items = limits.gridInItems && a == 0 ? k.workgroupSize : 1;
+      if (n > limits.grid[a] / items)
+        return fail(where, std::string("grid ") + "xyz"[a] + " of " + str(n) + " workgroups" +
+                               (items > 1 ? " of " + str(items) : "") + " is more than " + targetName(k.target) +
+                               " can launch (" + str(limits.grid[a]) + (items > 1 ? " work-items)" : ")"));
+      out.grid[a] = n;
     }
     out.bindings = copyVector(d.bindings());
     for (int32_t b : out.bindings)
@@ -260,6 +331,14 @@ class Reader {
     out.reads = d.reads();
     if (out.reads < 0 || size_t(out.reads) > out.bindings.size())
       return fail(where, str(out.reads) + " reads among " + str(int64_t(out.bindings.size())) + " bindings");
+    // What a dispatch writes lives per step or per run: never a parameter
+    // the caller binds (a weight would stay changed for every later step).
+    for (size_t j = size_t(out.reads); j < out.bindings.size(); ++j) {
+      const Buffer& b = out_.buffers[size_t(out.bindings[j])];
+      const Buffer& base = b.role == Role::View ? out_.buffers[size_t(b.alias)] : b;
+      if (base.role == Role::Input || base.role == Role::Weight || base.role == Role::Slot)
+        return fail(where, "writes " + std::string(roleName(base.role)) + " '" + base.name + "', which the caller binds");
+    }
     out.params = copyVector(d.params());
     out_.dispatches.push_back(std::move(out));
     return ok();
@@ -308,15 +387,23 @@ Expected<PlanFile> readPlanFile(const std::string& bytes, const std::string& fil
   if (!isPlanFile(bytes)) return fail("truncated or corrupted plan file (the root offset is outside the file)");
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   const fbp::Plan* root = fbp::GetPlan(data);
+  const auto* table = flatbuffers::GetRoot<flatbuffers::Table>(data);
   {
     flatbuffers::Verifier head(data, bytes.size());
-    const auto* table = flatbuffers::GetRoot<flatbuffers::Table>(data);
-    if (!table->VerifyTableStart(head) || !table->VerifyField<uint32_t>(head, fbp::Plan::VT_VERSION, 4))
+    if (!table->VerifyTableStart(head) || !table->VerifyField<uint32_t>(head, fbp::Plan::VT_VERSION, 4) ||
+        !table->VerifyField<uint64_t>(head, fbp::Plan::VT_CHECKSUM, 8))
       return fail("truncated or corrupted plan file (the root table does not verify)");
   }
   if (root->version() != kPlanVersion)
     return fail("plan file version " + std::to_string(root->version()) + " is not supported (this runtime reads version " +
                 std::to_string(kPlanVersion) + ")");
+  flatbuffers::voffset_t field = table->GetOptionalFieldOffset(fbp::Plan::VT_CHECKSUM);
+  if (field == 0) return fail("truncated or corrupted plan file (it records no checksum)");
+  size_t at = size_t(reinterpret_cast<const uint8_t*>(table) - data) + field;
+  uint64_t recorded = root->checksum(), actual = fnv1aMasked(bytes, at, 8);
+  if (actual != recorded)
+    return fail("truncated or corrupted plan file (checksum mismatch: the file records " + hex64(recorded) +
+                ", its bytes hash to " + hex64(actual) + ")");
   flatbuffers::Verifier verifier(data, bytes.size());
   if (!fbp::VerifyPlanBuffer(verifier)) return fail("truncated or corrupted plan file (the FlatBuffer does not verify)");
   return Reader(*root, file).run();

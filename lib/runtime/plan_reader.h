@@ -1,13 +1,18 @@
 // Loading a plan file (.plan, schemas/plan.fbs) on the runtime side. The
 // runtime stands on the file format, never on the compiler's lib/plan, so it
-// has its own small records here: what the file says, checked. Reading runs
-// the FlatBuffers verifier (nothing is read out of bounds), checks the file
-// identifier and the schema version, and then every index and figure the
-// runtime will trust (buffer, kernel and eqn indices, arena offsets within the
-// arena, no two arena buffers that share memory while both live), and reads
-// the embedded source graph. Every failure is an ErrorKind::Format error
-// naming the file (and the record: "buffer 3", "dispatch 12"). Checking the
-// plan against the live device is the Session's job (session.h).
+// has its own small records here: what the file says, checked. Reading checks
+// the file identifier, the schema version and the checksum over every byte,
+// runs the FlatBuffers verifier (nothing is read out of bounds), reads the
+// embedded source graph, and then checks every index and figure the runtime
+// will trust: buffer, kernel, eqn and binding indices, arena offsets within
+// the arena, no two arena buffers that share memory while both live, grids
+// and workgroups within what the target's launch interface can express,
+// nothing written into a parameter the caller binds, and each kernel's blob
+// well formed for its target and agreeing with the records (kernel_blob.h:
+// entry point, workgroup size, binding count). Every failure is an
+// ErrorKind::Format error naming the file (and the record: "buffer 3",
+// "dispatch 12"). Checking the plan against the live device is the Session's
+// job (session.h).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +25,7 @@
 namespace poot::rt {
 
 // The schema version this reader understands.
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;
 
 enum class Role : uint8_t { Input, Weight, State, Slot, Output, Validation, Temp, Scratch, View };
 const char* roleName(Role r);  // "input", "weight", ...

@@ -144,18 +144,10 @@ Status Session::build() {
     if (auto z = upload(int32_t(i), Tensor(bufs[i].type)); !z) return z;
   }
 
-  // Kernels, each built once with the binding count of its dispatches.
+  // Kernels, each built once with the binding count of its dispatches (the
+  // reader checked that they agree).
   std::vector<int> bindings(plan_.kernels.size(), -1);
-  for (size_t i = 0; i < plan_.dispatches.size(); ++i) {
-    const Dispatch& d = plan_.dispatches[i];
-    int& n = bindings[size_t(d.kernel)];
-    if (n >= 0 && n != int(d.bindings.size()))
-      return makeError(ErrorKind::Format, {}, "dispatch " + std::to_string(i) + " binds " +
-                                                  std::to_string(d.bindings.size()) + " buffers, kernel '" +
-                                                  plan_.kernels[size_t(d.kernel)].entry + "' takes " +
-                                                  std::to_string(n));
-    n = int(d.bindings.size());
-  }
+  for (const Dispatch& d : plan_.dispatches) bindings[size_t(d.kernel)] = int(d.bindings.size());
   std::vector<KernelId> kernels(plan_.kernels.size(), -1);
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     if (bindings[k] < 0) continue;

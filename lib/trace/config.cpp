@@ -344,20 +344,21 @@ Expected<ModelConfig> loadConfig(const std::string& path) {
 // ----- trace options -----
 
 Expected<int64_t> resolveLayers(const ModelConfig& cfg, const TraceOptions& opts) {
-  if (opts.layers < 0) return makeError(ErrorKind::Usage, {}, "--layers must be at least 1, got " + std::to_string(opts.layers));
-  if (opts.layers > cfg.numLayers)
+  int64_t layers = opts.layers.value_or(cfg.numLayers);
+  if (layers < 1) return makeError(ErrorKind::Usage, {}, "--layers must be at least 1, got " + std::to_string(layers));
+  if (layers > cfg.numLayers)
     return makeError(ErrorKind::Usage, {},
-                     "--layers " + std::to_string(opts.layers) + " is more than the model's " +
+                     "--layers " + std::to_string(layers) + " is more than the model's " +
                          std::to_string(cfg.numLayers) + " layers");
-  return opts.layers == 0 ? cfg.numLayers : opts.layers;
+  return layers;
 }
 
 Expected<ops::StepSpec> resolveStep(const ModelConfig& cfg, const TraceOptions& opts) {
   auto usage = [](std::string m) { return makeError(ErrorKind::Usage, {}, std::move(m)); };
   ops::StepSpec s;
   s.batch = opts.batch;
-  s.tokens = opts.tokens != 0 ? opts.tokens : opts.phase == Phase::Decode ? 1 : kDefaultPrefillTokens;
-  s.capacity = opts.capacity != 0 ? opts.capacity : std::max(kDefaultCapacity, s.tokens);
+  s.tokens = opts.tokens.value_or(opts.phase == Phase::Decode ? 1 : kDefaultPrefillTokens);
+  s.capacity = opts.capacity.value_or(std::max(kDefaultCapacity, s.tokens));
   s.kv = opts.kv;
   s.poolSlots = opts.poolSlots;
   s.live = opts.live;

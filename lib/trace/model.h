@@ -127,18 +127,19 @@ Expected<ModelConfig> parseConfig(const std::string& text, const std::string& fi
 
 enum class Phase { Decode, Prefill };
 
-// What to trace. Zero means "the default": every layer of the config, one
-// token for decode and 16 for prefill, capacity 256, batch * capacity pool
-// slots. The trace is f32 whatever the config's torch_dtype says unless
-// dtype asks for another.
+// What to trace. Unset means "the default": every layer of the config, one
+// token for decode and 16 for prefill, capacity 256; poolSlots 0 means batch
+// * capacity pool slots. A value that is set is checked as given (0 layers is
+// an error, not the default). The trace is f32 whatever the config's
+// torch_dtype says unless dtype asks for another.
 struct TraceOptions {
   Phase phase = Phase::Decode;
   ops::KvLayout kv = ops::KvLayout::Fixed;
   bool live = false;
-  int64_t layers = 0;
+  std::optional<int64_t> layers;
   int64_t batch = 1;
-  int64_t tokens = 0;
-  int64_t capacity = 0;
+  std::optional<int64_t> tokens;
+  std::optional<int64_t> capacity;
   int64_t poolSlots = 0;
   DType dtype = DType::F32;
 };

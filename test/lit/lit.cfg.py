@@ -1,14 +1,15 @@
 # The lit configuration: every .test and .pg file under test/lit is a test
 # (inputs that are not tests live in Inputs/ folders);
 # %pootc runs the compiler driver, %poot the runtime's tool, %examples and %targets name the source
-# tree's example graphs and device profiles. FileCheck and not come from LLVM 19.
+# tree's example graphs and device profiles, %expect-exit checks a command's exit code and
+# %plan-edit changes a plan file's bytes. FileCheck and not come from LLVM 19.
 import os
 import lit.formats
 
 config.name = "poot"
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".test", ".pg"]
-config.excludes = ["Inputs", "expect-exit.py"]
+config.excludes = ["Inputs", "expect-exit.py", "plan-edit.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.build_root, "test", "lit-out")
 
@@ -20,3 +21,4 @@ config.environment["MESA_SHADER_CACHE_DIR"] = os.path.join(config.build_root, "t
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.substitutions.append(("%targets", os.path.join(config.source_root, "targets")))
 config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect-exit.py")))
+config.substitutions.append(("%plan-edit", "python3 " + os.path.join(config.test_source_root, "plan-edit.py")))

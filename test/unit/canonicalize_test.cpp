@@ -327,7 +327,7 @@ TEST_CASE("canonicalize keeps the results and chains of fresh traces of the tiny
       opts.kv = v.kv;
       opts.live = v.live;
       opts.capacity = 64;
-      opts.tokens = v.phase == Phase::Prefill ? 4 : 0;
+      opts.tokens = v.phase == Phase::Prefill ? 4 : 1;
       auto g = traceModel(*cfg, opts);
       CAPTURE(path.filename().string());
       CAPTURE(int(v.phase));

@@ -111,6 +111,17 @@ const DeviceProfile& small() {
   static const DeviceProfile d = withMemory(16384, 1);
   return d;
 }
+// Eight threads a workgroup: too few for the decode and prefill schedules,
+// so every attention streams (8 lanes).
+const DeviceProfile& narrow() {
+  static const DeviceProfile d = [] {
+    DeviceProfile p = testing::loadTarget("lavapipe");
+    p.name = "lavapipe-8-threads";
+    p.max_workgroup_size = 8;
+    return p;
+  }();
+  return d;
+}
 const DeviceProfile& wide() {
   static const DeviceProfile d = withMemory(32768, 64);
   return d;
@@ -126,6 +137,7 @@ std::vector<std::string> kindsOf(const Graph& g, const DeviceProfile& d) {
 }
 const std::vector<std::string> kStreaming = {"streaming"};
 const std::vector<std::string> kDecode = {"decode"};
+const std::vector<std::string> kPrefill = {"prefill"};
 const std::vector<std::string> kSplit = {"split-kv-partials", "split-kv-combine"};
 const std::vector<std::string> kDecodeSplit = {"decode", "split-kv-combine"};
 
@@ -177,9 +189,11 @@ void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& 
   run(c, d, kinds, [](const Case&, Params&, uint64_t) {});
 }
 
-// A form on both schedules of a few-row attention: the decode schedule at
-// c's own query rows (n_rep * Lq of them a KV head, at most 8) and the
-// streaming one at enough more rows that they no longer pack.
+// A form on every schedule: the decode schedule at c's own query rows
+// (n_rep * Lq of them a KV head, at most 8); the prefill one at enough more
+// rows that they no longer pack (streaming where no prefill tile fits the
+// device: a wide value on 16 or 32 KiB); and the streaming one at those rows on a
+// device too narrow for the other two.
 template <class Tweak>
 void runBoth(Case c, const DeviceProfile& d, Tweak tweak) {
   REQUIRE(c.nrep * c.Lq <= kMaxPackedRows);
@@ -188,8 +202,14 @@ void runBoth(Case c, const DeviceProfile& d, Tweak tweak) {
     run(c, d, kDecode, tweak);
   }
   c.Lq = kMaxPackedRows / c.nrep + 1;
+  {
+    INFO("prefill");
+    int64_t ds = c.key == "split" ? c.Ds : 0;
+    bool tiles = bool(choosePrefill(c.nrep, c.Dk - ds, ds, c.Dv, d).schedule);
+    run(c, d, tiles ? kPrefill : kStreaming, tweak);
+  }
   INFO("streaming");
-  run(c, d, kStreaming, tweak);
+  run(c, narrow(), kStreaming, tweak);
 }
 void runBoth(const Case& c, const DeviceProfile& d) {
   runBoth(c, d, [](const Case&, Params&, uint64_t) {});
@@ -262,7 +282,10 @@ TEST_CASE("attention gen: dense value widths, lanes from the workgroup memory") 
       c.Lk = dv > 128 ? 45 : 77;  // never a multiple of the lane count or the tile
       c.B = dv > 128 ? 1 : 2;
       runBoth(c, *d);
-      c.Lq = 5;
+      // Nine query heads of one KV head, one row each: too many to pack,
+      // too few rows for a prefill, too few keys to split: they stream.
+      c.Hq = 9, c.nrep = 9, c.Lq = 1;
+      run(c, *d, kStreaming);
       auto p = planGraph(testing::parse(graphText(c)), *d);
       REQUIRE(bool(p));
       lanes.insert(p->kernels[0].request.schedule.lanes);

@@ -70,7 +70,7 @@ std::optional<Comparison> compare(const fs::path& dir) {
   opts.phase = trace::Phase::Prefill;
   opts.batch = tokens->shape()[0];
   opts.tokens = tokens->shape()[1];
-  opts.capacity = (opts.tokens + 15) / 16 * 16;
+  opts.capacity = (tokens->shape()[1] + 15) / 16 * 16;
   auto graph = trace::traceModel(*cfg, opts);
   if (!graph) return fail(graph.error().str());
 

@@ -141,6 +141,29 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
   }
 }
 
+TEST_CASE("kir interpret: fma rounds once") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<float> a = randomFloats(rng, kN), b = randomFloats(rng, kN);
+  // (1 + 2^-12)^2 - 1 is 2^-11 + 2^-24 fused; a rounded product first loses
+  // the 2^-24 (a tie, to even).
+  a[0] = b[0] = 1.0f + 0x1p-12f;
+  Elementwise f{DType::F32, DType::F32, 2, [](Builder& bl, int64_t j, V x, V y) {
+                  return j == 0 ? bl.fma(x, y, bl.f32(-1)) : bl.fma(x, y, x);
+                }};
+  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b), out(size_t(2 * kN) * 4);
+  runOk(f.kernel(), kGridY, {&ab, &bb, &out});
+  CHECK(at<float>(out, 0) == 0x1p-11f + 0x1p-24f);
+  volatile float product = a[0] * b[0];
+  CHECK(product - 1.0f == 0x1p-11f);
+  for (size_t i = 0; i < size_t(kN); ++i) {
+    CAPTURE(i);
+    CHECK(same(at<float>(out, i), std::fma(a[i], b[i], -1.0f)));
+    CHECK(same(at<float>(out, size_t(kN) + i), std::fma(a[i], b[i], a[i])));
+  }
+}
+
 TEST_CASE_TEMPLATE("kir interpret: integer arithmetic wraps, divides toward zero and shifts", T, int32_t, int64_t) {
   using U = std::make_unsigned_t<T>;
   constexpr bool wide = sizeof(T) == 8;
@@ -520,6 +543,14 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
           "kernel vec: %1 (load.vec): 8 f32 elements are more than 16 bytes");
     CHECK(errorOf(verify(kernel(false, 3, DType::BF16))) == "kernel vec: %1 (load.vec): width 3 is not 2, 4 or 8");
     CHECK(bool(verify(kernel(false, 8, DType::BF16))));
+  }
+  SUBCASE("an fma of integers") {
+    Builder bl("ifma", 1, 1);
+    V a = bl.i32(1);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Fma, Scalar::F32, {a, a, a}});
+    k.body.items.push_back(V(k.insts.size() - 1));
+    CHECK(errorOf(verify(k)) == "kernel ifma: %1 (fma): factor %0 (i32) is not f32");
   }
   SUBCASE("operand types differ") {
     Builder bl("mix", 1, 1);

@@ -4,9 +4,10 @@
 // fresh random data that is never zero; the seed's primitive decomposition is
 // checked against the formed Attention eqn; every primitive op is checked on
 // small hand-computed cases with exact values; the f16/bf16 conversions on
-// known bit patterns; binding errors by their exact messages; and the
-// parameter generator for determinism, ranges and distinctness. Each random
-// test prints its seed when it fails.
+// known bit patterns; binding errors by their exact messages; the
+// command-line binding of slot values; and the parameter generator for
+// determinism, ranges and distinctness. Each random test prints its seed when
+// it fails.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 
 #include "ir/text.h"
 #include "oracle/interp.h"
+#include "oracle/params.h"
 #include "oracle/random.h"
 #include "testing.h"
 
@@ -1064,4 +1066,28 @@ output %o
     if (name != "x") CHECK(c[name].bytes == t.bytes);
   CHECK(c["x"].get(5) == 3.0);
   CHECK(fmt(vals(randomParam(g, g.params[0], 1))) == fmt(vals(a["x"])));
+}
+
+TEST_CASE("oracle: a --slot VALUE is an integer that fits the slot, or a file ending in .npy") {
+  Graph g = testing::parse("graph g\nslot %pos : i32[] range [0, 9]\nslot %big : i64[2] range [0, 9]\n"
+                           "%y = Add(%pos, %pos) : i32[]\n%z = Add(%big, %big) : i64[2]\noutput %y\noutput %z\n");
+  auto bound = [&](std::vector<std::string> slots) { return bindParamArgs(g, ParamArgs{{}, std::move(slots), "", 0}); };
+  auto refused = [&](std::vector<std::string> slots, ErrorKind kind) {
+    auto p = bound(std::move(slots));
+    REQUIRE(!p);
+    CHECK(p.error().kind == kind);
+    return p.error().str();
+  };
+  auto p = bound({"pos=7", "big=-3"});
+  REQUIRE(p);
+  CHECK(p->at("pos").get(0) == 7);
+  CHECK(p->at("big").get(1) == -3);
+  CHECK(refused({"pos=abc"}, ErrorKind::Usage) ==
+        "error: --slot pos=abc: 'abc' is not an integer (nor a file ending in .npy)");
+  CHECK(refused({"pos=5x"}, ErrorKind::Usage) == "error: --slot pos=5x: '5x' is not an integer (nor a file ending in .npy)");
+  CHECK(refused({"pos=2.5"}, ErrorKind::Usage) ==
+        "error: --slot pos=2.5: '2.5' is not an integer (nor a file ending in .npy)");
+  CHECK(refused({"pos=3000000000"}, ErrorKind::Range) == "error: --slot pos=3000000000 does not fit i32");
+  CHECK(refused({"big=99999999999999999999"}, ErrorKind::Range) == "error: --slot big=99999999999999999999 does not fit i64");
+  CHECK(refused({"pos=/nonexistent/p.npy"}, ErrorKind::Io).find("/nonexistent/p.npy") != std::string::npos);
 }

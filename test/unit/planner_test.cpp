@@ -120,8 +120,9 @@ TEST_CASE("plan: attention lanes follow the workgroup memory") {
     CAPTURE(r.dv);
     DeviceProfile d = target(r.target);
     CHECK(attentionLanes(r.dv, d) == r.lanes);
-    // A prefill (never split) carries the same lanes in its request.
-    Plan p = plan(attention(1, 4, 16, 256, r.dv), d);
+    // A streaming attention carries the same lanes in its request: 16 query
+    // heads of one KV head (too many to pack), 255 keys (too few to split).
+    Plan p = plan(attention(1, 16, 1, 255, r.dv, 16), d);
     const Schedule& s = attentionSchedule(p);
     CHECK(s.kind == "streaming");
     CHECK(s.lanes == r.lanes);
@@ -140,13 +141,16 @@ TEST_CASE("plan: lanes never pass the workgroup size") {
 }
 
 TEST_CASE("plan: streaming attention launches B * Hq * Lq workgroups, folded 2-D past the x limit") {
-  Plan p = plan(attention(2, 4, 16, 256, 64), target("lavapipe"));
+  // Eight threads a workgroup: too few for a decode or prefill tile.
+  Synth s;
+  s.maxwg = 8;
+  Plan p = plan(attention(2, 4, 16, 256, 64), s.make());
   REQUIRE(p.dispatches.size() == 1);
+  CHECK(attentionSchedule(p).kind == "streaming");
   const Dispatch& d = p.dispatches[0];
   CHECK(d.grid[0] == 128);
   CHECK(d.grid[1] == 1);
   CHECK(d.grid[2] == 1);
-  Synth s;
   s.gx = 100;
   Plan folded = plan(attention(2, 4, 16, 256, 64), s.make());
   CHECK(folded.dispatches[0].grid[0] == 100);
@@ -167,14 +171,21 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   CHECK(printSchedule(attentionSchedule(plan(attention(1, 4, 1, 4096, 128), h200))) ==
         "decode lanes=256 splits=16 workgroup=256 memory=6208 k_lanes=1 vector=4 tile_k=256");
   CHECK(attentionSchedule(plan(attention(1, 32, 1, 4096, 128, 8), h200)).kLanes == 8);
+  // Eight rows of a 512-wide value would keep 128 sums a value thread.
+  DecodeDecision wide = chooseDecode(8, 512, 0, 512, h200);
+  CHECK(!wide.schedule);
+  CHECK(wide.reason == "8 query rows of a 512-wide value keep 128 running sums a value thread, more than the decode "
+                       "schedule's 64");
+  CHECK(bool(chooseDecode(4, 512, 0, 512, h200).schedule));
   // An odd value width loads one element at a time.
   CHECK(attentionSchedule(plan(attention(1, 8, 1, 4096, 37, 2), h200)).vector == 1);
   // More than 8 query rows a KV head stream, one workgroup a row.
   DecodeDecision many = chooseDecode(16, 64, 0, 64, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8");
-  CHECK(attentionSchedule(plan(attention(1, 4, 16, 4096, 128), h200)).kind == "streaming");
-  CHECK(attentionSchedule(plan(attention(1, 8, 3, 4096, 128, 4), h200)).kind == "streaming");
+  CHECK(attentionSchedule(plan(attention(1, 16, 1, 4096, 128, 16), h200)).kind == "split-kv-partials");
+  CHECK(attentionSchedule(plan(attention(1, 4, 16, 4096, 128), h200)).kind == "prefill");
+  CHECK(attentionSchedule(plan(attention(1, 8, 3, 4096, 128, 4), h200)).kind == "prefill");
   CHECK(attentionSchedule(plan(attention(1, 8, 2, 4096, 128, 4), h200)).kind == "decode");
   // Small workgroup memories halve the threads; a device with under 32
   // threads a workgroup, or too little memory for 32, streams.
@@ -193,6 +204,29 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   s.lds = 32768;
   s.maxwg = 16;
   CHECK(!chooseDecode(1, 64, 0, 64, s.make()).schedule);
+}
+
+TEST_CASE("plan: a prefill tiles its query rows and keys") {
+  DeviceProfile h200 = target("nvidia-h200");
+  // 64 rows (16 positions of 4 heads) against 64-key tiles: 256 threads of
+  // 4 x 4 scores; (64 * 65 * 2 + 64 * 129 + 64 * 65 + 64 * 16 + 1) words.
+  Plan p = plan(attention(1, 32, 512, 512, 128, 4), h200);
+  CHECK(printSchedule(attentionSchedule(p)) ==
+        "prefill lanes=256 splits=1 workgroup=256 memory=" + std::to_string(4 * (64 * 65 * 2 + 64 * 129 + 64 * 65 + 64 * 16 + 1)) +
+            " tile=64x64 vector=4 thread=4x4");
+  // B * Hkv * ceil(Lq / 16) workgroups.
+  CHECK(p.dispatches[0].grid[0] == 8 * 32);
+  CHECK(plan(attention(2, 32, 100, 512, 128, 4), h200).dispatches[0].grid[0] == 2 * 8 * 7);
+  // Lavapipe's 32 KiB takes the 32 x 32 tile, 16 KiB the 16 x 16 one.
+  CHECK(attentionSchedule(plan(attention(1, 4, 16, 256, 64), target("lavapipe"))).tileM == 32);
+  CHECK(attentionSchedule(plan(attention(1, 4, 16, 256, 64), target("raspberrypi5-v3d"))).tileM == 16);
+  // A tile holds every query head of a KV head: 32 heads of one KV head need
+  // the 32-row tile at least; 65 fit none.
+  CHECK(attentionSchedule(plan(attention(1, 32, 16, 256, 64, 32), h200)).tileM == 64);
+  DecodeDecision many = choosePrefill(65, 64, 0, 64, h200);
+  CHECK(!many.schedule);
+  CHECK(many.reason == "no prefill tile of 65 rows or more fits the device's workgroup (1024 threads, 232448 bytes)");
+  CHECK(attentionSchedule(plan(attention(1, 65, 16, 256, 64, 65), h200)).kind == "streaming");
 }
 
 TEST_CASE("plan: split-KV decode on the H200 and on lavapipe") {
@@ -308,20 +342,21 @@ TEST_CASE("plan: AttentionLds when one lane's state does not fit") {
 }
 
 TEST_CASE("plan: GridLimit for an attention and for a plain kernel") {
+  // 2^20 heads of 2^24 query rows: 2^38 prefill blocks of 64 rows.
   Graph big = parse(
       "graph big\n"
-      "input %q : f32[1,65536,65536,1]\n"
-      "input %k : f32[1,65536,2,1]\n"
-      "input %v : f32[1,65536,2,1]\n"
+      "input %q : f32[1,1048576,16777216,1]\n"
+      "input %k : f32[1,1048576,2,1]\n"
+      "input %v : f32[1,1048576,2,1]\n"
       "%out = Attention(%q, %k, %v) {scale=0.5, n_rep=1, key=dense, mask=none, bound=capacity} : "
-      "f32[1,65536,65536,1]\n"
+      "f32[1,1048576,16777216,1]\n"
       "output %out\n");
   auto [check, text] = refusal(big, target("lavapipe"));
   CHECK(check == "GridLimit");
   CHECK(text ==
-        "t.pg:5:8: error: attention launches 4294967296 workgroups (B * Hq * Lq) but the device's grid holds 65535 x "
-        "65535");
-  CHECK(plan(big, target("nvidia-h200")).dispatches[0].grid[1] == 3);
+        "t.pg:5:8: error: attention launches 274877906944 workgroups (B * Hkv * query blocks) but the device's grid "
+        "holds 65535 x 65535");
+  CHECK(plan(big, target("nvidia-h200")).dispatches[0].grid[1] == 129);
 
   Synth s;
   s.gx = 1;
@@ -501,8 +536,9 @@ TEST_CASE("plan: a request prints as one line with its types, attributes and sch
   Plan p = plan(attention(1, 4, 16, 256, 64, 2), target("lavapipe"));
   CHECK(printRequest(p.kernels[0].request) ==
         "Attention(f32[1,4,16,64], f32[1,2,256,64], f32[1,2,256,64]) -> f32[1,4,16,64] {scale=0.125, n_rep=2, "
-        "key=dense, mask=none, bound=capacity} schedule=streaming lanes=64 splits=1 workgroup=64 memory=16896");
-  CHECK(p.kernels[0].entry == "attention_streaming_0");
+        "key=dense, mask=none, bound=capacity} schedule=prefill lanes=64 splits=1 workgroup=64 memory=30468 "
+        "tile=32x32 vector=4 thread=4x4");
+  CHECK(p.kernels[0].entry == "attention_prefill_0");
   Graph c = parse(
       "graph c\n"
       "%k = Constant() {value=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]} : f32[17]\n"

@@ -361,7 +361,7 @@ TEST_CASE("rope forms two Ropes per layer on fresh traces of the tiny configs") 
         opts.phase = phase;
         opts.kv = kv;
         opts.capacity = 64;
-        opts.tokens = phase == Phase::Prefill ? 4 : 0;
+        opts.tokens = phase == Phase::Prefill ? 4 : 1;
         auto g = traceModel(*cfg, opts);
         CAPTURE(path.filename().string());
         if (!g) {

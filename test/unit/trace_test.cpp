@@ -57,7 +57,7 @@ TraceOptions options(Phase phase, ops::KvLayout kv, bool live, int64_t batch = 1
   o.kv = kv;
   o.live = live;
   o.batch = batch;
-  o.tokens = phase == Phase::Prefill ? 8 : 0;
+  o.tokens = phase == Phase::Prefill ? 8 : 1;
   o.capacity = 64;
   return o;
 }
@@ -402,6 +402,17 @@ TEST_CASE("trace: bad options are usage errors") {
   o = {};
   o.batch = 0;
   CHECK(usage(o) == "--batch must be at least 1, got 0");
+  // 0 given is checked as 0, never read as "the default".
+  o = {};
+  o.layers = 0;
+  CHECK(usage(o) == "--layers must be at least 1, got 0");
+  o = {};
+  o.capacity = 0;
+  CHECK(usage(o) == "--capacity must be at least 1, got 0");
+  o = {};
+  o.phase = Phase::Prefill;
+  o.tokens = 0;
+  CHECK(usage(o) == "--tokens must be at least 1, got 0");
 }
 
 TEST_CASE("trace: rope_parameters and rope_theta + rope_scaling trace the same graph") {
@@ -651,9 +662,9 @@ Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<
                       int64_t from, const std::map<std::string, Tensor>& caches) {
   Graph g = traced(cfg, o);
   std::map<std::string, Tensor> given;
-  given.emplace("tokens", tokenTensor(toks, o.batch, total, from, o.tokens));
+  given.emplace("tokens", tokenTensor(toks, o.batch, total, from, *o.tokens));
   given.emplace("pos", intTensor({}, {from}));
-  SlotMap map{o.batch, o.capacity};
+  SlotMap map{o.batch, *o.capacity};
   for (const auto& [name, t] : caches) {
     if (o.kv == ops::KvLayout::Fixed) {
       given.emplace(name, t);
@@ -664,7 +675,7 @@ Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<
   }
   if (o.kv == ops::KvLayout::Paged) {
     given.emplace("read", map.read());
-    given.emplace("write", map.write(from, o.tokens));
+    given.emplace("write", map.write(from, *o.tokens));
   }
   return run(g, given);
 }
@@ -672,12 +683,12 @@ Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<
 // The fixed caches a step left behind (a paged step's pools viewed through the map).
 std::map<std::string, Tensor> cachesAfter(const Evaluation& ev, const TraceOptions& o, const ModelConfig& cfg) {
   std::map<std::string, Tensor> out;
-  SlotMap map{o.batch, o.capacity};
+  SlotMap map{o.batch, *o.capacity};
   for (const auto& [name, t] : ev.states) {
     if (o.kv == ops::KvLayout::Fixed) {
       out.emplace(name, t);
     } else {  // a pool [slots, H, D] holds the fixed cache [B, H, cap, D]
-      Type cacheType{t.dtype(), {o.batch, t.shape()[1], o.capacity, t.shape()[2]}};
+      Type cacheType{t.dtype(), {o.batch, t.shape()[1], *o.capacity, t.shape()[2]}};
       out.emplace(name.substr(0, name.size() - 5) + "_cache", map.fromPool(t, cacheType));
     }
   }

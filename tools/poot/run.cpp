@@ -1,11 +1,14 @@
-// poot run: load a plan, open the backend, start a Session, bind what the
-// command line names (--input for inputs and states' first values, --slot,
-// --weights by checkpoint name) and the rest from completeParams, the
-// generator pootc eval uses. Weights are bound once; each iteration resets
-// the states and runs one step. A failed validation publishes nothing (exit
-// 1); otherwise every output is written as OUTDIR/NAME.npy. --check runs the
+// poot run: load and verify a plan, open the backend, start a Session (the
+// plan against the live device), and only then bind what the command line
+// names (--input for inputs and states' first values, --slot, --weights by
+// checkpoint name) and the rest from completeParams, the generator pootc eval
+// uses: a plan the device refuses is refused before any parameter is read or
+// drawn. Weights are bound once; each iteration resets the states and runs
+// one step. A failed validation publishes nothing (exit 1). --check runs the
 // oracle on the same parameters and compares every output and every state's
-// new value (read back from the device) with the tolerance of its dtype.
+// new value (read back from the device) with the tolerance of its dtype, and
+// writes the outputs only when all of them pass; without it every output is
+// written as OUTDIR/NAME.npy.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -80,14 +83,13 @@ int runRun(const RunOptions& opts) {
   auto plan = rt::loadPlanFile(opts.plan);
   if (!plan) return report(plan.error());
   Graph graph = plan->source;
-  auto params = bindParamArgs(graph, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
-  if (!params) return report(params.error());
-
   auto backend = rt::openBackend(opts.backend, opts.device);
   if (!backend) return report(backend.error());
   auto session = rt::Session::create(plan.take(), backend.take(), {opts.allowOtherDevice});
   if (!session) return report(session.error());
   rt::Session& s = **session;
+  auto params = bindParamArgs(graph, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
+  if (!params) return report(params.error());
 
   std::map<std::string, Tensor> weights, states, perCall;
   for (ValueId id : graph.params) {
@@ -128,12 +130,6 @@ int runRun(const RunOptions& opts) {
     return 1;
   }
 
-  std::error_code ec;
-  std::filesystem::create_directories(opts.outputDir, ec);
-  if (ec) return report(makeError(ErrorKind::Io, {opts.outputDir}, "cannot create the output directory: " + ec.message()));
-  for (const auto& [name, t] : result->outputs)
-    if (auto w = writeNpy((std::filesystem::path(opts.outputDir) / (name + ".npy")).string(), t); !w)
-      return report(w.error());
   if (opts.iterations > 1) {
     std::sort(times.begin(), times.end());
     std::printf("median step time: %.3f ms over %zu steps\n", times[times.size() / 2] * 1e3, times.size());
@@ -143,16 +139,24 @@ int runRun(const RunOptions& opts) {
                   deviceTimes[deviceTimes.size() / 2] * 1e3);
     }
   }
-  if (!opts.check) return 0;
-  // Every output, then every state's new value (the KV caches), read back.
-  std::map<std::string, Tensor> deviceStates;
-  for (const auto& [name, t] : oracle->states) {
-    auto state = s.readState(name);
-    if (!state) return report(state.error());
-    deviceStates[name] = state.take();
+  if (opts.check) {
+    // Every output, then every state's new value (the KV caches), read back.
+    std::map<std::string, Tensor> deviceStates;
+    for (const auto& [name, t] : oracle->states) {
+      auto state = s.readState(name);
+      if (!state) return report(state.error());
+      deviceStates[name] = state.take();
+    }
+    bool outputsOk = compare(result->outputs, oracle->outputs);
+    if (!(compare(deviceStates, oracle->states) && outputsOk)) return 1;
   }
-  bool outputsOk = compare(result->outputs, oracle->outputs);
-  return outputsOk && compare(deviceStates, oracle->states) ? 0 : 1;
+  std::error_code ec;
+  std::filesystem::create_directories(opts.outputDir, ec);
+  if (ec) return report(makeError(ErrorKind::Io, {opts.outputDir}, "cannot create the output directory: " + ec.message()));
+  for (const auto& [name, t] : result->outputs)
+    if (auto w = writeNpy((std::filesystem::path(opts.outputDir) / (name + ".npy")).string(), t); !w)
+      return report(w.error());
+  return 0;
 }
 
 }  // namespace poot

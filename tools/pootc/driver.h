@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,10 @@ struct TraceOptions {
   std::string phase = "decode";  // decode | prefill
   std::string kv = "fixed";      // fixed | paged
   bool live = false;
-  int64_t layers = 0;    // 0: the config's own count
+  std::optional<int64_t> layers;    // unset: the config's own count
   int64_t batch = 1;
-  int64_t tokens = 0;    // 0: 1 for decode, a default prompt length for prefill
-  int64_t capacity = 0;  // 0: a default KV capacity
+  std::optional<int64_t> tokens;    // unset: 1 for decode, a default prompt length for prefill
+  std::optional<int64_t> capacity;  // unset: a default KV capacity
   std::string output;    // empty: standard output
 };
 

@@ -75,10 +75,15 @@ int main(int argc, char** argv) {
   trace->add_option("--kv", topts.kv, "KV cache layout: fixed (capacity per layer) or paged (block pools)")
       ->check(CLI::IsMember({"fixed", "paged"}));
   trace->add_flag("--live", topts.live, "bound attention by the live length (len = pos + tokens), with its guard");
-  trace->add_option("--layers", topts.layers, "number of layers to trace (default: all of the config's)");
+  // Set only when given, so that 0 is checked like any other count rather
+  // than read as "the default".
+  auto given = [](std::optional<int64_t>& to) { return [&to](const int64_t& v) { to = v; }; };
+  trace->add_option_function<int64_t>("--layers", given(topts.layers),
+                                      "number of layers to trace (default: all of the config's)");
   trace->add_option("--batch", topts.batch, "batch rows (default: 1)");
-  trace->add_option("--tokens", topts.tokens, "tokens per step (default: 1 for decode, 16 for prefill)");
-  trace->add_option("--capacity", topts.capacity, "KV positions held per row (default: 256)");
+  trace->add_option_function<int64_t>("--tokens", given(topts.tokens),
+                                      "tokens per step (default: 1 for decode, 16 for prefill)");
+  trace->add_option_function<int64_t>("--capacity", given(topts.capacity), "KV positions held per row (default: 256)");
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 
   try {

@@ -63,7 +63,8 @@ struct KeyRange {
 };
 KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi);
 
-// The decode schedule's kernel (decode.cpp).
+// The decode and prefill schedules' kernels (decode.cpp, prefill.cpp).
 kir::Kernel decodeKernel(const GenInput& in, const Form& f);
+kir::Kernel prefillKernel(const GenInput& in, const Form& f);
 
 }  // namespace poot::attn

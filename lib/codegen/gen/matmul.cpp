@@ -21,8 +21,8 @@
 //    strided by the thread grid, so neighbouring threads read neighbouring
 //    words.
 // Both sum each result in a different order from the oracle (partial sums,
-// then a fold), with each product rounded before it is added; the error
-// bound this keeps is in docs/codegen.md. Integers wrap as in the oracle, in
+// then a fold), f32 products fused into their sums; the error bound this
+// keeps is in docs/codegen.md. Integers wrap as in the oracle, in
 // any order exactly.
 #include <array>
 
@@ -74,6 +74,12 @@ void perWorkgroup(Builder& b, const Product& p, int64_t rowBlock, int64_t colBlo
     V r0 = b.mul(remBy(b, divBy(b, wid, nb), mb), b.i32(rowBlock));
     body(divBy(b, wid, nb * mb), r0, c0);
   });
+}
+
+// acc + x * y: one fused multiply-add for f32 (within the bound of
+// docs/codegen.md either way), a product and a wrapping sum for integers.
+V multiplyAdd(Builder& b, V x, V y, V acc) {
+  return b.typeOf(acc) == Scalar::F32 ? b.fma(x, y, acc) : b.add(acc, b.mul(x, y));
 }
 
 // A run of `width` elements of a read-only buffer from an index that is a
@@ -129,7 +135,7 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
         std::vector<V> x = loadRun(b, f->in[0], at, b.add(aRow[size_t(i)], kk), W);
         for (int64_t j = 0; j < TN; ++j) {
           int32_t a = acc[size_t(i * TN + j)];
-          for (int64_t e = 0; e < W; ++e) b.set(a, b.add(b.get(a), b.mul(x[size_t(e)], w[size_t(j)][size_t(e)])));
+          for (int64_t e = 0; e < W; ++e) b.set(a, multiplyAdd(b, x[size_t(e)], w[size_t(j)][size_t(e)], b.get(a)));
         }
       }
     };
@@ -266,7 +272,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
         for (int64_t i = 0; i < TM; ++i)
           for (int64_t j = 0; j < TN; ++j) {
             int32_t a = acc[size_t(i * TN + j)];
-            b.set(a, b.add(b.get(a), b.mul(av[size_t(i)], bv[size_t(j)])));
+            b.set(a, multiplyAdd(b, av[size_t(i)], bv[size_t(j)], b.get(a)));
           }
       });
       b.barrier();

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Here: writes the attention benchmark graphs (one Attention eqn each, f32)
+# and compiles each for targets/nvidia-h200.yaml (PTX) into OUT_DIR/NAME.plan
+# and, for the cases marked vk, for targets/nvidia-h200-vulkan.yaml (SPIR-V)
+# into OUT_DIR/NAME.vk.plan. Beside them: cases.tsv (one line a case: name,
+# form, B, Hq, Hkv, Lq, Lk, Dk, Dv, shared key width, vk), each plan's
+# schedule line (NAME.schedule.txt, from --remarks) and a copy of the poot
+# binary, for run_h200.sh on the GPU host.
+#
+# Forms: dense (q [B,Hq,1,Dk], k [B,Hkv,Lk,Dk], v [B,Hkv,Lk,Dv]); mla (the
+# key split as DeepSeek-V2-Lite's: k [B,H,Lk,Dk-Ds] plus k_shared
+# [B,1,Lk,Ds]); paged (k and v pools of B*Lk slots, read [B,Lk]); live
+# (dense with len [B]); causal (a prefill of Lq = Lk rows with the causal mask
+# as an additive [1,1,L,L] operand, the form the tracer gives today).
+# Usage: bench/attention/make_plans.sh BUILD OUT_DIR
+set -euo pipefail
+if [ $# -ne 2 ]; then
+  echo "usage: $0 BUILD OUT_DIR" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+cd "$(dirname "$0")/../.."
+pootc=$build/tools/pootc/pootc
+: >"$out/cases.tsv"
+
+dims() { local IFS=,; echo "[$*]"; }
+
+# case NAME FORM B HQ HKV LQ LK DK DV DS VK
+case_() {
+  local name=$1 form=$2 B=$3 Hq=$4 Hkv=$5 Lq=$6 Lk=$7 Dk=$8 Dv=$9 Ds=${10} vk=${11}
+  local nrep=$((Hq / Hkv)) key=dense mask=none bound=capacity ops="%q, %k" g=$out/$name.pg
+  local scale
+  scale=$(awk -v d="$Dk" 'BEGIN { printf "%.17g", 1 / sqrt(d) }')
+  {
+    echo "graph attention_$name"
+    echo "input %q : f32$(dims "$B" "$Hq" "$Lq" "$Dk")"
+    case $form in
+      paged)
+        echo "input %k : f32$(dims $((B * Lk)) "$Hkv" "$Dk")"
+        echo "input %v : f32$(dims $((B * Lk)) "$Hkv" "$Dv")"
+        echo "slot %read : i32$(dims "$B" "$Lk") range [0, $((B * Lk - 1))]"
+        key=paged ;;
+      mla)
+        echo "input %k : f32$(dims "$B" "$Hkv" "$Lk" $((Dk - Ds)))"
+        echo "input %k_shared : f32$(dims "$B" 1 "$Lk" "$Ds")"
+        echo "input %v : f32$(dims "$B" "$Hkv" "$Lk" "$Dv")"
+        ops+=", %k_shared"
+        key=split ;;
+      *)
+        echo "input %k : f32$(dims "$B" "$Hkv" "$Lk" "$Dk")"
+        echo "input %v : f32$(dims "$B" "$Hkv" "$Lk" "$Dv")" ;;
+    esac
+    ops+=", %v"
+    [ "$form" = paged ] && ops+=", %read"
+    if [ "$form" = causal ]; then
+      echo "input %mask : f32$(dims 1 1 "$Lq" "$Lk")"
+      ops+=", %mask"
+      mask=additive
+    fi
+    if [ "$form" = live ]; then
+      echo "input %len : i32$(dims "$B")"
+      ops+=", %len"
+      bound=live
+    fi
+    echo "%out = Attention($ops) {scale=$scale, n_rep=$nrep, key=$key, mask=$mask, bound=$bound} : f32$(dims "$B" "$Hq" "$Lq" "$Dv")"
+    echo "output %out"
+  } >"$g"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$form" "$B" "$Hq" "$Hkv" "$Lq" "$Lk" "$Dk" "$Dv" "$Ds" "$vk" \
+    >>"$out/cases.tsv"
+  "$pootc" compile "$g" --device targets/nvidia-h200.yaml -o "$out/$name.plan" --remarks 2>&1 </dev/null |
+    sed -n 's/^.*remark: \[planner\] %out: //p' >"$out/$name.schedule.txt"
+  echo "$name: $(cut -c1-150 "$out/$name.schedule.txt" | head -n 1)"
+  if [ "$vk" = vk ]; then
+    "$pootc" compile "$g" --device targets/nvidia-h200-vulkan.yaml -o "$out/$name.vk.plan" </dev/null
+  fi
+}
+
+# Llama-3-8B's heads: 32 query heads over 8 KV heads of 128.
+for B in 1 8 32; do
+  for L in 1024 4096 16384 65536; do
+    [ "$B" = 32 ] && [ "$L" = 65536 ] && continue  # 17 GB of K/V: see NOTES.md
+    vk=-
+    case $B-$L in 1-16384 | 8-16384 | 1-65536) vk=vk ;; esac
+    case_ "d128-b$B-l$L" dense "$B" 32 8 1 "$L" 128 128 0 "$vk"
+  done
+done
+# Other head widths at B = 1, 16k keys: 64 (32 over 8 heads), 256 (Gemma-2's
+# 16 over 8) and 512 (8 over 1).
+case_ d64-b1-l16384 dense 1 32 8 1 16384 64 64 0 -
+case_ d256-b1-l16384 dense 1 16 8 1 16384 256 256 0 -
+case_ d512-b1-l16384 dense 1 8 1 1 16384 512 512 0 -
+# DeepSeek-V2-Lite's multi-head latent attention as traced: 16 heads, keys
+# of 128 + 64 shared, values of 128.
+case_ mla-b1-l16384 mla 1 16 16 1 16384 192 128 64 -
+# The paged and live forms of the Llama shape at B = 8, 16k keys (live: the
+# lengths are drawn in [L/2, L]).
+case_ paged-b8-l16384 paged 8 32 8 1 16384 128 128 0 -
+case_ live-b8-l16384 live 8 32 8 1 16384 128 128 0 -
+# Causal prefill, GQA 4, D 128 (the streaming schedule with the mask read
+# from memory).
+for L in 512 2048; do
+  case_ "causal-l$L" causal 1 32 8 "$L" "$L" 128 128 0 -
+done
+cp "$build/tools/poot/poot" "$out/"
+strip "$out/poot" 2>/dev/null || true

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""The PyTorch half of the attention benchmark (run_h200.sh calls it on the GPU host).
+
+`torch_bench.py prepare PLAN_DIR DATA_DIR`: for every case of PLAN_DIR/cases.tsv
+(make_plans.sh writes it) draws the operands on the GPU (torch.randn, seeded by
+the case's index; the paged read map a random permutation of the pool; live
+lengths in [Lk/2, Lk]; the causal mask 0 on and below the diagonal, -inf
+above), writes each as DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
+computes the reference output in float64, and times PyTorch on the same case:
+scaled_dot_product_attention in f32 with the math backend (enable_gqa) and the
+memory-efficient backend (K/V repeated to every query head beforehand), and in
+bf16 with the flash and cuDNN backends (K/V repeated likewise), each a median
+of 50 CUDA-event timings after 10 warm-up calls. The copy ceiling (a 2 GiB f32
+dst.copy_(src), bytes read + written) is measured first. It writes
+DATA_DIR/torch.json.
+
+`torch_bench.py report PLAN_DIR DATA_DIR POOT_TSV [CSV]`: compares each poot
+output (DATA_DIR/NAME/out.npy, DATA_DIR/NAME/vk/out.npy) with the float64
+reference (max |poot - ref| / max |ref|), and prints one table: poot's median
+device time (CUDA events around the step's launches) or host step time
+(Vulkan), PyTorch's times, TB/s of the K/V bytes read and % of the copy
+ceiling for the decodes, TFLOP/s for the prefills (4 * Hq * D * L^2 / 2 for
+causal), and the schedule poot chose.
+"""
+import csv
+import json
+import math
+import os
+import sys
+
+WARMUP, ITERS = 10, 50
+
+
+def cases(plan_dir):
+    out = []
+    with open(os.path.join(plan_dir, "cases.tsv")) as f:
+        for line in f:
+            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk = line.rstrip("\n").split("\t")
+            out.append(dict(name=n, form=form, B=int(B), Hq=int(Hq), Hkv=int(Hkv), Lq=int(Lq), Lk=int(Lk),
+                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk"))
+    return out
+
+
+def median_ms(fn):
+    import torch
+
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(ITERS)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    t = sorted(a.elapsed_time(b) for a, b in ev)
+    return t[len(t) // 2]
+
+
+def ceiling():
+    import torch
+
+    src = torch.empty(2**29, device="cuda")
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src))
+    del src, dst
+    return 2 * 2**31 / (ms * 1e-3) / 1e12
+
+
+def operands(c, seed):
+    """The case's operands (f32 / i32 on the GPU) and the dense views torch uses."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds = (c[k] for k in ("B", "Hq", "Hkv", "Lq", "Lk", "Dk", "Dv", "Ds"))
+    rnd = lambda *s: torch.randn(*s, device="cuda", generator=g)
+    ops = {"q": rnd(B, Hq, Lq, Dk)}
+    mask = None
+    if c["form"] == "paged":
+        S = B * Lk
+        ops["k"], ops["v"] = rnd(S, Hkv, Dk), rnd(S, Hkv, Dv)
+        ops["read"] = torch.randperm(S, device="cuda", generator=g).reshape(B, Lk).to(torch.int32)
+        idx = ops["read"].long()
+        k = ops["k"][idx].permute(0, 2, 1, 3)  # [B, Hkv, Lk, Dk]
+        v = ops["v"][idx].permute(0, 2, 1, 3)
+    elif c["form"] == "mla":
+        ops["k"], ops["k_shared"], ops["v"] = rnd(B, Hkv, Lk, Dk - Ds), rnd(B, 1, Lk, Ds), rnd(B, Hkv, Lk, Dv)
+        k = torch.cat([ops["k"], ops["k_shared"].expand(B, Hkv, Lk, Ds)], dim=-1)
+        v = ops["v"]
+    else:
+        ops["k"], ops["v"] = rnd(B, Hkv, Lk, Dk), rnd(B, Hkv, Lk, Dv)
+        k, v = ops["k"], ops["v"]
+    if c["form"] == "causal":
+        keep = torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).tril(Lk - Lq)
+        ops["mask"] = torch.zeros(1, 1, Lq, Lk, device="cuda").masked_fill(~keep, -math.inf)
+        mask = ops["mask"]
+    if c["form"] == "live":
+        ops["len"] = torch.randint(Lk // 2, Lk + 1, (B,), device="cuda", generator=g, dtype=torch.int32)
+        pos = torch.arange(Lk, device="cuda")
+        mask = torch.zeros(B, 1, 1, Lk, device="cuda").masked_fill(pos[None, None, None, :] >= ops["len"].long()[:, None, None, None], -math.inf)
+    return ops, k, v, mask
+
+
+def reference(c, q, k, v, mask):
+    """float64 softmax(q k^T * scale + mask) v, K/V heads shared by n_rep query heads."""
+    import torch
+
+    rep = c["Hq"] // c["Hkv"]
+    q64, k64, v64 = q.double(), k.double().repeat_interleave(rep, 1), v.double().repeat_interleave(rep, 1)
+    s = q64 @ k64.transpose(-1, -2) / math.sqrt(c["Dk"])
+    if mask is not None:
+        s = s + mask.double()
+    return (torch.softmax(s, dim=-1) @ v64).float()
+
+
+def time_torch(c, q, k, v, mask):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rep = c["Hq"] // c["Hkv"]
+    causal = c["form"] == "causal"
+    scale = 1 / math.sqrt(c["Dk"])
+    times = {}
+    kr, vr = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    # The live form's mask stands for its lengths; the causal one is is_causal.
+    am = None if causal else mask
+
+    def run(name, backend, qq, kk, vv, m, gqa=False):
+        try:
+            with sdpa_kernel(backend):
+                fn = lambda: F.scaled_dot_product_attention(qq, kk, vv, attn_mask=m, is_causal=causal and m is None,
+                                                             scale=scale, enable_gqa=gqa)
+                fn()
+                times[name] = median_ms(fn)
+        except RuntimeError as e:
+            times[name] = None
+            print(f"{c['name']} torch {name}: not run ({str(e).splitlines()[0][:100]})")
+
+    run("math_f32", SDPBackend.MATH, q, k, v, am, gqa=rep > 1)
+    run("efficient_f32", SDPBackend.EFFICIENT_ATTENTION, q, kr, vr, am)
+    qb, kb, vb = q.bfloat16(), kr.bfloat16(), vr.bfloat16()
+    mb = None if am is None else am.bfloat16()
+    run("flash_bf16", SDPBackend.FLASH_ATTENTION, qb, kb, vb, mb)
+    run("cudnn_bf16", SDPBackend.CUDNN_ATTENTION, qb, kb, vb, mb)
+    return times
+
+
+def prepare(plan_dir, data_dir):
+    import numpy as np
+    import torch
+
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    result = {"ceiling_tbs": ceiling(), "torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cases": {}}
+    print(f"copy ceiling: {result['ceiling_tbs']:.2f} TB/s ({result['gpu']}, torch {result['torch']})")
+    for i, c in enumerate(cases(plan_dir)):
+        ops, k, v, mask = operands(c, 1000 + i)
+        d = os.path.join(data_dir, c["name"])
+        os.makedirs(d, exist_ok=True)
+        for n, t in ops.items():
+            np.save(os.path.join(d, n + ".npy"), t.cpu().numpy())
+        ref = reference(c, ops["q"], k, v, mask)
+        np.save(os.path.join(d, "ref.npy"), ref.cpu().numpy())
+        times = time_torch(c, ops["q"], k, v, mask)
+        # torch's own f32 math error against the float64 reference.
+        rep = c["Hq"] // c["Hkv"]
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        import torch.nn.functional as F
+
+        with sdpa_kernel(SDPBackend.MATH):
+            mine = F.scaled_dot_product_attention(ops["q"], k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1),
+                                                  attn_mask=mask, scale=1 / math.sqrt(c["Dk"]))
+        times["math_f32_err"] = float((mine - ref).abs().max() / ref.abs().max())
+        result["cases"][c["name"]] = times
+        print(f"{c['name']}: torch " + ", ".join(f"{n} {t:.4f}" if isinstance(t, float) else f"{n} -" for n, t in times.items()))
+        del ops, k, v, mask, ref, mine
+        torch.cuda.empty_cache()
+    with open(os.path.join(data_dir, "torch.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+def kv_bytes(c):
+    keys = c["B"] * c["Lk"]
+    if c["form"] == "live":
+        keys = c["B"] * c["Lk"] * 3 // 4  # the lengths' expectation; the exact sum is printed
+    width = c["Hkv"] * (c["Dk"] - c["Ds"] + c["Dv"]) + c["Ds"]
+    return keys * width * 4
+
+
+def report(plan_dir, data_dir, poot_tsv, csv_path=None):
+    import numpy as np
+
+    with open(os.path.join(data_dir, "torch.json")) as f:
+        tj = json.load(f)
+    ceil = tj["ceiling_tbs"]
+    poot = {}
+    with open(poot_tsv) as f:
+        for line in f:
+            name, backend, ms = line.rstrip("\n").split("\t")
+            poot[(name, backend)] = None if ms == "-" else float(ms)
+    rows = []
+    for c in cases(plan_dir):
+        d = os.path.join(data_dir, c["name"])
+        ref = np.load(os.path.join(d, "ref.npy"))
+        bytes_ = kv_bytes(c)
+        if c["form"] == "live":
+            lens = np.load(os.path.join(d, "len.npy"))
+            bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * 4
+        flops = 4 * c["B"] * c["Hq"] * c["Dk"] * c["Lq"] * c["Lk"] / (2 if c["form"] == "causal" else 1)
+        sched = open(os.path.join(plan_dir, c["name"] + ".schedule.txt")).read().split(":")[0].strip()
+        t = tj["cases"][c["name"]]
+        for backend, sub in (("cuda", ""), ("vulkan", "vk")):
+            if backend == "vulkan" and not c["vk"]:
+                continue
+            ms = poot.get((c["name"], backend))
+            out = os.path.join(d, sub, "out.npy")
+            err = float(np.abs(np.load(out) - ref).max() / np.abs(ref).max()) if os.path.exists(out) and ms else None
+            rows.append(dict(case=c["name"], backend=backend, poot_ms=ms, err=err, sched=sched, bytes=bytes_,
+                             flops=flops, decode=c["Lq"] == 1, **{k: t.get(k) for k in
+                                                               ("math_f32", "efficient_f32", "flash_bf16", "cudnn_bf16",
+                                                                "math_f32_err")}))
+    rate = lambda r, ms: None if not ms else (r["bytes"] / (ms * 1e-3) / 1e12 if r["decode"] else r["flops"] / (ms * 1e-3) / 1e12)
+    fmt = lambda x, p=3: "-" if x is None else f"{x:.{p}f}"
+    print(f"\ncopy ceiling {ceil:.2f} TB/s; decode figures are TB/s of K/V read, prefill TFLOP/s")
+    print("| case | backend | poot ms | poot rate | % copy | torch math f32 | efficient f32 | flash bf16 | cuDNN bf16 | poot rel err | torch math rel err | poot schedule |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        pr = rate(r, r["poot_ms"])
+        pct = f"{100 * pr / ceil:.0f}%" if pr and r["decode"] else "-"
+        tor = [f"{fmt(r[k], 4)} ms ({fmt(rate(r, r[k]), 2)})" if r[k] else "-" for k in
+               ("math_f32", "efficient_f32", "flash_bf16", "cudnn_bf16")]
+        err = "-" if r["err"] is None else "%.1e" % r["err"]
+        terr = "-" if r["math_f32_err"] is None else "%.1e" % r["math_f32_err"]
+        print(f"| {r['case']} | {r['backend']} | {fmt(r['poot_ms'], 4)} | {fmt(pr, 2)} | {pct} | " + " | ".join(tor) +
+              f" | {err} | {terr} | {r['sched']} |")
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "prepare":
+        prepare(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "report":
+        report(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+    else:
+        sys.exit("usage: torch_bench.py prepare PLAN_DIR DATA_DIR | report PLAN_DIR DATA_DIR POOT_TSV [CSV]")

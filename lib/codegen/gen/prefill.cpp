@@ -1,0 +1,255 @@
+// How the tiled prefill schedule ("prefill", schedule.h) is written. A
+// workgroup (batch row b, KV head g, block of Mq = tileM / n_rep query
+// positions) owns tileM rows, row rr being query head g * n_rep + rr % n_rep
+// at position rr / n_rep of the block (rows past the block's are padding,
+// computed on a clamped row and never stored). Its q rows are staged once in
+// workgroup memory, d-major. It walks the keys in tiles of tileN; each tile:
+//  1. the key tile (d-major) and the value tile (key-major) go from the
+//     registers they were loaded into to workgroup memory, and the next
+//     tile's are loaded while this one computes (one tile ahead); a key past
+//     the bound is read at the last key in it and scores -inf; barrier;
+//  2. thread (ty, tx) computes the threadM x threadN scores of rows
+//     ty + i * (tileM / threadM) and keys tx + j * (tileN / threadN) by
+//     fused multiply-adds over d, applies scale, softcap and mask, and leaves
+//     its rows' maxima over its keys in workgroup memory; barrier;
+//  3. each row's new maximum from those partials, one rescale of the
+//     thread's running sums, the weights exp(s - m) into workgroup memory
+//     (a -inf score's weight as -0.0, which no exp gives) and into the
+//     thread's share of the row's denominator; barrier;
+//  4. the thread's output block (its rows x columns tx + j * (tileN /
+//     threadN) of the value) gathers weight * value over the tile's keys. A
+//     -inf key's value row must not be used (the oracle never reads it), so
+//     where the value tile holds a non-finite element (its loaders raise a
+//     flag) a weight of -0.0 multiplies 0 instead; with finite values
+//     -0.0 * v adds nothing, the same result without the test.
+// At the end the threads sharing a row sum their denominators, and each
+// output is o / l (0 / 0 = NaN for a row that saw no key, as the oracle).
+#include <limits>
+#include <vector>
+
+#include "codegen/gen/attention_form.h"
+#include "plan/schedule.h"
+
+namespace poot::attn {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
+  const KernelRequest& r = in.request;
+  const Schedule& s = r.schedule;
+  const int64_t BM = s.tileM, BN = s.tileN, TM = s.threadM, TN = s.threadN, W = s.vector;
+  const int64_t TX = BN / TN, TY = BM / TM, T = TX * TY, Mq = BM / f.nrep;
+  const int64_t blocks = ceilDiv(f.Lq, Mq), count = f.B * f.Hkv * blocks, CV = ceilDiv(f.Dv, TX);
+  const PrefillLayout lay = prefillLayout(s, f.Dk, f.Dv);
+  Builder b(in.entry, T, in.grid[0]);
+  declareOperands(b, r, f);
+  int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
+  int32_t qs = b.shared("q_tile", kir::Scalar::F32, f.Dk * lay.qStride);
+  int32_t ks = b.shared("k_tile", kir::Scalar::F32, f.Dk * lay.kStride);
+  int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
+  int32_t ps = b.shared("weights", kir::Scalar::F32, BN * lay.qStride);
+  int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * TX);
+  int32_t flag = b.shared("nonfinite", kir::Scalar::I32, 1);
+  V wg = b.workgroupId(), tid = b.local();
+  b.ifThen(b.lt(wg, b.i32(count)), [&] {
+    V blk = b.rem(wg, b.i32(blocks)), grp = b.div(wg, b.i32(blocks));
+    V bi = b.div(grp, b.i32(f.Hkv)), g = b.rem(grp, b.i32(f.Hkv));
+    V i0 = b.mul(blk, b.i32(Mq));
+    // Row rr of the block: its head, its position, its result row and whether
+    // it is real.
+    auto headOf = [&](V rr) { return b.add(b.mul(g, b.i32(f.nrep)), b.rem(rr, b.i32(f.nrep))); };
+    auto posOf = [&](V rr) { return b.add(i0, b.div(rr, b.i32(f.nrep))); };
+    auto realRow = [&](V rr) {
+      return b.binary(kir::Opc::And, b.lt(rr, b.i32(Mq * f.nrep)), b.lt(posOf(rr), b.i32(f.Lq)));
+    };
+    auto resultRow = [&](V rr) {
+      V pos = b.min(posOf(rr), b.i32(f.Lq - 1));
+      return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(rr)), b.i32(f.Lq)), pos);
+    };
+    V hi = keyBound(b, f, bi), last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
+    V ty = b.div(tid, b.i32(TX)), tx = b.rem(tid, b.i32(TX));
+
+    // The q tile, d-major: run e of W elements of row e / (Dk / W).
+    for (int64_t e0 = 0; e0 < BM * (f.Dk / W); e0 += T) {
+      V e = b.add(tid, b.i32(e0));
+      b.ifThen(b.lt(e, b.i32(BM * (f.Dk / W))), [&] {
+        V rr = b.div(e, b.i32(f.Dk / W)), d = b.mul(b.rem(e, b.i32(f.Dk / W)), b.i32(W));
+        std::vector<V> x = b.loadVec(f.q, b.add(b.mul(resultRow(rr), b.i32(f.Dk)), d), W);
+        for (int64_t c = 0; c < W; ++c) b.sharedStore(qs, b.add(b.mul(b.add(d, b.i32(c)), b.i32(lay.qStride)), rr), x[size_t(c)]);
+      });
+    }
+
+    // The key and value tiles: each thread moves runs tid, tid + T, ... of
+    // each segment (k, then k_shared, then v), held in variables from their
+    // load (one tile ahead) to their store.
+    struct Segment {
+      int32_t buffer;
+      int64_t width, offset;  // elements a row; where they start in the tile's row
+      bool value;
+    };
+    std::vector<Segment> segs{{f.k, f.Dh, 0, false}};
+    if (f.split) segs.push_back({f.ks, f.Ds, f.Dh, false});
+    segs.push_back({f.v, f.Dv, 0, true});
+    struct Run {
+      size_t seg;
+      V key, at;         // tile key, element offset in the segment's row
+      V active;          // the run exists (the last round may be partial)
+      std::vector<int32_t> vals;
+    };
+    std::vector<Run> runs;
+    for (size_t si = 0; si < segs.size(); ++si) {
+      int64_t per = segs[si].width / W, total = BN * per;
+      for (int64_t e0 = 0; e0 < total; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
+        Run run{si, b.div(e, b.i32(per)), b.mul(b.rem(e, b.i32(per)), b.i32(W)),
+                e0 + T <= total ? b.boolean(true) : b.lt(e, b.i32(total)), {}};
+        for (int64_t c = 0; c < W; ++c) run.vals.push_back(b.var(kir::Scalar::F32, b.f32(0)));
+        runs.push_back(std::move(run));
+      }
+    }
+    auto fetch = [&](V t0) {
+      for (Run& run : runs) {
+        const Segment& sg = segs[run.seg];
+        V t = b.min(b.add(t0, b.min(run.key, b.i32(BN - 1))), last);
+        V base = sg.buffer == f.ks ? b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds))
+                                   : b.mul(keyRow(b, f, bi, g, t), b.i32(sg.width));
+        std::vector<V> x = b.loadVec(sg.buffer, b.add(base, b.min(run.at, b.i32(sg.width - W))), W);
+        for (int64_t c = 0; c < W; ++c) b.set(run.vals[size_t(c)], x[size_t(c)]);
+      }
+    };
+    auto deposit = [&] {
+      for (const Run& run : runs) {
+        const Segment& sg = segs[run.seg];
+        b.ifThen(run.active, [&] {
+          V bad = b.boolean(false);
+          for (int64_t c = 0; c < W; ++c) {
+            V x = b.get(run.vals[size_t(c)]), d = b.add(run.at, b.i32(sg.offset + c));
+            if (sg.value) {
+              b.sharedStore(vs, b.add(b.mul(run.key, b.i32(lay.vStride)), d), x);
+              bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(x, x), b.f32(0)));
+            } else {
+              b.sharedStore(ks, b.add(b.mul(d, b.i32(lay.kStride)), run.key), x);
+            }
+          }
+          if (sg.value) b.ifThen(bad, [&] { b.sharedStore(flag, b.i32(0), b.i32(1)); });
+        });
+      }
+    };
+
+    // The thread's rows, their running maxima, denominator shares and output
+    // block.
+    std::vector<V> rows;
+    for (int64_t i = 0; i < TM; ++i) rows.push_back(b.add(ty, b.i32(i * TY)));
+    std::vector<int32_t> mv, lv, ov;
+    for (int64_t i = 0; i < TM; ++i) {
+      mv.push_back(b.var(kir::Scalar::F32, b.f32(-kInf)));
+      lv.push_back(b.var(kir::Scalar::F32, b.f32(0)));
+      for (int64_t j = 0; j < CV; ++j) ov.push_back(b.var(kir::Scalar::F32, b.f32(0)));
+    }
+    std::vector<V> cols;  // value columns, clamped into the row (a copy past Dv is never stored)
+    for (int64_t j = 0; j < CV; ++j) cols.push_back(b.min(b.add(tx, b.i32(j * TX)), b.i32(f.Dv - 1)));
+
+    b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.i32(0), b.i32(0)); });
+    fetch(b.i32(0));
+    b.forRange(b.i32(0), hi, BN, [&](V t0) {
+      // 1. The tiles into workgroup memory, the next ones into registers.
+      b.barrier();
+      deposit();
+      fetch(b.add(t0, b.i32(BN)));
+      b.barrier();
+      V nonfinite = b.ne(b.sharedLoad(flag, b.i32(0)), b.i32(0));
+      // 2. Scores.
+      std::vector<int32_t> acc;
+      for (int64_t x = 0; x < TM * TN; ++x) acc.push_back(b.var(kir::Scalar::F32, b.f32(0)));
+      b.forRange(b.i32(0), b.i32(f.Dk), 1, [&](V d) {
+        std::vector<V> qv, kv;
+        for (int64_t i = 0; i < TM; ++i) qv.push_back(b.sharedLoad(qs, b.add(b.mul(d, b.i32(lay.qStride)), rows[size_t(i)])));
+        for (int64_t j = 0; j < TN; ++j)
+          kv.push_back(b.sharedLoad(ks, b.add(b.mul(d, b.i32(lay.kStride)), b.add(tx, b.i32(j * TX)))));
+        for (int64_t i = 0; i < TM; ++i)
+          for (int64_t j = 0; j < TN; ++j) {
+            int32_t a = acc[size_t(i * TN + j)];
+            b.set(a, b.fma(qv[size_t(i)], kv[size_t(j)], b.get(a)));
+          }
+      });
+      std::vector<V> sc;
+      for (int64_t i = 0; i < TM; ++i) {
+        V rr = rows[size_t(i)], most = b.f32(-kInf);
+        for (int64_t j = 0; j < TN; ++j) {
+          V key = b.add(tx, b.i32(j * TX)), t = b.add(t0, key);
+          V x = transformScore(b, r, b.get(acc[size_t(i * TN + j)]));
+          if (f.masked) {
+            V rq = b.min(posOf(rr), b.i32(f.Lq - 1));
+            x = b.add(x, b.load(f.mask, b.add(maskBase(b, f, bi, headOf(rr), rq), b.min(t, last))));
+          }
+          x = b.select(b.lt(t, hi), x, b.f32(-kInf));
+          sc.push_back(x);
+          most = b.max(most, x);
+        }
+        b.sharedStore(part, b.add(b.mul(rr, b.i32(TX)), tx), most);
+      }
+      b.barrier();
+      // 3. Each row's new maximum, the rescale, the weights.
+      b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.i32(0), b.i32(0)); });
+      for (int64_t i = 0; i < TM; ++i) {
+        V rr = rows[size_t(i)], m = b.get(mv[size_t(i)]), mNew = m;
+        for (int64_t x = 0; x < TX; ++x) mNew = b.max(mNew, b.sharedLoad(part, b.add(b.mul(rr, b.i32(TX)), b.i32(x))));
+        V rescale = b.select(b.eq(mNew, b.f32(-kInf)), b.f32(1), b.exp(b.sub(m, mNew)));
+        V l = b.mul(b.get(lv[size_t(i)]), rescale);
+        for (int64_t j = 0; j < TN; ++j) {
+          V x = sc[size_t(i * TN + j)];
+          V p = b.select(b.eq(x, b.f32(-kInf)), b.f32(-0.0), b.exp(b.sub(x, mNew)));
+          l = b.add(l, p);
+          b.sharedStore(ps, b.add(b.mul(b.add(tx, b.i32(j * TX)), b.i32(lay.qStride)), rr), p);
+        }
+        b.set(lv[size_t(i)], l);
+        b.set(mv[size_t(i)], mNew);
+        for (int64_t j = 0; j < CV; ++j) {
+          int32_t o = ov[size_t(i * CV + j)];
+          b.set(o, b.mul(b.get(o), rescale));
+        }
+      }
+      b.barrier();
+      // 4. weight * value over the tile's keys.
+      auto gather = [&](bool exact) {
+        b.forRange(b.i32(0), b.i32(BN), 1, [&](V key) {
+          std::vector<V> pv, vv;
+          for (int64_t i = 0; i < TM; ++i) pv.push_back(b.sharedLoad(ps, b.add(b.mul(key, b.i32(lay.qStride)), rows[size_t(i)])));
+          for (int64_t j = 0; j < CV; ++j) vv.push_back(b.sharedLoad(vs, b.add(b.mul(key, b.i32(lay.vStride)), cols[size_t(j)])));
+          for (int64_t i = 0; i < TM; ++i) {
+            V dropped = exact ? b.eq(b.bitcast(pv[size_t(i)], kir::Scalar::I32), b.i32(INT32_MIN)) : -1;
+            for (int64_t j = 0; j < CV; ++j) {
+              int32_t o = ov[size_t(i * CV + j)];
+              V v = exact ? b.select(dropped, b.f32(0), vv[size_t(j)]) : vv[size_t(j)];
+              b.set(o, b.fma(pv[size_t(i)], v, b.get(o)));
+            }
+          }
+        });
+      };
+      b.ifElse(nonfinite, [&] { gather(true); }, [&] { gather(false); });
+    });
+
+    // The rows' denominators, then the outputs.
+    b.barrier();
+    for (int64_t i = 0; i < TM; ++i) b.sharedStore(part, b.add(b.mul(rows[size_t(i)], b.i32(TX)), tx), b.get(lv[size_t(i)]));
+    b.barrier();
+    for (int64_t i = 0; i < TM; ++i) {
+      V rr = rows[size_t(i)], l = b.f32(0);
+      for (int64_t x = 0; x < TX; ++x) l = b.add(l, b.sharedLoad(part, b.add(b.mul(rr, b.i32(TX)), b.i32(x))));
+      b.ifThen(realRow(rr), [&] {
+        V at = b.mul(resultRow(rr), b.i32(f.Dv));
+        for (int64_t j = 0; j < CV; ++j) {
+          V c = b.add(tx, b.i32(j * TX));
+          auto put = [&] { b.store(out, b.add(at, c), b.div(b.get(ov[size_t(i * CV + j)]), l)); };
+          if ((j + 1) * TX <= f.Dv) put();
+          else b.ifThen(b.lt(c, b.i32(f.Dv)), put);
+        }
+      });
+    }
+  });
+  return b.finish();
+}
+
+}  // namespace poot::attn
