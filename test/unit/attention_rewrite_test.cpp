@@ -175,7 +175,7 @@ TEST_CASE("attention-rewrite: fresh traces of every family keep their results, o
               CHECK(sym(*e, "mask") != (additive ? "causal" : "additive"));
             }
             if (additive) CHECK(maskRemarks(ctx) == int(cfg.numLayers));
-            if (!additive && prefill) CHECK_FALSE(holdsMask(after, o.tokens, o.capacity));
+            if (!additive && prefill) CHECK_FALSE(holdsMask(after, *o.tokens, *o.capacity));
             CHECK(count(after, Op::ReduceMax) == count(*traced, Op::ReduceMax) - int(cfg.numLayers));
             checkSameResults(*traced, after, seed);
           }

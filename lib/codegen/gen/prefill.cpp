@@ -3,14 +3,17 @@
 // positions) owns tileM rows, row rr being query head g * n_rep + rr % n_rep
 // at position rr / n_rep of the block (rows past the block's are padding,
 // computed on a clamped row and never stored). Its q rows are staged once in
-// workgroup memory, d-major. It walks the keys in tiles of tileN; each tile:
+// workgroup memory, d-major. It walks the keys in tiles of tileN, from the
+// first to the last key any of its rows can see (under a causal mask, the
+// union of its positions' visible keys); each tile:
 //  1. the key tile (d-major) and the value tile (key-major) go from the
 //     registers they were loaded into to workgroup memory, and the next
 //     tile's are loaded while this one computes (one tile ahead); a key past
 //     the bound is read at the last key in it and scores -inf; barrier;
 //  2. thread (ty, tx) computes the threadM x threadN scores of rows
 //     ty + i * (tileM / threadM) and keys tx + j * (tileN / threadN) by
-//     fused multiply-adds over d, applies scale, softcap and mask, and leaves
+//     fused multiply-adds over d, applies scale, softcap and mask
+//     (maskedScore), and leaves
 //     its rows' maxima over its keys in workgroup memory; barrier;
 //  3. each row's new maximum from those partials, one rescale of the
 //     thread's running sums, the weights exp(s - m) into workgroup memory
@@ -68,7 +71,20 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       V pos = b.min(posOf(rr), b.i32(f.Lq - 1));
       return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(rr)), b.i32(f.Lq)), pos);
     };
-    V hi = keyBound(b, f, bi), last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
+    // The keys the block visits: the bound's, narrowed under a causal mask
+    // to the union of what its positions see, so tiles wholly past the
+    // causal edge (or before every row's window) are never loaded.
+    V hi = keyBound(b, f, bi), lo = b.i32(0);
+    if (f.causal) {
+      int32_t loV = b.var(kir::Scalar::I32, hi), hiV = b.var(kir::Scalar::I32, b.i32(0));
+      b.forRange(i0, b.min(b.add(i0, b.i32(Mq)), b.i32(f.Lq)), 1, [&](V pos) {
+        KeyRange seen = visibleKeys(b, f, maskRow(b, f, bi, b.i32(0), pos), b.i32(0), hi);
+        b.set(loV, b.min(b.get(loV), seen.lo));
+        b.set(hiV, b.max(b.get(hiV), seen.hi));
+      });
+      lo = b.get(loV), hi = b.get(hiV);
+    }
+    V last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
     V ty = b.div(tid, b.i32(TX)), tx = b.rem(tid, b.i32(TX));
 
     // The q tile, d-major: run e of W elements of row e / (Dk / W).
@@ -141,7 +157,12 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     // The thread's rows, their running maxima, denominator shares and output
     // block.
     std::vector<V> rows;
-    for (int64_t i = 0; i < TM; ++i) rows.push_back(b.add(ty, b.i32(i * TY)));
+    std::vector<MaskRow> masks;  // each row's mask, once
+    for (int64_t i = 0; i < TM; ++i) {
+      rows.push_back(b.add(ty, b.i32(i * TY)));
+      if (f.masked || f.causal)
+        masks.push_back(maskRow(b, f, bi, headOf(rows.back()), b.min(posOf(rows.back()), b.i32(f.Lq - 1))));
+    }
     std::vector<int32_t> mv, lv, ov;
     for (int64_t i = 0; i < TM; ++i) {
       mv.push_back(b.var(kir::Scalar::F32, b.f32(-kInf)));
@@ -152,8 +173,8 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     for (int64_t j = 0; j < CV; ++j) cols.push_back(b.min(b.add(tx, b.i32(j * TX)), b.i32(f.Dv - 1)));
 
     b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.i32(0), b.i32(0)); });
-    fetch(b.i32(0));
-    b.forRange(b.i32(0), hi, BN, [&](V t0) {
+    fetch(lo);
+    b.forRange(lo, hi, BN, [&](V t0) {
       // 1. The tiles into workgroup memory, the next ones into registers.
       b.barrier();
       deposit();
@@ -180,10 +201,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
         for (int64_t j = 0; j < TN; ++j) {
           V key = b.add(tx, b.i32(j * TX)), t = b.add(t0, key);
           V x = transformScore(b, r, b.get(acc[size_t(i * TN + j)]));
-          if (f.masked) {
-            V rq = b.min(posOf(rr), b.i32(f.Lq - 1));
-            x = b.add(x, b.load(f.mask, b.add(maskBase(b, f, bi, headOf(rr), rq), b.min(t, last))));
-          }
+          if (f.masked || f.causal) x = maskedScore(b, f, masks[size_t(i)], x, b.min(t, last));
           x = b.select(b.lt(t, hi), x, b.f32(-kInf));
           sc.push_back(x);
           most = b.max(most, x);
