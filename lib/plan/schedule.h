@@ -100,7 +100,8 @@ struct PrefillLayout {
 };
 PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
 // The prefill kernel's workgroup memory in f32 words: the q, key, value and
-// weight tiles, tileM * (tileN / threadN) row partials and one flag word.
+// weight tiles, tileM * (tileN / threadN) row partials and one flag word
+// after them.
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 
 // The schedules themselves.

@@ -53,8 +53,10 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
   int32_t ks = b.shared("k_tile", kir::Scalar::F32, f.Dk * lay.kStride);
   int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
   int32_t ps = b.shared("weights", kir::Scalar::F32, BN * lay.qStride);
-  int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * TX);
-  int32_t flag = b.shared("nonfinite", kir::Scalar::I32, 1);
+  // The rows' partial maxima (then denominators), and past them one word:
+  // 1 when this tile's values hold a non-finite element.
+  int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * TX + 1);
+  V flagAt = b.i32(BM * TX);
   V wg = b.workgroupId(), tid = b.local();
   b.ifThen(b.lt(wg, b.i32(count)), [&] {
     V blk = b.rem(wg, b.i32(blocks)), grp = b.div(wg, b.i32(blocks));
@@ -149,7 +151,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
               b.sharedStore(ks, b.add(b.mul(d, b.i32(lay.kStride)), run.key), x);
             }
           }
-          if (sg.value) b.ifThen(bad, [&] { b.sharedStore(flag, b.i32(0), b.i32(1)); });
+          if (sg.value) b.ifThen(bad, [&] { b.sharedStore(part, flagAt, b.f32(1)); });
         });
       }
     };
@@ -172,7 +174,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     std::vector<V> cols;  // value columns, clamped into the row (a copy past Dv is never stored)
     for (int64_t j = 0; j < CV; ++j) cols.push_back(b.min(b.add(tx, b.i32(j * TX)), b.i32(f.Dv - 1)));
 
-    b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.i32(0), b.i32(0)); });
+    b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
     fetch(lo);
     b.forRange(lo, hi, BN, [&](V t0) {
       // 1. The tiles into workgroup memory, the next ones into registers.
@@ -180,7 +182,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       deposit();
       fetch(b.add(t0, b.i32(BN)));
       b.barrier();
-      V nonfinite = b.ne(b.sharedLoad(flag, b.i32(0)), b.i32(0));
+      V nonfinite = b.ne(b.sharedLoad(part, flagAt), b.f32(0));
       // 2. Scores.
       std::vector<int32_t> acc;
       for (int64_t x = 0; x < TM * TN; ++x) acc.push_back(b.var(kir::Scalar::F32, b.f32(0)));
@@ -210,7 +212,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       }
       b.barrier();
       // 3. Each row's new maximum, the rescale, the weights.
-      b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.i32(0), b.i32(0)); });
+      b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
       for (int64_t i = 0; i < TM; ++i) {
         V rr = rows[size_t(i)], m = b.get(mv[size_t(i)]), mNew = m;
         for (int64_t x = 0; x < TX; ++x) mNew = b.max(mNew, b.sharedLoad(part, b.add(b.mul(rr, b.i32(TX)), b.i32(x))));
