@@ -10,8 +10,9 @@
 # Forms: dense (q [B,Hq,1,Dk], k [B,Hkv,Lk,Dk], v [B,Hkv,Lk,Dv]); mla (the
 # key split as DeepSeek-V2-Lite's: k [B,H,Lk,Dk-Ds] plus k_shared
 # [B,1,Lk,Ds]); paged (k and v pools of B*Lk slots, read [B,Lk]); live
-# (dense with len [B]); causal (a prefill of Lq = Lk rows with the causal mask
-# as an additive [1,1,L,L] operand, the form the tracer gives today).
+# (dense with len [B]); causal (a prefill of Lq = Lk rows under mask=causal,
+# the query positions qpos [B, Lq] = 0 .. Lq - 1, as the attention rewrite
+# forms a traced prefill).
 # Usage: bench/attention/make_plans.sh BUILD OUT_DIR
 set -euo pipefail
 if [ $# -ne 2 ]; then
@@ -55,9 +56,9 @@ case_() {
     ops+=", %v"
     [ "$form" = paged ] && ops+=", %read"
     if [ "$form" = causal ]; then
-      echo "input %mask : f32$(dims 1 1 "$Lq" "$Lk")"
-      ops+=", %mask"
-      mask=additive
+      echo "input %qpos : i32$(dims "$B" "$Lq")"
+      ops+=", %qpos"
+      mask=causal
     fi
     if [ "$form" = live ]; then
       echo "input %len : i32$(dims "$B")"
@@ -98,9 +99,8 @@ case_ mla-b1-l16384 mla 1 16 16 1 16384 192 128 64 -
 # lengths are drawn in [L/2, L]).
 case_ paged-b8-l16384 paged 8 32 8 1 16384 128 128 0 -
 case_ live-b8-l16384 live 8 32 8 1 16384 128 128 0 -
-# Causal prefill, GQA 4, D 128 (the streaming schedule with the mask read
-# from memory).
-for L in 512 2048; do
+# Causal prefill, GQA 4, D 128.
+for L in 512 2048 8192; do
   case_ "causal-l$L" causal 1 32 8 "$L" "$L" 128 128 0 -
 done
 cp "$build/tools/poot/poot" "$out/"

@@ -4,8 +4,8 @@
 `torch_bench.py prepare PLAN_DIR DATA_DIR`: for every case of PLAN_DIR/cases.tsv
 (make_plans.sh writes it) draws the operands on the GPU (torch.randn, seeded by
 the case's index; the paged read map a random permutation of the pool; live
-lengths in [Lk/2, Lk]; the causal mask 0 on and below the diagonal, -inf
-above), writes each as DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
+lengths in [Lk/2, Lk]; the causal prefill's query positions 0 .. Lq - 1, its
+reference mask 0 on and below the diagonal, -inf above), writes each as DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
 computes the reference output in float64, and times PyTorch on the same case:
 scaled_dot_product_attention in f32 with the math backend (enable_gqa) and the
 memory-efficient backend (K/V repeated to every query head beforehand), and in
@@ -92,8 +92,8 @@ def operands(c, seed):
         k, v = ops["k"], ops["v"]
     if c["form"] == "causal":
         keep = torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).tril(Lk - Lq)
-        ops["mask"] = torch.zeros(1, 1, Lq, Lk, device="cuda").masked_fill(~keep, -math.inf)
-        mask = ops["mask"]
+        mask = torch.zeros(1, 1, Lq, Lk, device="cuda").masked_fill(~keep, -math.inf)
+        ops["qpos"] = (torch.arange(Lq, device="cuda", dtype=torch.int32) + (Lk - Lq)).expand(B, Lq).contiguous()
     if c["form"] == "live":
         ops["len"] = torch.randint(Lk // 2, Lk + 1, (B,), device="cuda", generator=g, dtype=torch.int32)
         pos = torch.arange(Lk, device="cuda")
