@@ -168,9 +168,9 @@ class Planner {
     int64_t Ds = key == "split" ? g_.type(e.operands[2]).shape[3] : 0;
     auto lanes = lanesFor(e, "attention", Dv);
     if (!lanes) return lanes.error();
-    DecodeDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, d_);
+    AttentionDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, d_);
     if (!decode.schedule && Lq > 1) {
-      DecodeDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, d_);
+      AttentionDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, d_);
       std::string why = decode.reason + "; " + prefill.reason;
       if (prefill.schedule) {
         int64_t blocks = B * (Hq / nrep) * ceilDiv(Lq, prefill.schedule->tileM / nrep);

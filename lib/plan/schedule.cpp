@@ -75,7 +75,7 @@ struct PrefillTile {
 };
 constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 4}, {16, 16, 4, 4}};
 
-DecodeDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
   for (const PrefillTile& t : kPrefillTiles) {
     if (t.m < nrep) continue;
     Schedule s{"prefill", 0, 1, (t.m / t.tm) * (t.n / t.tn), 0};
@@ -111,7 +111,7 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv) {
   return s.kLanes * decodePlane(s, packed) + packed * s.tileK + slices * packed * (dv + 2);
 }
 
-DecodeDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
   if (packed > kMaxPackedRows)
     return {std::nullopt, str(packed) + " query rows a KV head (n_rep * Lq) are more than the decode schedule's " +
                               str(kMaxPackedRows)};

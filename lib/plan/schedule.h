@@ -68,11 +68,13 @@ int64_t widestLoad(std::initializer_list<int64_t> widths);
 // side and fold at the end. chooseDecode gives no schedule (and says why)
 // past kMaxPackedRows rows or when no workgroup fits the device.
 constexpr int64_t kMaxPackedRows = 8;
-struct DecodeDecision {
+// An attention schedule rule's answer (chooseDecode, choosePrefill): the
+// schedule, or none, and why.
+struct AttentionDecision {
   std::optional<Schedule> schedule;
   std::string reason;
 };
-DecodeDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
 // Threads sharing one value row: the runs of `vector` elements of a dv-wide
 // row, rounded up to a power of two, at most 32 and at most `threads`.
 int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads);
@@ -92,7 +94,7 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 // load. choosePrefill takes the largest of the 64 x 64, 32 x 32 and 16 x 16
 // tiles (threadM = threadN = 4) that fits the device and holds n_rep rows,
 // or gives no schedule and says why.
-DecodeDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
 // The staged tiles' row strides in words: q and the weights tileM + 1 (one
 // row a key dim or a key), keys tileN + 1 (one row a key dim), values dv + 1.
 struct PrefillLayout {

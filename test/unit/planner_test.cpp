@@ -172,7 +172,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
         "decode lanes=256 splits=16 workgroup=256 memory=6208 k_lanes=1 vector=4 tile_k=256");
   CHECK(attentionSchedule(plan(attention(1, 32, 1, 4096, 128, 8), h200)).kLanes == 8);
   // Eight rows of a 512-wide value would keep 128 sums a value thread.
-  DecodeDecision wide = chooseDecode(8, 512, 0, 512, h200);
+  AttentionDecision wide = chooseDecode(8, 512, 0, 512, h200);
   CHECK(!wide.schedule);
   CHECK(wide.reason == "8 query rows of a 512-wide value keep 128 running sums a value thread, more than the decode "
                        "schedule's 64");
@@ -180,7 +180,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   // An odd value width loads one element at a time.
   CHECK(attentionSchedule(plan(attention(1, 8, 1, 4096, 37, 2), h200)).vector == 1);
   // More than 8 query rows a KV head stream, one workgroup a row.
-  DecodeDecision many = chooseDecode(16, 64, 0, 64, h200);
+  AttentionDecision many = chooseDecode(16, 64, 0, 64, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8");
   CHECK(attentionSchedule(plan(attention(1, 16, 1, 4096, 128, 16), h200)).kind == "split-kv-partials");
@@ -198,7 +198,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   CHECK(printSchedule(*chooseDecode(4, 64, 0, 64, s.make()).schedule) ==
         "decode lanes=32 splits=1 workgroup=32 memory=2880 k_lanes=4 vector=4 tile_k=8");
   s.lds = 2048;
-  DecodeDecision none = chooseDecode(4, 64, 0, 64, s.make());
+  AttentionDecision none = chooseDecode(4, 64, 0, 64, s.make());
   CHECK(!none.schedule);
   CHECK(none.reason == "no decode workgroup of 32 threads or more fits the device's 2048 bytes of workgroup memory");
   s.lds = 32768;
@@ -223,7 +223,7 @@ TEST_CASE("plan: a prefill tiles its query rows and keys") {
   // A tile holds every query head of a KV head: 32 heads of one KV head need
   // the 32-row tile at least; 65 fit none.
   CHECK(attentionSchedule(plan(attention(1, 32, 16, 256, 64, 32), h200)).tileM == 64);
-  DecodeDecision many = choosePrefill(65, 64, 0, 64, h200);
+  AttentionDecision many = choosePrefill(65, 64, 0, 64, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "no prefill tile of 65 rows or more fits the device's workgroup (1024 threads, 232448 bytes)");
   CHECK(attentionSchedule(plan(attention(1, 65, 16, 256, 64, 65), h200)).kind == "streaming");
