@@ -222,18 +222,22 @@ int64_t keyRow(const Case& c, const std::map<std::string, Tensor>& p, int64_t b,
   return (b * Hkv + g) * c.Lk + t;
 }
 
+// NaN in every key and value element of key t of batch row b, in every KV
+// head (and its shared key part).
+void poisonKey(const Case& c, std::map<std::string, Tensor>& p, int64_t b, int64_t t) {
+  int64_t Hkv = c.Hq / c.nrep, Dkh = c.Dk - (c.key == "split" ? c.Ds : 0);
+  for (int64_t g = 0; g < Hkv; ++g) {
+    int64_t row = keyRow(c, p, b, g, t);
+    for (int64_t d = 0; d < Dkh; ++d) p.at("k").set(row * Dkh + d, kNaN);
+    for (int64_t d = 0; d < c.Dv; ++d) p.at("v").set(row * c.Dv + d, kNaN);
+  }
+  for (int64_t d = 0; c.key == "split" && d < c.Ds; ++d) p.at("k_shared").set((b * c.Lk + t) * c.Ds + d, kNaN);
+}
+
 // NaN in every key and value element of the keys at or past len[b].
 void poisonPastLen(const Case& c, std::map<std::string, Tensor>& p) {
-  int64_t Hkv = c.Hq / c.nrep, Dkh = c.Dk - (c.key == "split" ? c.Ds : 0);
   for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t t = std::max<int64_t>(0, int64_t(p.at("len").get(b))); t < c.Lk; ++t)
-      for (int64_t g = 0; g < Hkv; ++g) {
-        int64_t row = keyRow(c, p, b, g, t);
-        for (int64_t d = 0; d < Dkh; ++d) p.at("k").set(row * Dkh + d, kNaN);
-        for (int64_t d = 0; d < c.Dv; ++d) p.at("v").set(row * c.Dv + d, kNaN);
-        for (int64_t d = 0; c.key == "split" && g == 0 && d < c.Ds; ++d)
-          p.at("k_shared").set((b * c.Lk + t) * c.Ds + d, kNaN);
-      }
+    for (int64_t t = std::max<int64_t>(0, int64_t(p.at("len").get(b))); t < c.Lk; ++t) poisonKey(c, p, b, t);
 }
 
 void setLens(std::map<std::string, Tensor>& p, const std::vector<int64_t>& lens) {
@@ -252,7 +256,6 @@ void setPositions(const Case& c, std::map<std::string, Tensor>& p, Pos pos) {
 // window): the kernel must neither score them into a row nor read their
 // values.
 void poisonHidden(const Case& c, std::map<std::string, Tensor>& p) {
-  int64_t Hkv = c.Hq / c.nrep, Dkh = c.Dk - (c.key == "split" ? c.Ds : 0);
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t t = 0; t < c.Lk; ++t) {
       bool seen = false;
@@ -260,14 +263,7 @@ void poisonHidden(const Case& c, std::map<std::string, Tensor>& p) {
         int64_t pos = int64_t(p.at("qpos").get(b * c.Lq + i));
         seen = seen || (t <= pos && (c.window == 0 || pos - t < c.window));
       }
-      if (seen) continue;
-      for (int64_t g = 0; g < Hkv; ++g) {
-        int64_t row = keyRow(c, p, b, g, t);
-        for (int64_t d = 0; d < Dkh; ++d) p.at("k").set(row * Dkh + d, kNaN);
-        for (int64_t d = 0; d < c.Dv; ++d) p.at("v").set(row * c.Dv + d, kNaN);
-        for (int64_t d = 0; c.key == "split" && g == 0 && d < c.Ds; ++d)
-          p.at("k_shared").set((b * c.Lk + t) * c.Ds + d, kNaN);
-      }
+      if (!seen) poisonKey(c, p, b, t);
     }
 }
 
