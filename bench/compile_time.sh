@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compile-time benchmark: Llama-3-8B decode traced with 1, 8, 32 and 80
-# layers, compiled to a plan for every profile in targets/, with
+# layers (f32 weights, as the figures in compile_time.md were measured),
+# compiled to a plan for every profile in targets/, with
 # `pootc compile --time-phases`. Prints one row per (target, layers): the
 # seconds of each phase (the passes summed) and the total, the best of
 # REPEATS runs (a plan the device cannot hold shows its refusal). Usage: bench/compile_time.sh [BUILD_DIR] [REPEATS]
@@ -18,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 80; json.dump(c, open(sys.argv[2], "w"))' \
   examples/models/llama-3-8b.json "$work/llama-80.json"
 for layers in 1 8 32 80; do
-  $pootc trace "$work/llama-80.json" --phase decode --layers "$layers" --capacity 4096 -o "$work/l$layers.pg"
+  $pootc trace "$work/llama-80.json" --phase decode --layers "$layers" --capacity 4096 --weights-dtype f32 -o "$work/l$layers.pg"
 done
 
 printf "%-22s %6s %8s %8s %8s %8s %8s %8s %8s\n" target layers read passes plan buffers kir emit total

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <set>
 
 #include "oracle/npy.h"
 #include "oracle/random.h"
@@ -59,8 +60,16 @@ Expected<Tensor> slotValue(const Value& p, const std::string& text) {
 
 }  // namespace
 
-Expected<std::map<std::string, Tensor>> bindParamArgs(const Graph& g, const ParamArgs& args) {
-  std::map<std::string, Tensor> params;
+std::map<std::string, Tensor> BoundParams::hostTensors() const {
+  std::map<std::string, Tensor> all = tensors;
+  for (const auto& [name, t] : fromCheckpoint.weights) all.emplace(name, checkpoint->read(*t));
+  return all;
+}
+
+Expected<BoundParams> bindParamArgs(const Graph& g, const ParamArgs& args) {
+  BoundParams out;
+  out.seed = args.seed;
+  std::map<std::string, Tensor>& params = out.tensors;
   auto bind = [&](const Value& p, Expected<Tensor> t, const char* option) -> Status {
     if (!t) return t.error();
     if (!params.emplace(p.name, t.take()).second) return usage(std::string(option) + ": %" + p.name + " is bound twice");
@@ -76,14 +85,45 @@ Expected<std::map<std::string, Tensor>> bindParamArgs(const Graph& g, const Para
     if (!np) return np.error();
     if (auto s = bind(*np->first, slotValue(*np->first, np->second), "--slot"); !s) return s.error();
   }
+  std::set<std::string> fromFile;
   if (!args.weights.empty()) {
-    auto file = readSafetensors(args.weights);
-    if (!file) return file.error();
-    auto bound = bindWeights(g, *file, args.weights);
+    auto c = Checkpoint::open(args.weights);
+    if (!c) return c.error();
+    auto bound = bindCheckpoint(g, *c);
     if (!bound) return bound.error();
-    for (auto& [name, t] : *bound) params.emplace(name, std::move(t));
+    out.checkpoint = c.take();
+    out.fromCheckpoint = bound.take();
+    for (const auto& [name, t] : out.fromCheckpoint.weights) fromFile.insert(name);
   }
-  return completeParams(g, std::move(params), args.seed);
+  for (ValueId id : g.params) {
+    const std::string& name = g.value(id).name;
+    if (params.count(name) || fromFile.count(name)) continue;
+    params.emplace(name, randomParam(g, id, args.seed));
+    out.generated.push_back(id);
+  }
+  return out;
+}
+
+std::vector<std::string> bindNotices(const Graph& g, const BoundParams& p) {
+  std::vector<std::string> lines;
+  constexpr size_t kNamed = 8;
+  const std::vector<std::string>& unused = p.fromCheckpoint.unused;
+  for (size_t i = 0; i < unused.size() && i < kNamed; ++i)
+    lines.push_back(p.checkpoint->fileOf(*p.checkpoint->find(unused[i])) + ": warning: tensor '" + unused[i] +
+                    "' is not used by the graph");
+  if (unused.size() > kNamed)
+    lines.push_back(p.checkpoint->path() + ": warning: " + std::to_string(unused.size() - kNamed) +
+                    " more tensors are not used by the graph");
+  if (p.generated.empty()) return lines;
+  std::map<Storage, int64_t> counts;
+  for (ValueId id : p.generated) ++counts[g.value(id).storage];
+  std::vector<std::string> parts;
+  for (const auto& [storage, n] : counts) parts.push_back(std::to_string(n) + " " + storageName(storage) + (n == 1 ? "" : "s"));
+  std::string what;
+  for (size_t i = 0; i < parts.size(); ++i) what += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  lines.push_back("note: generated " + what + " from seed " + std::to_string(p.seed) +
+                  ", not read from any file (name them with --weights, --input and --slot)");
+  return lines;
 }
 
 }  // namespace poot

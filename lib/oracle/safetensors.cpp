@@ -43,25 +43,20 @@ const char* nameOf(DType t) {
   return "?";
 }
 
-// One tensor's entry, checked, before its bytes are copied.
-struct Entry {
-  std::string name;
-  Type type;
-  uint64_t begin = 0, end = 0;
-};
-
 }  // namespace
 
-Expected<TensorMap> parseSafetensors(const std::string& bytes, const std::string& file) {
+Expected<std::vector<SafetensorsEntry>> parseSafetensorsHeader(const uint8_t* bytes, uint64_t size,
+                                                               const std::string& file) {
   auto err = [&](std::string msg) { return makeError(ErrorKind::Format, {file}, std::move(msg)); };
-  if (bytes.size() < 8) return err("file is too short to hold the 8-byte header length");
+  if (size < 8) return err("file is too short to hold the 8-byte header length");
   uint64_t headerLen = 0;
-  for (int i = 7; i >= 0; --i) headerLen = headerLen << 8 | uint8_t(bytes[size_t(i)]);
+  for (int i = 7; i >= 0; --i) headerLen = headerLen << 8 | bytes[i];
   if (headerLen > kMaxHeader) return err("header length " + std::to_string(headerLen) + " is over the 100 MB limit");
-  if (headerLen > bytes.size() - 8)
+  if (headerLen > size - 8)
     return err("header length " + std::to_string(headerLen) + " runs past the end of the file (" +
-               std::to_string(bytes.size()) + " bytes)");
-  const uint64_t dataSize = bytes.size() - 8 - headerLen;
+               std::to_string(size) + " bytes)");
+  const uint64_t data = 8 + headerLen;
+  const uint64_t dataSize = size - data;
 
   // nlohmann keeps the last of two equal keys; a callback sees every key, so
   // a tensor named twice is caught here.
@@ -74,7 +69,7 @@ Expected<TensorMap> parseSafetensors(const std::string& bytes, const std::string
   };
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(headerLen), onEvent);
+    header = json::parse(bytes + 8, bytes + data, onEvent);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     size_t at = what.find("column ");
@@ -88,7 +83,7 @@ Expected<TensorMap> parseSafetensors(const std::string& bytes, const std::string
   if (!header.is_object()) return err("header is not a JSON object");
   if (twice) return err("tensor '" + *twice + "' appears twice in the header");
 
-  std::vector<Entry> entries;
+  std::vector<SafetensorsEntry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
       bool strings = info.is_object() && std::all_of(info.begin(), info.end(), [](const json& v) { return v.is_string(); });
@@ -100,7 +95,7 @@ Expected<TensorMap> parseSafetensors(const std::string& bytes, const std::string
     for (const char* key : {"dtype", "shape", "data_offsets"})
       if (!info.contains(key)) return bad(std::string("entry has no '") + key + "'");
 
-    Entry e{name, {}, 0, 0};
+    SafetensorsEntry e{name, {}, 0, 0};
     const json& dt = info["dtype"];
     std::optional<DType> dtype = dt.is_string() ? dtypeOf(dt.get<std::string>()) : std::nullopt;
     if (!dtype)
@@ -125,35 +120,46 @@ Expected<TensorMap> parseSafetensors(const std::string& bytes, const std::string
     bool offOk = off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned() &&
                  off[0].get<uint64_t>() <= off[1].get<uint64_t>();
     if (!offOk) return bad("data_offsets " + off.dump() + " are not two integers [begin, end] with begin <= end");
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    if (e.end > dataSize)
+    uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    if (end > dataSize)
       return bad("data_offsets " + off.dump() + " end past the data section (" + std::to_string(dataSize) + " bytes)");
-    if (e.end - e.begin != need)
-      return bad("data_offsets " + off.dump() + " hold " + std::to_string(e.end - e.begin) + " bytes but " +
+    if (end - begin != need)
+      return bad("data_offsets " + off.dump() + " hold " + std::to_string(end - begin) + " bytes but " +
                  e.type.str() + " needs " + std::to_string(need));
+    e.offset = data + begin;
+    e.bytes = need;
     entries.push_back(std::move(e));
   }
 
-  std::vector<const Entry*> byOffset;
-  for (const Entry& e : entries) byOffset.push_back(&e);
-  std::sort(byOffset.begin(), byOffset.end(), [](const Entry* a, const Entry* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->name < b->name;
+  std::vector<const SafetensorsEntry*> byOffset;
+  for (const SafetensorsEntry& e : entries) byOffset.push_back(&e);
+  std::sort(byOffset.begin(), byOffset.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->name < b->name;
   });
   for (size_t i = 1; i < byOffset.size(); ++i)
-    if (byOffset[i]->begin < byOffset[i - 1]->end)
+    if (byOffset[i]->offset < byOffset[i - 1]->offset + byOffset[i - 1]->bytes)
       return err("tensors '" + byOffset[i - 1]->name + "' and '" + byOffset[i]->name + "' overlap in the data section");
 
+  // Bool elements are read here (bool tensors are rare and small): every
+  // other tensor's bytes are left untouched until they are used.
+  for (const SafetensorsEntry& e : entries) {
+    if (e.type.dtype != DType::Bool) continue;
+    for (uint64_t i = 0; i < e.bytes; ++i)
+      if (bytes[e.offset + i] > 1)
+        return err("tensor '" + e.name + "': bool element " + std::to_string(i) + " is " +
+                   std::to_string(bytes[e.offset + i]) + " (expected 0 or 1)");
+  }
+  return entries;
+}
+
+Expected<TensorMap> parseSafetensors(const std::string& bytes, const std::string& file) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  auto entries = parseSafetensorsHeader(data, bytes.size(), file);
+  if (!entries) return entries.error();
   TensorMap out;
-  const size_t data = 8 + headerLen;
-  for (const Entry& e : entries) {
+  for (const SafetensorsEntry& e : *entries) {
     Tensor t(e.type);
-    std::copy_n(bytes.begin() + std::ptrdiff_t(data + e.begin), t.bytes.size(), t.bytes.begin());
-    if (t.dtype() == DType::Bool)
-      for (size_t i = 0; i < t.bytes.size(); ++i)
-        if (t.bytes[i] > 1)
-          return err("tensor '" + e.name + "': bool element " + std::to_string(i) + " is " +
-                     std::to_string(t.bytes[i]) + " (expected 0 or 1)");
+    std::copy_n(data + e.offset, e.bytes, t.bytes.begin());
     out.emplace(e.name, std::move(t));
   }
   return out;
@@ -183,6 +189,15 @@ std::string safetensorsBytes(const TensorMap& tensors) {
   return out;
 }
 
+Status checkWeight(const Value& weight, const Type& stored, const std::string& file) {
+  if (stored == weight.type) return ok();
+  std::string msg = "weight '" + weight.name + "' is " + stored.str() + " in the file but the graph declares " +
+                    weight.type.str();
+  if (stored.shape == weight.type.shape && isFloat(stored.dtype) && isFloat(weight.type.dtype))
+    msg += std::string(" (trace with --weights-dtype ") + dtypeName(stored.dtype) + " to match the file)";
+  return makeError(ErrorKind::Bind, {file}, msg);
+}
+
 Expected<TensorMap> bindWeights(const Graph& g, const TensorMap& file, const std::string& path) {
   TensorMap out;
   for (ValueId id : g.params) {
@@ -191,10 +206,7 @@ Expected<TensorMap> bindWeights(const Graph& g, const TensorMap& file, const std
     auto it = file.find(v.name);
     if (it == file.end())
       return makeError(ErrorKind::Bind, {path}, "weight '" + v.name + "' is missing from the file");
-    if (it->second.type != v.type)
-      return makeError(ErrorKind::Bind, {path},
-                       "weight '" + v.name + "' is " + it->second.type.str() + " in the file but the graph declares " +
-                           v.type.str());
+    if (auto s = checkWeight(v, it->second.type, path); !s) return s.error();
     out.emplace(v.name, it->second);
   }
   return out;

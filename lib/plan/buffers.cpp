@@ -330,4 +330,20 @@ std::vector<int32_t> valueBuffers(const Plan& p) {
   return out;
 }
 
+Status checkWeightBytes(const Plan& p, const DeviceProfile& d) {
+  for (const Buffer& b : p.buffers) {
+    if (b.role != BufferRole::Weight || b.bytes <= d.max_buffer_bytes) continue;
+    // At the weight's declaration when the graph came from a file.
+    Loc loc = b.value >= 0 && !p.source.value(b.value).loc.file.empty() ? p.source.value(b.value).loc
+                                                                       : Loc{p.source.loc.file};
+    Error e = makeError(ErrorKind::Capability, loc,
+                        "weight %" + b.name + " " + b.type.str() + " has " + std::to_string(b.bytes) +
+                            " bytes, over the single-buffer limit of device '" + d.name + "' (max_buffer_bytes " +
+                            std::to_string(d.max_buffer_bytes) + "): no kernel can bind it whole");
+    e.capability = "BufferBytes";
+    return e;
+  }
+  return ok();
+}
+
 }  // namespace poot

@@ -25,6 +25,7 @@
 
 #include "ir/diag.h"
 #include "plan/plan.h"
+#include "plan/profile.h"
 
 namespace poot {
 
@@ -37,6 +38,15 @@ constexpr int64_t kArenaAlign = 256;
 // kernels no dispatch uses any more (recomputing p.key). Fails (Verify) when a
 // state's old value is read after its new value was written in place.
 Status planBuffers(Plan& p);
+
+// BufferBytes (a Capability error): every weight within the device's
+// single-buffer limit (max_buffer_bytes), which the runtime would otherwise
+// refuse only at run time, after the plan was built and shipped; the error
+// names the first weight (in buffer order) that is too large, usually an
+// embedding table. Such a weight is refused, not split: a weight binds
+// whole, as the checkpoint stores it. (Other buffers over the limit are the
+// runtime's check.) Call it after planBuffers.
+Status checkWeightBytes(const Plan& p, const DeviceProfile& d);
 
 // The buffer that holds each value of p.source after planBuffers (indexed by
 // ValueId; -1 for values without one, such as results of erased eqns). A

@@ -233,30 +233,51 @@ Expected<Tensor> Session::download(int32_t buffer) {
 
 namespace {
 
-// The tensor fits the buffer exactly: dtype, shape and byte count.
-Status checkType(const char* what, const Buffer& b, const Tensor& t) {
-  if (t.type != b.type)
-    return bindError(std::string(what) + " %" + b.name + " is bound to " + t.type.str() + ", expected " + b.type.str());
-  if (int64_t(t.bytes.size()) != b.bytes)
-    return bindError(std::string(what) + " %" + b.name + " holds " + std::to_string(t.bytes.size()) +
-                     " bytes, its type " + b.type.str() + " needs " + std::to_string(b.bytes));
+// The bytes fit the buffer exactly: dtype, shape and byte count.
+Status checkType(const char* what, const Buffer& b, const Type& type, int64_t bytes) {
+  if (type != b.type)
+    return bindError(std::string(what) + " %" + b.name + " is bound to " + type.str() + ", expected " + b.type.str());
+  if (bytes != b.bytes)
+    return bindError(std::string(what) + " %" + b.name + " holds " + std::to_string(bytes) + " bytes, its type " +
+                     b.type.str() + " needs " + std::to_string(b.bytes));
   return ok();
+}
+
+Status checkType(const char* what, const Buffer& b, const Tensor& t) {
+  return checkType(what, b, t.type, int64_t(t.bytes.size()));
 }
 
 }  // namespace
 
+Expected<WeightLoad> Session::bindWeights(const std::vector<WeightBytes>& weights,
+                                          const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<int32_t> buffers;
+  WeightLoad load;
+  for (const WeightBytes& w : weights) {
+    int32_t b = findBuffer(w.name, Role::Weight);
+    if (b < 0) return bindError("the plan has no weight %" + w.name);
+    if (auto s = checkType("weight", plan_.buffers[size_t(b)], w.type, w.bytes); !s) return s.error();
+    buffers.push_back(b);
+    load.bytes += w.bytes;
+  }
+  auto start = std::chrono::steady_clock::now();
+  int64_t done = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (auto s = backend_->upload(own_[size_t(buffers[i])], 0, weights[i].data, weights[i].bytes); !s)
+      return s.error();
+    weightBound_[size_t(buffers[i])] = true;
+    done += weights[i].bytes;
+    if (progress) progress(done, load.bytes);
+  }
+  load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return load;
+}
+
 Status Session::bindWeights(const std::map<std::string, Tensor>& weights) {
-  std::vector<std::pair<int32_t, const Tensor*>> bound;
-  for (const auto& [name, t] : weights) {
-    int32_t b = findBuffer(name, Role::Weight);
-    if (b < 0) return bindError("the plan has no weight %" + name);
-    if (auto s = checkType("weight", plan_.buffers[size_t(b)], t); !s) return s;
-    bound.emplace_back(b, &t);
-  }
-  for (auto [b, t] : bound) {
-    if (auto s = upload(b, *t); !s) return s;
-    weightBound_[size_t(b)] = true;
-  }
+  std::vector<WeightBytes> views;
+  for (const auto& [name, t] : weights) views.push_back({name, t.type, t.bytes.data(), int64_t(t.bytes.size())});
+  auto load = bindWeights(views);
+  if (!load) return load.error();
   return ok();
 }
 

@@ -27,6 +27,7 @@
 // device before the step and copied back on failure instead.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,6 +45,21 @@ struct SessionOptions {
   bool allowOtherDevice = false;  // run a plan whose device name is not this device's
 };
 
+// One weight's bytes, wherever they are: a host Tensor, or a tensor of a
+// mapped checkpoint (oracle/checkpoint.h), uploaded from there directly.
+struct WeightBytes {
+  std::string name;  // the source graph's weight name
+  Type type;
+  const void* data = nullptr;
+  int64_t bytes = 0;
+};
+
+// What one bindWeights moved to the device.
+struct WeightLoad {
+  int64_t bytes = 0;
+  double seconds = 0;  // wall time of the uploads
+};
+
 struct StepResult {
   std::map<std::string, Tensor> outputs;  // by the graph's output names
   double seconds = 0;                     // wall time of the submitted programs
@@ -59,7 +75,12 @@ class Session {
   Backend& backend() { return *backend_; }
 
   // Binds weights by name (the source graph's weight names, as in the
-  // checkpoint); any subset, all checked before any is uploaded.
+  // checkpoint); any subset, all checked before any is uploaded (a weight
+  // the plan lacks, or of another dtype, shape or size, is a Bind error and
+  // nothing is uploaded). Uploads each once, straight from its bytes, in the
+  // order given, calling progress(bytes done, bytes in all) after each.
+  Expected<WeightLoad> bindWeights(const std::vector<WeightBytes>& weights,
+                                   const std::function<void(int64_t, int64_t)>& progress = {});
   Status bindWeights(const std::map<std::string, Tensor>& weights);
   Status setState(const std::string& name, const Tensor& value);
   Expected<Tensor> readState(const std::string& name);

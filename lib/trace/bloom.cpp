@@ -48,9 +48,7 @@ struct Ctx {
   bool residualPostNorm;
 };
 
-ValueId weight(Ctx& c, const std::string& name, Shape shape) {
-  return c.b.weight(name, Type{c.step.spec.dtype, std::move(shape)});
-}
+ValueId weight(Ctx& c, const std::string& name, Shape shape) { return ops::weight(c.b, c.step, name, std::move(shape)); }
 
 // LayerNorm with its weight and bias, named `<prefix>.weight` / `.bias`.
 ValueId layerNorm(Ctx& c, ValueId x, const std::string& prefix) {
@@ -158,7 +156,7 @@ Expected<Graph> traceBloom(const ModelConfig& cfg, const TraceOptions& opts) {
   // One ALiBi bias [1, Hq, 1, cap] shared by every layer (so is their mask).
   Ctx c{cfg, b, step, ops::alibi_bias(b, step, cfg.numHeads), *post};
   ValueId embed = weight(c, "transformer.word_embeddings.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ValueId x = ops::embedding(b, embed, tokens);
+  ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
   {
     Scope s(b, "embed");
     x = layerNorm(c, x, "transformer.word_embeddings_layernorm");

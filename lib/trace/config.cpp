@@ -363,6 +363,7 @@ Expected<ops::StepSpec> resolveStep(const ModelConfig& cfg, const TraceOptions& 
   s.poolSlots = opts.poolSlots;
   s.live = opts.live;
   s.dtype = opts.dtype;
+  s.weightDtype = opts.weightsDtype.value_or(opts.dtype);
   if (opts.phase == Phase::Decode && s.tokens != 1)
     return usage("--tokens must be 1 for decode, got " + std::to_string(s.tokens) + " (use --phase prefill)");
   if (s.batch < 1) return usage("--batch must be at least 1, got " + std::to_string(s.batch));
@@ -375,7 +376,20 @@ Expected<ops::StepSpec> resolveStep(const ModelConfig& cfg, const TraceOptions& 
                  std::to_string(ops::kBlockSize));
   if (s.poolSlots < 0) return usage("the pool must have at least 1 slot, got " + std::to_string(s.poolSlots));
   if (!isFloat(s.dtype)) return usage(std::string("the trace dtype must be a float type, not ") + dtypeName(s.dtype));
+  if (!isFloat(s.weightDtype))
+    return usage(std::string("--weights-dtype must be a float type, not ") + dtypeName(s.weightDtype));
   return s;
+}
+
+Expected<DType> checkpointDtype(const ModelConfig& cfg) {
+  const std::string& t = cfg.torchDtype;
+  if (t.empty()) return DType::F32;
+  if (t == "float32") return DType::F32;
+  if (t == "bfloat16") return DType::BF16;
+  if (t == "float16") return DType::F16;
+  return cfg.fields.error(cfg.fields.has("torch_dtype") ? "torch_dtype" : "dtype",
+                          "'" + t + "' is not a weight dtype the tracer declares (float32, bfloat16, float16): " +
+                              "pass --weights-dtype f32, bf16 or f16");
 }
 
 std::string graphName(const ModelConfig& cfg, const TraceOptions& opts) {

@@ -179,9 +179,7 @@ struct Ctx {
   ops::RopeTables rope;
 };
 
-ValueId weight(Ctx& c, const std::string& name, Shape shape) {
-  return c.b.weight(name, Type{c.step.spec.dtype, std::move(shape)});
-}
+ValueId weight(Ctx& c, const std::string& name, Shape shape) { return ops::weight(c.b, c.step, name, std::move(shape)); }
 
 ValueId f32(Builder& b, ValueId x) { return b.dtype(x) == DType::F32 ? x : b.convert(x, DType::F32); }
 
@@ -351,7 +349,7 @@ Expected<Graph> traceDeepseekV2(const ModelConfig& cfg, const TraceOptions& opts
   ValueId tokens = declareTokens(b, step);
   Ctx c{cfg, *ds, b, step, ops::rope_tables(b, step, ds->invFreq, ds->ropeScaling)};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ValueId x = ops::embedding(b, embed, tokens);
+  ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
   for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
   llamaHead(b, cfg, step, x, embed);
   return b.finish();

@@ -75,9 +75,7 @@ struct Ctx {
   ops::RopeTables rope;
 };
 
-ValueId weight(Ctx& c, const std::string& name, Shape shape) {
-  return c.b.weight(name, Type{c.step.spec.dtype, std::move(shape)});
-}
+ValueId weight(Ctx& c, const std::string& name, Shape shape) { return ops::weight(c.b, c.step, name, std::move(shape)); }
 
 ValueId norm(Ctx& c, ValueId x, const std::string& name) {
   return ops::rms_norm(c.b, x, weight(c, name, {c.cfg.hiddenSize}), c.cfg.normEps, /*unitOffset=*/true);
@@ -160,9 +158,11 @@ Expected<Graph> traceGemma2(const ModelConfig& cfg, const TraceOptions& opts) {
   ValueId tokens = declareTokens(b, step);
   Ctx c{cfg, *params, b, step, ops::rope_tables(b, step, *inv)};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ValueId gathered = ops::embedding(b, embed, tokens);
+  ValueId gathered = ops::embedding(b, embed, tokens, step.spec.dtype);
   // transformers multiplies by sqrt(hidden_size) cast to the weights' dtype.
-  ValueId normalizer = b.name(b.scalar(std::sqrt(double(cfg.hiddenSize)), spec->dtype), "embed.normalizer");
+  ValueId normalizer = b.scalar(std::sqrt(double(cfg.hiddenSize)), spec->weightDtype);
+  if (spec->weightDtype != spec->dtype) normalizer = b.convert(normalizer, spec->dtype);
+  b.name(normalizer, "embed.normalizer");
   ValueId x = b.name(b.mul(gathered, normalizer), "embed.scaled");
   for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
   {

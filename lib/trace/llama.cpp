@@ -29,9 +29,7 @@ struct Ctx {
   ops::Activation act;
 };
 
-ValueId weight(Ctx& c, const std::string& name, Shape shape) {
-  return c.b.weight(name, Type{c.step.spec.dtype, std::move(shape)});
-}
+ValueId weight(Ctx& c, const std::string& name, Shape shape) { return ops::weight(c.b, c.step, name, std::move(shape)); }
 
 ValueId optionalBias(Ctx& c, bool present, const std::string& name, int64_t n) {
   return present ? weight(c, name, {n}) : kNone;
@@ -108,14 +106,13 @@ Status parseLlama(const ConfigFields& f, ModelConfig& cfg) {
 }
 
 void llamaHead(Builder& b, const ModelConfig& cfg, const ops::Step& step, ValueId x, ValueId embed) {
-  auto weight = [&](const std::string& name, Shape shape) {
-    return b.weight(name, Type{step.spec.dtype, std::move(shape)});
-  };
   {
     Scope s(b, "final");
-    x = ops::rms_norm(b, x, weight("model.norm.weight", {cfg.hiddenSize}), cfg.normEps);
+    x = ops::rms_norm(b, x, ops::weight(b, step, "model.norm.weight", {cfg.hiddenSize}), cfg.normEps);
   }
-  ValueId head = cfg.tieWordEmbeddings ? embed : weight("lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
+  // Tied: the logits read the embedding table itself, no lm_head.weight.
+  ValueId head = cfg.tieWordEmbeddings ? embed
+                                        : ops::weight(b, step, "lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
   ops::logits(b, x, head);
 }
 
@@ -134,7 +131,7 @@ Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts) {
   ValueId tokens = declareTokens(b, step);
   Ctx c{cfg, b, step, ops::rope_tables(b, step, *inv), *act};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ValueId x = ops::embedding(b, embed, tokens);
+  ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
   for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
   llamaHead(b, cfg, step, x, embed);
   return b.finish();

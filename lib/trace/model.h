@@ -103,7 +103,7 @@ struct ModelConfig {
   std::optional<int64_t> slidingWindow;  // sliding_window, when in use (qwen2: use_sliding_window)
   int64_t maxPositions = 0;          // max_position_embeddings (0: absent)
   std::string hiddenAct = "silu";    // hidden_act (or hidden_activation)
-  std::string torchDtype;            // torch_dtype as published; the trace is f32 unless asked
+  std::string torchDtype;            // torch_dtype (or dtype) as published; see checkpointDtype
   // Every field as published, for family-specific fields (Gemma-2's softcaps,
   // DeepSeek's MLA and MoE sizes, ...).
   ConfigFields fields;
@@ -130,8 +130,9 @@ enum class Phase { Decode, Prefill };
 // What to trace. Unset means "the default": every layer of the config, one
 // token for decode and 16 for prefill, capacity 256; poolSlots 0 means batch
 // * capacity pool slots. A value that is set is checked as given (0 layers is
-// an error, not the default). The trace is f32 whatever the config's
-// torch_dtype says unless dtype asks for another.
+// an error, not the default). Activations and caches are f32 whatever the
+// config's torch_dtype says unless dtype asks for another; weights are
+// declared in weightsDtype (unset: dtype), converted where they are used.
 struct TraceOptions {
   Phase phase = Phase::Decode;
   ops::KvLayout kv = ops::KvLayout::Fixed;
@@ -142,7 +143,14 @@ struct TraceOptions {
   std::optional<int64_t> capacity;
   int64_t poolSlots = 0;
   DType dtype = DType::F32;
+  std::optional<DType> weightsDtype;
 };
+
+// The dtype the config says its checkpoint stores weights in, the default of
+// `pootc trace --weights-dtype`: torch_dtype (or dtype) "float32", "bfloat16"
+// or "float16"; f32 when the config has neither field. Any other value is a
+// config error naming the field and the flag.
+Expected<DType> checkpointDtype(const ModelConfig& cfg);
 
 inline constexpr int64_t kDefaultPrefillTokens = 16;
 inline constexpr int64_t kDefaultCapacity = 256;

@@ -375,7 +375,13 @@ ValueId rope(Builder& b, ValueId x, const RopeTables& t, RopeStyle style) {
 
 // ----- around attention -----
 
-ValueId embedding(Builder& b, ValueId table, ValueId tokens) { return b.name(b.gather(table, tokens, 0), "embed"); }
+ValueId weight(Builder& b, const Step& s, const std::string& name, Shape shape) {
+  return b.weight(name, Type{s.spec.weightDtype, std::move(shape)});
+}
+
+ValueId embedding(Builder& b, ValueId table, ValueId tokens, DType dt) {
+  return b.name(castTo(b, b.gather(table, tokens, 0), dt), "embed");
+}
 
 ValueId rms_norm(Builder& b, ValueId x, ValueId w, double eps, bool unitOffset) {
   DType dt = b.dtype(x);
@@ -403,8 +409,9 @@ ValueId layer_norm(Builder& b, ValueId x, ValueId w, ValueId bias, double eps) {
 }
 
 ValueId linear(Builder& b, ValueId x, ValueId w, ValueId bias) {
-  ValueId y = b.matmul(x, b.transpose(w, {1, 0}));
-  if (bias != kNone) y = b.add(y, bias);
+  ValueId wx = castTo(b, w, b.dtype(x));
+  ValueId y = b.matmul(x, b.transpose(wx, {1, 0}));
+  if (bias != kNone) y = b.add(y, castTo(b, bias, b.dtype(y)));
   return y;
 }
 

@@ -35,7 +35,8 @@ struct StepSpec {
   KvLayout kv = KvLayout::Fixed;
   int64_t poolSlots = 0;     // paged: slots of each layer's pool; 0 means batch * capacity
   bool live = false;         // bound attention by the live length len = pos + L
-  DType dtype = DType::F32;  // activations, caches and weights
+  DType dtype = DType::F32;  // activations and caches
+  DType weightDtype = DType::F32;  // weights, as the checkpoint stores them (ops::weight)
 };
 
 // The step's graph-level values, made by begin_step. Masks are memoized here
@@ -182,16 +183,27 @@ ValueId rope(Builder& b, ValueId x, const RopeTables& t, RopeStyle style);
 
 // ---------------------------------------------------------------------------
 // Around attention. Weights are declared by the family with their checkpoint
-// names and passed in; these functions only compute.
+// names (ops::weight) and passed in; these functions only compute. A weight
+// may have another dtype than the activations (StepSpec::weightDtype): each
+// function converts it where it computes, so the weight itself is read in
+// its stored dtype: linear as MatMul(x, Transpose(Convert(W))) (the form
+// the matmul-operands pass folds into a MatMul reading W as stored), the
+// embedding as Convert(Gather(table)), the norms' weights through the
+// Convert to f32 they compute in, a bias converted before its Add.
 
-// Gather(table [V, H], tokens [B, L], axis 0) -> [B, L, H].
-ValueId embedding(Builder& b, ValueId table, ValueId tokens);
+// A weight named `name` of the step's weight dtype.
+ValueId weight(Builder& b, const Step& s, const std::string& name, Shape shape);
+
+// Gather(table [V, H], tokens [B, L], axis 0) -> [B, L, H], in dtype `dt`
+// (Convert after the Gather when the table's dtype differs).
+ValueId embedding(Builder& b, ValueId table, ValueId tokens, DType dt);
 // x * rsqrt(mean(x^2, -1) + eps) * w, computed in f32 (Convert around it
 // when x is not f32). unitOffset: Gemma's (1 + w).
 ValueId rms_norm(Builder& b, ValueId x, ValueId w, double eps, bool unitOffset = false);
 // (x - mean) * rsqrt(var + eps) * w + bias over the last axis, in f32.
 ValueId layer_norm(Builder& b, ValueId x, ValueId w, ValueId bias, double eps);
-// MatMul(x, Transpose(W)) (+ bias): HF's W is [out, in].
+// MatMul(x, Transpose(W)) (+ bias): HF's W is [out, in]; W and the bias
+// converted to x's dtype first when theirs differs.
 ValueId linear(Builder& b, ValueId x, ValueId w, ValueId bias = kNone);
 // x * sigmoid(x)
 ValueId silu(Builder& b, ValueId x);

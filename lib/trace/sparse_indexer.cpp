@@ -80,9 +80,7 @@ struct Ctx {
   Blocks blocks;
 };
 
-ValueId weight(Ctx& c, const std::string& name, Shape shape) {
-  return c.b.weight(name, Type{c.step.spec.dtype, std::move(shape)});
-}
+ValueId weight(Ctx& c, const std::string& name, Shape shape) { return ops::weight(c.b, c.step, name, std::move(shape)); }
 
 // The additive mask [B, 1, L, cap] of the blocks this layer's indexer picks.
 ValueId blockMask(Ctx& c, int64_t layer, ValueId h, ValueId keys) {
@@ -208,7 +206,7 @@ Expected<Graph> traceSparseIndexer(const ModelConfig& cfg, const TraceOptions& o
   ops::RopeTables rope = ops::rope_tables(b, step, *inv);
   Ctx c{cfg, *params, b, step, rope, blockStructure(b, step, params->block)};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ValueId x = ops::embedding(b, embed, tokens);
+  ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
   for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
   llamaHead(b, cfg, step, x, embed);
   return b.finish();

@@ -1,15 +1,16 @@
 # The lit configuration: every .test and .pg file under test/lit is a test
 # (inputs that are not tests live in Inputs/ folders);
 # %pootc runs the compiler driver, %poot the runtime's tool, %examples and %targets name the source
-# tree's example graphs and device profiles, %expect-exit checks a command's exit code and
-# %plan-edit changes a plan file's bytes. FileCheck and not come from LLVM 19.
+# tree's example graphs and device profiles, %expect-exit checks a command's exit code,
+# %plan-edit changes a plan file's bytes and %make-weights writes a checkpoint for a
+# graph's weights. FileCheck and not come from LLVM 19.
 import os
 import lit.formats
 
 config.name = "poot"
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".test", ".pg"]
-config.excludes = ["Inputs", "expect-exit.py", "plan-edit.py"]
+config.excludes = ["Inputs", "expect-exit.py", "plan-edit.py", "make-weights.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.build_root, "test", "lit-out")
 
@@ -22,3 +23,4 @@ config.substitutions.append(("%examples", os.path.join(config.source_root, "exam
 config.substitutions.append(("%targets", os.path.join(config.source_root, "targets")))
 config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect-exit.py")))
 config.substitutions.append(("%plan-edit", "python3 " + os.path.join(config.test_source_root, "plan-edit.py")))
+config.substitutions.append(("%make-weights", "python3 " + os.path.join(config.test_source_root, "make-weights.py")))

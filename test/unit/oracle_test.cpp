@@ -1080,8 +1080,8 @@ TEST_CASE("oracle: a --slot VALUE is an integer that fits the slot, or a file en
   };
   auto p = bound({"pos=7", "big=-3"});
   REQUIRE(p);
-  CHECK(p->at("pos").get(0) == 7);
-  CHECK(p->at("big").get(1) == -3);
+  CHECK(p->tensors.at("pos").get(0) == 7);
+  CHECK(p->tensors.at("big").get(1) == -3);
   CHECK(refused({"pos=abc"}, ErrorKind::Usage) ==
         "error: --slot pos=abc: 'abc' is not an integer (nor a file ending in .npy)");
   CHECK(refused({"pos=5x"}, ErrorKind::Usage) == "error: --slot pos=5x: '5x' is not an integer (nor a file ending in .npy)");

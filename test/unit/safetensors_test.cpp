@@ -217,7 +217,7 @@ TEST_CASE("safetensors: bindWeights checks a graph's weights against the file") 
   wrongDtype["model.embed_tokens.weight"] = randomTensor({DType::F16, {16, 8}});
   CHECK(bindError(wrongDtype) ==
         "m.safetensors: error: weight 'model.embed_tokens.weight' is f16[16,8] in the file but the graph declares "
-        "bf16[16,8]");
+        "bf16[16,8] (trace with --weights-dtype f16 to match the file)");
 
   // Reading then binding: the whole path a --weights file takes.
   auto reread = parseSafetensors(safetensorsBytes(file), "m.safetensors");

@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
                   "discrete GPU)");
   run->add_flag("--allow-other-device", ropts.allowOtherDevice,
                 "run a plan built for another device of the same target (it runs correctly, not as planned)");
-  run->add_option("--weights", ropts.weights, "weights (.safetensors), bound by tensor name");
+  run->add_option("--weights", ropts.weights,
+                 "a checkpoint: a .safetensors file, a shard index (.json) or a model directory (its "
+                 "model.safetensors.index.json, else its one .safetensors file); bound by tensor name");
   run->add_option("--input", ropts.inputs, "NAME=FILE.npy: bind an input or a state's first value (repeatable)");
   run->add_option("--slot", ropts.slots, "NAME=VALUE or NAME=FILE.npy: bind a slot (repeatable)");
   run->add_option("--output-dir", ropts.outputDir, "where to write one NAME.npy per output (default: .)");

@@ -1,14 +1,17 @@
 // poot run: load and verify a plan, open the backend, start a Session (the
 // plan against the live device), and only then bind what the command line
-// names (--input for inputs and states' first values, --slot, --weights by
-// checkpoint name) and the rest from completeParams, the generator pootc eval
-// uses: a plan the device refuses is refused before any parameter is read or
-// drawn. Weights are bound once; each iteration resets the states and runs
-// one step. A failed validation publishes nothing (exit 1). --check runs the
-// oracle on the same parameters and compares every output and every state's
-// new value (read back from the device) with the tolerance of its dtype, and
-// writes the outputs only when all of them pass; without it every output is
-// written as OUTDIR/NAME.npy.
+// names (--input for inputs and states' first values, --slot, --weights: a
+// checkpoint, by its tensor names) and the rest from the generator pootc
+// eval uses (bindParamArgs; its notices go to stderr): a plan the device
+// refuses is refused before any parameter is read or drawn. Weights are
+// bound once, each copied from its mapped file to the device and nowhere
+// else, with progress lines on a large load and the load rate at the end;
+// each iteration resets the states and runs one step. A failed validation
+// publishes nothing (exit 1). --check runs the oracle on the same
+// parameters (the checkpoint's copied out for it) and compares every output
+// and every state's new value (read back from the device) with the
+// tolerance of its dtype, and writes the outputs only when all of them pass;
+// without it every output is written as OUTDIR/NAME.npy.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -90,14 +93,30 @@ int runRun(const RunOptions& opts) {
   rt::Session& s = **session;
   auto params = bindParamArgs(graph, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
   if (!params) return report(params.error());
+  for (const std::string& line : bindNotices(graph, *params)) std::fprintf(stderr, "%s\n", line.c_str());
 
-  std::map<std::string, Tensor> weights, states, perCall;
+  // Weights go to the device once each, the checkpoint's straight from its
+  // mapped files, in the order they lie on disk; the rest from host tensors.
+  std::vector<rt::WeightBytes> weights;
+  for (const auto& [name, t] : params->fromCheckpoint.weights) weights.push_back({name, t->type, t->data, t->bytes});
+  std::map<std::string, Tensor> states, perCall;
   for (ValueId id : graph.params) {
     const Value& p = graph.value(id);
-    Tensor& t = params->at(p.name);
-    (p.storage == Storage::Weight ? weights : p.storage == Storage::State ? states : perCall)[p.name] = t;
+    auto it = params->tensors.find(p.name);
+    if (it == params->tensors.end()) continue;  // from the checkpoint
+    const Tensor& t = it->second;
+    if (p.storage == Storage::Weight) weights.push_back({p.name, t.type, t.bytes.data(), int64_t(t.bytes.size())});
+    else (p.storage == Storage::State ? states : perCall)[p.name] = t;
   }
-  if (auto b = s.bindWeights(weights); !b) return report(b.error());
+  int64_t total = 0;
+  for (const rt::WeightBytes& w : weights) total += w.bytes;
+  LoadProgress progress(total);
+  auto load = s.bindWeights(weights, [&](int64_t done, int64_t) {
+    if (auto line = progress.advance(done)) std::fprintf(stderr, "%s\n", line->c_str());
+  });
+  if (!load) return report(load.error());
+  if (params->checkpoint)
+    std::fprintf(stderr, "%s\n", loadSummary(load->bytes, params->checkpoint->files().size(), load->seconds).c_str());
 
   std::vector<double> times, deviceTimes;
   Expected<rt::StepResult> result = makeError(ErrorKind::Usage, {}, "no step ran");
@@ -112,7 +131,7 @@ int runRun(const RunOptions& opts) {
 
   Expected<Evaluation> oracle = makeError(ErrorKind::Usage, {}, "no check");
   if (opts.check) {
-    oracle = evaluate(graph, *params);
+    oracle = evaluate(graph, params->hostTensors());
     if (!oracle) return report(oracle.error());
   }
   if (!result) {

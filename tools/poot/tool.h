@@ -17,7 +17,7 @@ struct RunOptions {
   std::string backend = "vulkan";
   std::string device;                // a device index or name piece; empty: the backend's choice
   bool allowOtherDevice = false;     // run a plan built for another device
-  std::string weights;               // .safetensors, optional
+  std::string weights;               // a checkpoint (file, index or directory), optional
   std::vector<std::string> inputs;   // NAME=FILE.npy (inputs and states)
   std::vector<std::string> slots;    // NAME=VALUE or NAME=FILE.npy
   std::string outputDir = ".";

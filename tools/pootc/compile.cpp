@@ -72,6 +72,7 @@ Expected<Plan> makePlan(const Graph& g, const DeviceProfile& d, const CompileOpt
     }
   timer.mark("plan");
   if (auto s = planBuffers(*plan); !s) return s.error();
+  if (auto s = checkWeightBytes(*plan, d); !s) return s.error();
   if (auto s = checkMemoryBudget(*plan, d); !s) return s.error();
   timer.mark("buffers");
   return plan;

@@ -29,7 +29,7 @@ int runCompile(const CompileOptions& opts);
 
 struct EvalOptions {
   std::string graph;
-  std::string weights;               // .safetensors, optional
+  std::string weights;               // a checkpoint (file, index or directory), optional
   std::vector<std::string> inputs;   // NAME=FILE.npy
   std::vector<std::string> slots;    // NAME=VALUE or NAME=FILE.npy
   std::string outputDir = ".";
@@ -47,6 +47,7 @@ struct TraceOptions {
   int64_t batch = 1;
   std::optional<int64_t> tokens;    // unset: 1 for decode, a default prompt length for prefill
   std::optional<int64_t> capacity;  // unset: a default KV capacity
+  std::string weightsDtype;         // f32 | bf16 | f16; empty: the config's torch_dtype (or dtype), else f32
   std::string output;    // empty: standard output
 };
 

@@ -1,8 +1,10 @@
 // pootc eval: evaluate a graph on the CPU with the oracle. Parameters come from
 // --input (inputs and states, from .npy), --slot (an integer broadcast to the
-// slot's shape, or a .npy), --weights (.safetensors, by tensor name), and the
-// rest from the seeded generator. A failed validation witness publishes
-// nothing; otherwise each output is written as OUTDIR/NAME.npy, atomically.
+// slot's shape, or a .npy), --weights (a checkpoint: a .safetensors file, a
+// shard index or a model directory, by tensor name), and the rest from the
+// seeded generator (bindParamArgs, shared with poot run; its notices go to
+// stderr). A failed validation witness publishes nothing; otherwise each
+// output is written as OUTDIR/NAME.npy, atomically.
 #include <cstdio>
 #include <filesystem>
 
@@ -21,7 +23,8 @@ int runEval(const EvalOptions& opts) {
 
   auto params = bindParamArgs(g, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
   if (!params) return report(params.error());
-  auto ev = evaluate(g, *params);
+  for (const std::string& line : bindNotices(g, *params)) std::fprintf(stderr, "%s\n", line.c_str());
+  auto ev = evaluate(g, params->hostTensors());
   if (!ev) return report(ev.error());
   if (!ev->valid()) {
     for (const Export& v : g.validations)

@@ -56,9 +56,12 @@ int main(int argc, char** argv) {
   eval->footer("Parameters not named on the command line come from a seeded generator (--seed).\n"
                "Examples:\n"
                "  pootc eval examples/graphs/decode-attention.pg --slot pos=5 --output-dir out/\n"
-               "  pootc eval model.pg --weights model.safetensors --input tokens=t.npy --slot pos=0");
+               "  pootc eval model.pg --weights model.safetensors --input tokens=t.npy --slot pos=0\n"
+               "  pootc eval model.pg --weights path/to/Qwen2.5-0.5B/ --input tokens=t.npy --slot pos=0");
   eval->add_option("GRAPH", eopts.graph, "graph file (.pg or .pgb)")->required();
-  eval->add_option("--weights", eopts.weights, "weights (.safetensors), bound by tensor name");
+  eval->add_option("--weights", eopts.weights,
+                    "a checkpoint: a .safetensors file, a shard index (.json) or a model directory (its "
+                    "model.safetensors.index.json, else its one .safetensors file); bound by tensor name");
   eval->add_option("--input", eopts.inputs, "NAME=FILE.npy: bind an input (repeatable)");
   eval->add_option("--slot", eopts.slots, "NAME=VALUE or NAME=FILE.npy: bind a slot (repeatable)");
   eval->add_option("--output-dir", eopts.outputDir, "where to write one NAME.npy per output (default: .)");
@@ -68,7 +71,8 @@ int main(int argc, char** argv) {
   CLI::App* trace = app.add_subcommand("trace", "trace a model config (a Hugging Face config.json) into a graph");
   trace->footer("Examples:\n"
                 "  pootc trace examples/models/llama-3-8b.json --phase decode --layers 1 -o llama.pg\n"
-                "  pootc trace examples/models/tiny-llama.json --phase prefill --tokens 8 --kv paged -o p.pg");
+                "  pootc trace examples/models/tiny-llama.json --phase prefill --tokens 8 --kv paged -o p.pg\n"
+                "  pootc trace examples/models/qwen2.5-0.5b.json --weights-dtype f32 -o q32.pg   (f32 weights)");
   trace->add_option("CONFIG", topts.config, "model config (config.json as published)")->required();
   trace->add_option("--phase", topts.phase, "decode (one token a step) or prefill (the prompt)")
       ->check(CLI::IsMember({"decode", "prefill"}));
@@ -84,6 +88,10 @@ int main(int argc, char** argv) {
   trace->add_option_function<int64_t>("--tokens", given(topts.tokens),
                                       "tokens per step (default: 1 for decode, 16 for prefill)");
   trace->add_option_function<int64_t>("--capacity", given(topts.capacity), "KV positions held per row (default: 256)");
+  trace->add_option("--weights-dtype", topts.weightsDtype,
+                    "the dtype weights are declared in, as the checkpoint stores them; activations and the KV cache "
+                    "stay f32 (default: the config's torch_dtype or dtype, else f32)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 
   try {

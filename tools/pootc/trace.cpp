@@ -1,6 +1,8 @@
 // pootc trace: read a model config (a Hugging Face config.json as
 // published), trace the model into a graph with lib/trace, and write it as
 // text (standard output or -o FILE) or, for a .pgb output, in the binary form.
+// Weights are declared in --weights-dtype, by default the dtype the config
+// says its checkpoint stores (torch_dtype or dtype), else f32.
 // The graph goes to stdout and nothing else does; errors are typed and exit 1
 // (2 for a bad option), and a failed trace writes no file.
 #include "driver.h"
@@ -27,7 +29,15 @@ trace::TraceOptions traceOptions(const TraceOptions& o) {
 int runTrace(const TraceOptions& opts) {
   auto cfg = trace::loadConfig(opts.config);
   if (!cfg) return report(cfg.error());
-  auto graph = trace::traceModel(*cfg, traceOptions(opts));
+  trace::TraceOptions t = traceOptions(opts);
+  if (opts.weightsDtype.empty()) {
+    auto stored = trace::checkpointDtype(*cfg);
+    if (!stored) return report(stored.error());
+    t.weightsDtype = *stored;
+  } else {
+    t.weightsDtype = parseDType(opts.weightsDtype);
+  }
+  auto graph = trace::traceModel(*cfg, t);
   if (!graph) return report(graph.error());
   return emitGraph(*graph, opts.output);
 }
