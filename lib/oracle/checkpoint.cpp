@@ -263,6 +263,16 @@ Tensor Checkpoint::read(const CheckpointTensor& t) const {
   return out;
 }
 
+void Checkpoint::release(const CheckpointTensor& t) const {
+  // The mapping is page-aligned and whole pages are mapped, so the pages
+  // around the tensor are in it; a neighbour's bytes that share a page are
+  // read again from the file when used (the mapping is never written).
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = uintptr_t(t.data) / page * page;
+  uintptr_t end = (uintptr_t(t.data) + uintptr_t(t.bytes) + page - 1) / page * page;
+  if (t.bytes > 0) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 Expected<CheckpointBinding> bindCheckpoint(const Graph& g, const Checkpoint& c) {
   CheckpointBinding out;
   std::set<std::string> used;

@@ -61,6 +61,10 @@ class Checkpoint {
   const std::string& fileOf(const CheckpointTensor& t) const { return files()[size_t(t.shard)]; }
   // A host copy of one tensor.
   Tensor read(const CheckpointTensor& t) const;
+  // Drops the tensor's pages from this process's memory once its bytes are
+  // where they are needed (a device buffer); they stay valid and are read
+  // from the file again if used. So a load's resident memory stays small.
+  void release(const CheckpointTensor& t) const;
 
  private:
   Checkpoint() = default;

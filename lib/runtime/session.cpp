@@ -250,7 +250,7 @@ Status checkType(const char* what, const Buffer& b, const Tensor& t) {
 }  // namespace
 
 Expected<WeightLoad> Session::bindWeights(const std::vector<WeightBytes>& weights,
-                                          const std::function<void(int64_t, int64_t)>& progress) {
+                                          const std::function<void(size_t, int64_t, int64_t)>& uploaded) {
   std::vector<int32_t> buffers;
   WeightLoad load;
   for (const WeightBytes& w : weights) {
@@ -267,7 +267,7 @@ Expected<WeightLoad> Session::bindWeights(const std::vector<WeightBytes>& weight
       return s.error();
     weightBound_[size_t(buffers[i])] = true;
     done += weights[i].bytes;
-    if (progress) progress(done, load.bytes);
+    if (uploaded) uploaded(i, done, load.bytes);
   }
   load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return load;

@@ -78,9 +78,10 @@ class Session {
   // checkpoint); any subset, all checked before any is uploaded (a weight
   // the plan lacks, or of another dtype, shape or size, is a Bind error and
   // nothing is uploaded). Uploads each once, straight from its bytes, in the
-  // order given, calling progress(bytes done, bytes in all) after each.
+  // order given, calling uploaded(its index, bytes done, bytes in all) after
+  // each.
   Expected<WeightLoad> bindWeights(const std::vector<WeightBytes>& weights,
-                                   const std::function<void(int64_t, int64_t)>& progress = {});
+                                   const std::function<void(size_t, int64_t, int64_t)>& uploaded = {});
   Status bindWeights(const std::map<std::string, Tensor>& weights);
   Status setState(const std::string& name, const Tensor& value);
   Expected<Tensor> readState(const std::string& name);

@@ -3,7 +3,8 @@
 // directory open to the same tensors, mapped and read back byte for byte on
 // random data; every refusal with its exact diagnostic (a malformed index, a
 // missing shard, a tensor in two shards, an index and a shard that
-// disagree, a directory that holds no checkpoint or several); a graph bound
+// disagree, a directory that holds no checkpoint or several); released
+// pages read back from the file; a graph bound
 // against a checkpoint (missing weights, another dtype with the flag that
 // would match, unused tensors, the order the bytes lie on disk); the
 // notices a tool prints; and the progress and summary lines of a load.
@@ -117,6 +118,9 @@ TEST_CASE("checkpoint: a file, an index and a directory open to the same tensors
   CHECK(index.files() == std::vector<std::string>{d / "model-00001-of-00002.safetensors", d / "model-00002-of-00002.safetensors"});
   checkHolds(index, all);
   CHECK(index.fileOf(*index.find("lm_head.weight")) == d / "model-00002-of-00002.safetensors");
+  // Released pages are read from the file again.
+  for (const auto& [name, t] : index.tensors()) index.release(t);
+  checkHolds(index, all);
 
   Checkpoint dir = opened(d.path.string());  // the index, found in the directory
   CHECK(dir.sharded());

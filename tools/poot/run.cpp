@@ -111,7 +111,9 @@ int runRun(const RunOptions& opts) {
   int64_t total = 0;
   for (const rt::WeightBytes& w : weights) total += w.bytes;
   LoadProgress progress(total);
-  auto load = s.bindWeights(weights, [&](int64_t done, int64_t) {
+  const auto& fromFile = params->fromCheckpoint.weights;
+  auto load = s.bindWeights(weights, [&](size_t i, int64_t done, int64_t) {
+    if (i < fromFile.size()) params->checkpoint->release(*fromFile[i].second);  // on the device now
     if (auto line = progress.advance(done)) std::fprintf(stderr, "%s\n", line->c_str());
   });
   if (!load) return report(load.error());
