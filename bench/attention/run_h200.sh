@@ -6,8 +6,8 @@
 # each plan with `poot run --backend cuda --iterations ATTN_ITERS` (default
 # 50) on those operands (--input, and --slot for the paged read map): the
 # median device time of the step (CUDA events around its launches); for
-# NAME.vk.plan the same through Vulkan on the NVIDIA driver (host step time:
-# Vulkan reports no device time), the .deb files of the repository's .gl
+# NAME.vk.plan the same through Vulkan on the NVIDIA driver (host step time,
+# as the NOTES' Vulkan figures were taken), the .deb files of the repository's .gl
 # folder unpacked into / for the loader (run as root; without .gl the Vulkan
 # runs are skipped). Last, torch_bench.py report: the table, also written to
 # $OUT/attention.csv when OUT is set (with every poot run's output in

@@ -519,6 +519,8 @@ std::vector<OpInfo> buildTable() {
   t.push_back({Op::SelectedAttention, "SelectedAttention", OpClass::Formed, 5, 5, 1,
                {{"scale", K::Float}, {"softcap", K::Float, true}, {"n_rep", K::Int}, {"block", K::Int}},
                ruleSelectedAttention});
+  for (OpInfo& info : t)
+    if (fusibleOp(info.op)) info.attrs.push_back({"fusion", K::Int, true});
   std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.op < b.op; });
   return t;
 }
@@ -537,6 +539,25 @@ const OpInfo& opInfo(Op op) {
 }
 
 const char* opName(Op op) { return opInfo(op).name; }
+
+bool fusibleOp(Op op) {
+  switch (op) {
+    case Op::Iota:
+    case Op::Constant:
+    case Op::Reshape:
+    case Op::Broadcast:
+    case Op::Transpose:
+    case Op::Convert:
+    case Op::Select:
+    case Op::ReduceSum:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+    case Op::Rope: return true;
+    default: break;
+  }
+  if (op >= Op::Exp && op <= Op::Ne) return true;  // unary, binary, compare
+  return false;
+}
 
 std::optional<Op> parseOp(std::string_view name) {
   for (const OpInfo& info : opTable())

@@ -92,6 +92,11 @@ struct OpInfo {
 };
 
 const OpInfo& opInfo(Op op);
+// Ops that may run inside a fused kernel (ir/fusion.h): creation (Iota,
+// Constant), index maps (Reshape, Broadcast, Transpose), Convert, every
+// unary, binary, compare and Select, the reductions and Rope. Each of them
+// takes the optional Int attribute `fusion`, the id of its group.
+bool fusibleOp(Op op);
 const char* opName(Op op);
 std::optional<Op> parseOp(std::string_view name);
 const std::vector<OpInfo>& opTable();

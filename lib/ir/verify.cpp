@@ -3,6 +3,7 @@
 #include <cctype>
 #include <set>
 
+#include "ir/fusion.h"
 #include "ir/graph.h"
 
 namespace poot {
@@ -160,7 +161,9 @@ Status verify(const Graph& g) {
   if (auto s = checkParams(g); !s) return s;
   if (auto s = checkNames(g); !s) return s;
   if (auto s = checkEqns(g); !s) return s;
-  return checkInterface(g);
+  if (auto s = checkInterface(g); !s) return s;
+  if (auto groups = fusionGroups(g); !groups) return groups.error();
+  return ok();
 }
 
 }  // namespace poot

@@ -43,11 +43,6 @@ bool isConstant(const Graph& g, ValueId v) {
   return d && d->op == Op::Constant;
 }
 
-// Whether `from` can be replaced by `to` everywhere (see replaceAllUses).
-bool canReplace(const Graph& g, ValueId from, ValueId to) {
-  return !isExported(g, from) || (g.value(to).storage == Storage::Result && !isExported(g, to));
-}
-
 // ---------------------------------------------------------------- folding
 
 // The value list of e evaluated by the oracle on its Constant operands, one
@@ -150,56 +145,6 @@ bool simplifyShapes(Graph& g) {
       replaceAllUses(g, r, e.operands[0]);  // e is left for eraseDeadEqns
       changed = true;
     }
-  }
-  return changed;
-}
-
-// ---------------------------------------------------------------- common subexpressions
-
-// The key two eqns share exactly when they compute the same thing: op,
-// operands, attributes (floats by their bits, so 0 and -0 differ) and result types.
-std::string keyOf(const Graph& g, const Eqn& e) {
-  std::string k = opName(e.op);
-  k += '(';
-  for (ValueId v : e.operands) k += std::to_string(v) + ',';
-  k += "){";
-  auto bits = [](double d) { return std::to_string(std::bit_cast<uint64_t>(d)); };
-  for (const Attr& a : e.attrs) {
-    k += a.name + '=';
-    std::visit(
-        [&](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, double>) k += bits(v);
-          else if constexpr (std::is_same_v<T, std::string>) k += v;
-          else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
-            for (int64_t x : v) k += std::to_string(x) + ' ';
-          else if constexpr (std::is_same_v<T, std::vector<double>>)
-            for (double x : v) k += bits(x) + ' ';
-          else k += std::to_string(v);  // int64_t, bool
-        },
-        a.value);
-    k += ';';
-  }
-  k += "}:";
-  for (ValueId r : e.results) k += g.type(r).str() + ',';
-  return k;
-}
-
-// Each eqn equal to an earlier one has its uses moved to the earlier one's
-// results (skipped when two exported values would have to become one).
-bool eliminateCommon(Graph& g) {
-  bool changed = false;
-  std::map<std::string, size_t> first;
-  for (size_t i = 0; i < g.eqns.size(); ++i) {
-    auto [it, fresh] = first.emplace(keyOf(g, g.eqns[i]), i);
-    if (fresh) continue;
-    const Eqn &e = g.eqns[i], &keep = g.eqns[it->second];
-    bool replaceable = true;
-    for (size_t j = 0; j < e.results.size(); ++j)
-      replaceable = replaceable && canReplace(g, e.results[j], keep.results[j]);
-    if (!replaceable) continue;
-    for (size_t j = 0; j < e.results.size(); ++j) replaceAllUses(g, e.results[j], keep.results[j]);
-    changed = true;
   }
   return changed;
 }

@@ -10,9 +10,15 @@
 // users; cleanup removes them when none is left. It runs after the
 // attention rewrite, whose matcher reads the MatMul(q, Transpose(k)) chains
 // as the tracer wrote them. A Transpose it cannot fold (a permutation of
-// other axes, or one on operand a) is a remark.
+// other axes, or one on operand a) is a remark. Then a MatMul whose b has
+// no batch axes (a weight) while a has batch axes of more than one element
+// (a decode step of B rows: x [B, 1, K]) reads a as one [rows, K] matrix
+// through a Reshape, and a Reshape gives its result back its shape: both
+// are views, and the kernel reads the weight once for all the rows instead
+// of once a batch element.
 #include "passes/attention_match.h"
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 
 namespace poot {
 
@@ -40,6 +46,49 @@ std::string permStr(const std::vector<int64_t>& perm) {
   std::string s = "[";
   for (size_t i = 0; i < perm.size(); ++i) s += (i ? ", " : "") + std::to_string(perm[i]);
   return s + "]";
+}
+
+bool foldBatchIntoRows(Graph& g) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    const Eqn& e = g.eqns[i];
+    if (e.op != Op::MatMul || g.type(e.operands[1]).rank() != 2) continue;
+    const Shape& a = g.type(e.operands[0]).shape;
+    if (a.size() > 2 && numel(a) / (a[a.size() - 2] * a.back()) > 1) todo.push_back(i);
+  }
+  size_t shift = 0;  // eqns inserted before the next one
+  for (size_t index : todo) {
+    size_t i = index + shift;
+    ValueId a = g.eqns[i].operands[0], r = g.eqns[i].results[0];
+    const Type at = g.type(a), rt = g.type(r);
+    int64_t rows = numel(at.shape) / at.shape.back();
+    Loc loc = g.eqns[i].loc;
+    Type flat{at.dtype, {rows, at.shape.back()}};
+    // a may already be a folded product given back its shape: read that;
+    // a reshape of a reshape reads the first one's operand (no chains, as
+    // canonicalize would leave them).
+    const Eqn* shaped = match::defOp(g, a, Op::Reshape);
+    if (shaped && g.type(shaped->operands[0]) == flat) {
+      g.eqns[i].operands[0] = shaped->operands[0];
+    } else {
+      ValueId from = shaped ? shaped->operands[0] : a;
+      insertEqn(g, i, Op::Reshape, {from}, {}, {{g.value(a).name + ".rows", flat}}, loc);
+      g.eqns[i + 1].operands[0] = g.eqns[i].results[0];
+      ++i;
+      ++shift;
+    }
+    g.value(r).type = Type{rt.dtype, {rows, rt.shape.back()}};
+    insertEqn(g, i + 1, Op::Reshape, {r}, {}, {{g.value(r).name + ".batch", rt}}, loc);
+    ValueId back = g.eqns[i + 1].results[0];
+    replaceAllUses(g, r, back);
+    g.eqns[i + 1].operands[0] = r;  // replaceAllUses moved this use too
+    for (Eqn& user : g.eqns)
+      if (user.op == Op::Reshape)
+        for (ValueId& v : user.operands)
+          if (v == back) v = r;
+    ++shift;
+  }
+  return !todo.empty();
 }
 
 }  // namespace
@@ -81,7 +130,7 @@ Expected<bool> runMatMulOperands(Graph& g, PassContext& ctx) {
     }
     changed = true;
   }
-  return changed;
+  return foldBatchIntoRows(g) || changed;
 }
 
 }  // namespace poot

@@ -71,5 +71,6 @@ Expected<bool> runSelection(Graph& g, PassContext& ctx);        // selection.cpp
 Expected<bool> runMatMulOperands(Graph& g, PassContext& ctx);   // matmul_operands.cpp
 Expected<bool> runCleanup(Graph& g, PassContext& ctx);          // cleanup.cpp
 Expected<bool> runGuardsFirst(Graph& g, PassContext& ctx);      // guards_first.cpp
+Expected<bool> runFuse(Graph& g, PassContext& ctx);             // fuse.cpp
 
 }  // namespace poot

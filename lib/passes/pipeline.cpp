@@ -1,13 +1,16 @@
 // The pass pipeline, in order: canonicalize -> rope -> ranges ->
-// attention-rewrite -> selection -> matmul-operands -> cleanup -> guards-first.
+// attention-rewrite -> selection -> matmul-operands -> cleanup -> guards-first
+// -> fuse.
 // Recognition passes need canonical chains; the attention rewrite needs RoPE
 // already formed (so its q and k chains end in one eqn) and the value ranges
 // that prove lengths and maps; selection runs on what attention left;
 // matmul-operands folds weight transposes only once both have read the
 // MatMul(q, Transpose(k)) chains they match; cleanup
-// removes what the rewrites orphaned; guards-first, last, orders the graph
-// for the validation channel (guards before any state write) once no pass
-// adds or removes eqns.
+// removes what the rewrites orphaned; guards-first orders the graph for the
+// validation channel (guards before any state write) once no rewrite is
+// left; fuse, last, only tags eqns with the kernel that runs them and gives
+// fusible readers their own copies of small tables, placed right before
+// them, which keeps every guard where guards-first put it.
 #include "passes/pass.h"
 
 namespace poot {
@@ -28,6 +31,7 @@ const std::vector<Pass>& pipeline() {
        runMatMulOperands},
       {"cleanup", "remove eqns whose results reach no output, state or validation", runCleanup},
       {"guards-first", "move index guards and what they need ahead of every other eqn", runGuardsFirst},
+      {"fuse", "group elementwise chains and the row reductions feeding them into one kernel each", runFuse},
   };
   return passes;
 }

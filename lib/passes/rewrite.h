@@ -24,6 +24,15 @@ bool isExported(const Graph& g, ValueId v);
 // it cannot take a second name. `from`'s eqn is left for eraseDeadEqns.
 bool replaceAllUses(Graph& g, ValueId from, ValueId to);
 
+// Whether `from` can be replaced by `to` everywhere (see replaceAllUses).
+bool canReplace(const Graph& g, ValueId from, ValueId to);
+
+// Common subexpressions: each eqn equal to an earlier one (op, operands,
+// attributes, floats by their bits, and result types) has its uses moved to
+// the earlier one's results, unless two exported values would have to become
+// one. Returns whether any moved; the copies are left for eraseDeadEqns.
+bool eliminateCommon(Graph& g);
+
 // A name not used by any value: `base`, else `base.1`, `base.2`, ...
 std::string freshName(const Graph& g, const std::string& base);
 

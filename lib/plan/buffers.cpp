@@ -8,6 +8,8 @@
 // so the same plan always gets the same offsets.
 #include "plan/buffers.h"
 
+#include "ir/fusion.h"
+
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -60,6 +62,7 @@ class BufferPlanner {
     p_.arenaBytes = 0;
     buf_.assign(g_.values.size(), -1);
     origin_.assign(g_.values.size(), -1);
+    if (auto s = fusion(); !s) return s;
     if (auto s = assign(); !s) return s;
     if (auto s = checkDonation(); !s) return s;
     lifetimes();
@@ -74,6 +77,24 @@ class BufferPlanner {
   std::vector<int32_t> buf_;      // value -> buffer
   std::vector<ValueId> origin_;   // value -> the value it is a view of (itself when not a view)
   std::vector<int32_t> scratch_;  // Plan::scratch index -> buffer
+  std::vector<int32_t> runsAt_;   // eqn -> where its dispatch runs: a fusion group's members at its root
+  std::vector<uint8_t> inside_;   // values only a fusion group's kernel sees: no buffer
+
+  Status fusion() {
+    runsAt_.resize(g_.eqns.size());
+    for (size_t i = 0; i < g_.eqns.size(); ++i) runsAt_[i] = int32_t(i);
+    inside_.assign(g_.values.size(), 0);
+    auto groups = fusionGroups(g_);
+    if (!groups) return groups.error();
+    for (const FusionGroup& grp : *groups)
+      for (int32_t m : grp.members) {
+        runsAt_[size_t(m)] = grp.root();
+        ValueId r = g_.eqns[size_t(m)].results[0];
+        inside_[size_t(r)] = std::find(grp.outputs.begin(), grp.outputs.end(), r) == grp.outputs.end();
+      }
+    return ok();
+  }
+  bool fused(size_t eqn) const { return fusionId(g_.eqns[eqn]) >= 0; }
 
   int32_t add(Buffer b) {
     p_.buffers.push_back(std::move(b));
@@ -120,12 +141,13 @@ class BufferPlanner {
     for (size_t i = 0; i < g_.eqns.size(); ++i) {
       const Eqn& e = g_.eqns[i];
       for (ValueId o : e.operands)
-        if (buf_[size_t(o)] < 0)
+        if (buf_[size_t(o)] < 0 && !inside_[size_t(o)])
           return planError(e.loc, "operand %" + g_.value(o).name + " has no buffer (used before it is defined)");
-      bool view = keepsLayout(g_, e);
+      bool view = keepsLayout(g_, e) && !fused(i);
       for (ValueId r : e.results) {
         const Value& v = g_.value(r);
         origin_[size_t(r)] = r;
+        if (inside_[size_t(r)]) continue;
         if (stateOf[size_t(r)] >= 0) {  // donated: written into the state's buffer
           buf_[size_t(r)] = buf_[size_t(stateOf[size_t(r)])];
           continue;
@@ -165,12 +187,14 @@ class BufferPlanner {
       int32_t writer = g_.value(s.value).def;
       if (writer < 0) continue;  // not computed by an eqn: the verifier refuses it
       const std::string& name = g_.value(s.state).name;
-      for (size_t q = size_t(writer) + 1; q < g_.eqns.size(); ++q)
+      for (size_t q = 0; q < g_.eqns.size(); ++q) {
+        if (runsAt_[q] <= writer) continue;  // a fusion group's member reads where its root runs
         for (ValueId o : g_.eqns[q].operands)
           if (origin_[size_t(o)] == s.state)
             return planError(g_.eqns[q].loc, "reads state %" + name + " after its new value %" +
                                                  g_.value(s.value).name + " was written in place over it (eqn " +
                                                  std::to_string(writer) + ")");
+      }
       for (const auto* exports : {&g_.outputs, &g_.validations})
         for (const Export& x : *exports)
           if (x.value == s.state)
@@ -196,8 +220,9 @@ class BufferPlanner {
   void lifetimes() {
     for (size_t i = 0; i < g_.eqns.size(); ++i) {
       const Eqn& e = g_.eqns[i];
-      int32_t q = int32_t(i);
+      int32_t q = runsAt_[i];
       for (ValueId r : e.results) {
+        if (inside_[size_t(r)]) continue;
         int32_t b = buf_[size_t(r)];
         if (inArena(p_.buffers[size_t(root(b))].role)) {
           touch(root(b), q);
@@ -205,6 +230,7 @@ class BufferPlanner {
         }
       }
       for (ValueId o : e.operands) {
+        if (inside_[size_t(o)]) continue;
         int32_t b = buf_[size_t(o)];
         if (inArena(p_.buffers[size_t(root(b))].role)) {
           touch(root(b), q);

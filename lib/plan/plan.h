@@ -56,6 +56,14 @@ namespace poot {
 //                        stepping K by tileK through tiles of a and b staged
 //                        in workgroup memory; each thread keeps a threadM x
 //                        threadN register tile
+//   "fused"              a fusion group without reductions (ir/fusion.h):
+//                        one thread per element of the root's shape
+//                        computes every member it needs and stores each
+//                        output
+//   "fused-rows"         a fusion group with reductions: one workgroup per
+//                        row of the row shape S; each reduction strides
+//                        the row over the workgroup's threads, then folds
+//                        their partials as a tree in workgroup memory
 //   "rows"               TopK, BlockTopK: one thread per result row
 //   "guard"              IndexGuard: one workgroup striding over the elements
 struct Schedule {
@@ -72,13 +80,29 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
+// One member of a fused kernel, in the group's eqn order: its op, attributes
+// (without the fusion id) and result type, and where each operand comes
+// from: an earlier step (arg >= 0) or the kernel's operand -1 - arg.
+struct FusedStep {
+  Op op;
+  std::vector<int32_t> args;
+  Type type;
+  Attrs attrs;
+  bool operator==(const FusedStep&) const = default;
+};
+
 // Exactly what to generate. Two eqns with equal requests share one kernel.
+// A fused kernel's request (schedule "fused" or "fused-rows") carries its
+// group's members as steps, and for each result the step it stores; op is
+// then the root's op and attrs are empty.
 struct KernelRequest {
   Op op;                       // the eqn's op (Attention, Add, MatMul, ...)
   std::vector<Type> operands;
   std::vector<Type> results;
   Attrs attrs;                 // the eqn's attributes (scale, softcap, key, mask, bound, ...)
   Schedule schedule;
+  std::vector<FusedStep> steps;
+  std::vector<int32_t> stores;  // fused: the step each result is
   bool operator==(const KernelRequest&) const = default;
 };
 

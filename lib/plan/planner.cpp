@@ -43,6 +43,12 @@ class Planner {
   Planner(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes) : g_(g), d_(d), notes_(notes) {}
 
   Expected<Plan> run() {
+    auto groups = fusionGroups(g_);
+    if (!groups) return groups.error();
+    groupAt_.assign(g_.eqns.size(), nullptr);
+    groups_ = groups.take();
+    for (const FusionGroup& grp : groups_)
+      for (int32_t m : grp.members) groupAt_[size_t(m)] = &grp;
     plan_.deviceName = d_.name;
     plan_.deviceHash = profileHash(d_);
     plan_.target = d_.target;
@@ -61,6 +67,8 @@ class Planner {
   std::vector<ScheduleNote>* notes_;
   Plan plan_;
   std::map<std::string, int32_t> kernels_;  // requestIdentity -> kernel index
+  std::vector<FusionGroup> groups_;
+  std::vector<const FusionGroup*> groupAt_;  // eqn -> its fusion group, if any
 
   KernelRequest request(const Eqn& e, Schedule s) const {
     KernelRequest r{e.op, {}, {}, e.attrs, std::move(s)};
@@ -104,6 +112,7 @@ class Planner {
   Status planEqn(int32_t i) {
     const Eqn& e = g_.eqns[size_t(i)];
     if (auto s = checkDtypes(e); !s) return s;
+    if (const FusionGroup* grp = groupAt_[size_t(i)]) return grp->root() == i ? planFused(i, *grp) : ok();
     switch (e.op) {
       case Op::Attention: return planAttention(i, e);
       case Op::SelectedAttention: return planSelected(i, e);
@@ -236,6 +245,26 @@ class Planner {
     return ok();
   }
 
+  // A fusion group runs as one dispatch where its root stands, reading the
+  // group's inputs and writing its outputs.
+  Status planFused(int32_t i, const FusionGroup& grp) {
+    const Eqn& e = g_.eqns[size_t(i)];
+    int64_t partialBytes = 0;  // one f32 or i32 a reduction
+    for (int32_t m : grp.members)
+      if (opInfo(g_.eqns[size_t(m)].op).cls == OpClass::Reduce) partialBytes += 4;
+    int64_t n = grp.space.empty() ? 1 : grp.space.back();
+    Schedule s = fusedSchedule(grp.rows, n, partialBytes, d_);
+    int64_t count = numel(grp.space), groups = grp.rows ? count / n : ceilDiv(count, s.workgroupSize);
+    std::string counted = grp.rows ? str(count / n) + " rows" : str(count) + " elements, " + str(s.workgroupSize) + " per workgroup";
+    auto grid = gridFor(e, "a fused kernel", groups, counted);
+    if (!grid) return grid.error();
+    std::vector<Access> reads, writes;
+    for (ValueId v : grp.inputs) reads.push_back(Access{v, -1});
+    for (ValueId v : grp.outputs) writes.push_back(Access{v, -1});
+    dispatch(kernel(fusedRequest(g_, grp, std::move(s))), i, *grid, std::move(reads), std::move(writes));
+    return ok();
+  }
+
   Status planPlain(int32_t i, const Eqn& e) {
     const Type& r = g_.type(e.results[0]);
     std::string kind = "elementwise", unit = "elements";
@@ -268,6 +297,32 @@ std::string opsStr(const TwoByteOps& o) {
 
 Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes) {
   return Planner(g, d, notes).run();
+}
+
+KernelRequest fusedRequest(const Graph& g, const FusionGroup& grp, Schedule s) {
+  const Eqn& root = g.eqns[size_t(grp.root())];
+  KernelRequest r{root.op, {}, {}, {}, std::move(s)};
+  for (ValueId v : grp.inputs) r.operands.push_back(g.type(v));
+  for (ValueId v : grp.outputs) r.results.push_back(g.type(v));
+  std::vector<int32_t> stepOf(g.values.size(), -1);
+  for (int32_t m : grp.members) {
+    const Eqn& e = g.eqns[size_t(m)];
+    FusedStep step{e.op, {}, g.type(e.results[0]), {}};
+    for (const Attr& a : e.attrs)
+      if (a.name != "fusion") step.attrs.push_back(a);
+    for (ValueId v : e.operands) {
+      if (stepOf[size_t(v)] >= 0) {
+        step.args.push_back(stepOf[size_t(v)]);
+        continue;
+      }
+      auto at = std::find(grp.inputs.begin(), grp.inputs.end(), v);
+      step.args.push_back(-1 - int32_t(at - grp.inputs.begin()));
+    }
+    stepOf[size_t(e.results[0])] = int32_t(r.steps.size());
+    r.steps.push_back(std::move(step));
+  }
+  for (ValueId v : grp.outputs) r.stores.push_back(stepOf[size_t(v)]);
+  return r;
 }
 
 uint64_t profileHash(const DeviceProfile& d) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ir/diag.h"
+#include "ir/fusion.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
 #include "plan/profile.h"
@@ -35,6 +36,11 @@ struct ScheduleNote {
 // `source` is a copy of g. Refusals: AttentionLds, GridLimit, DtypeLowering,
 // ScratchBytes. With `notes`, appends one ScheduleNote per chosen kernel.
 Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes = nullptr);
+
+// The request of a fusion group's kernel (fused steps in the members'
+// order, operands the group's inputs, results its outputs) with schedule s;
+// `pootc inspect` rebuilds it from a plan's graph the same way.
+KernelRequest fusedRequest(const Graph& g, const FusionGroup& grp, Schedule s);
 
 // FNV-1a 64 over every profile field in a fixed order (name, target, arch,
 // compute units, workgroup memory and size, subgroup size, grid limits,

@@ -42,10 +42,34 @@ std::string printTypes(const std::vector<Type>& ts) {
   return out;
 }
 
+std::string arg(int32_t a) { return a >= 0 ? "s" + std::to_string(a) : "a" + std::to_string(-1 - a); }
+
+// Fused(f32[4,8], f32[8]) -> f32[4,8] [s0 = Mul(a0, a1) : f32[4,8]; ...] stores (s0)
+std::string printFused(const KernelRequest& r, int64_t maxList) {
+  std::string out = "Fused(" + printTypes(r.operands) + ") -> " + printTypes(r.results) + " [";
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const FusedStep& s = r.steps[i];
+    out += (i ? "; s" : "s") + std::to_string(i) + " = " + opName(s.op) + "(";
+    for (size_t j = 0; j < s.args.size(); ++j) out += (j ? ", " : "") + arg(s.args[j]);
+    out += ")";
+    std::string attrs = printAttrs(s.attrs, maxList);
+    if (!attrs.empty()) out += " " + attrs;
+    out += " : " + s.type.str();
+  }
+  out += "] stores (";
+  for (size_t i = 0; i < r.stores.size(); ++i) out += (i ? ", " : "") + arg(r.stores[i]);
+  return out + ")";
+}
+
 std::string print(const KernelRequest& r, int64_t maxList) {
-  std::string out = std::string(opName(r.op)) + "(" + printTypes(r.operands) + ") -> " + printTypes(r.results);
-  std::string attrs = printAttrs(r.attrs, maxList);
-  if (!attrs.empty()) out += " " + attrs;
+  std::string out;
+  if (!r.steps.empty()) {
+    out = printFused(r, maxList);
+  } else {
+    out = std::string(opName(r.op)) + "(" + printTypes(r.operands) + ") -> " + printTypes(r.results);
+    std::string attrs = printAttrs(r.attrs, maxList);
+    if (!attrs.empty()) out += " " + attrs;
+  }
   return out + " schedule=" + printSchedule(r.schedule);
 }
 

@@ -163,6 +163,16 @@ Schedule plainSchedule(const std::string& kind, const DeviceProfile& d) {
   return Schedule{kind, 0, 1, w, kind == "guard" ? w * 4 : 0};
 }
 
+Schedule fusedSchedule(bool rows, int64_t n, int64_t partialBytes, const DeviceProfile& d) {
+  Schedule s = plainSchedule(rows ? "fused-rows" : "fused", d);
+  if (!rows) return s;
+  int64_t w = 1;
+  while (w * 2 <= s.workgroupSize && w * 2 <= n) w *= 2;
+  s.workgroupSize = w;
+  s.workgroupMemory = w * partialBytes;
+  return s;
+}
+
 namespace {
 
 // Threads a device needs resident to cover its memory latency, per compute

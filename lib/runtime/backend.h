@@ -5,7 +5,10 @@
 // ordered list of dispatches, each with its grid and its bindings as buffer
 // ranges) once, to be run as many times as the caller likes: the grid never
 // depends on the data. Running a program submits it and waits; consecutive
-// dispatches in a program see each other's writes. Every failure is a typed
+// dispatches in a program see each other's writes. A backend replays a
+// program where it can (the recording goes to the device whole: a Vulkan
+// command buffer, a CUDA graph), else launches its dispatches in order at
+// every run, and says which (submission()). Every failure is a typed
 // error (Capability when the device lacks something, Io when the driver
 // fails), never an exit.
 #pragma once
@@ -51,6 +54,12 @@ struct BufferRange {
   int64_t bytes = 0;
 };
 
+// How run() submits a recorded program.
+enum class Submission {
+  Replay,   // the recording goes to the device whole: a Vulkan command buffer, a CUDA graph
+  InOrder,  // every run launches the dispatches one by one
+};
+
 struct DispatchCommand {
   KernelId kernel = -1;
   int64_t grid[3] = {1, 1, 1};
@@ -82,10 +91,21 @@ class Backend {
   virtual Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) = 0;
   // Submits a recorded program and waits until it has finished.
   virtual Status run(ProgramId program) = 0;
-  // The device's own time for the last successful run(), first launch to
-  // last completion, where the backend measures it (CUDA: events on the
-  // stream); nullopt otherwise.
+  // The device's own time for the last successful run(), where the backend
+  // measures it: from a timestamp the device takes on reaching the program
+  // (just before its first dispatch) to one after its last dispatch has
+  // ended (CUDA: events recorded on the stream before and after what run()
+  // submits; Vulkan: timestamps at the top and the bottom of the command
+  // buffer, where the queue has them); nullopt otherwise. Time the device
+  // spends waiting for a dispatch the host has not launched yet (launches in
+  // order) is inside it.
   virtual std::optional<double> lastRunDeviceSeconds() const { return std::nullopt; }
+
+  virtual Submission submission() const = 0;
+  // Why run() launches in order where this backend would replay (the
+  // driver lacks what replay needs: a Capability error, "GraphReplay"), for
+  // the caller to say once; nullopt when it replays or was asked not to.
+  virtual std::optional<Error> replayFallback() const { return std::nullopt; }
 };
 
 }  // namespace poot::rt

@@ -307,6 +307,104 @@ TEST_CASE("gen: reductions") {
   }
 }
 
+// Fusion groups (ir/fusion.h) as fused kernels. Row lengths 3, 1000 and
+// 4097 leave the last round of a row's threads partly idle; the sums of a
+// row reassociate (fused.cpp bounds them by (n / W + log2 W) * 2^-24 *
+// sum |x|), which 1e-5 relative to the larger value holds for sums of
+// squares and, after normalizing, for centred rows.
+TEST_CASE("gen: fused kernels") {
+  const Tolerance kRows = relativeToLarger(1e-5);
+  auto rmsNorm = [](int64_t rows, int64_t n) {
+    std::string s = "[" + std::to_string(rows) + "," + std::to_string(n) + "]", r = "[" + std::to_string(rows) + ",1]";
+    return "graph g\ninput %x : f32" + s + "\ninput %o : f32" + s + "\ninput %w : f32[" + std::to_string(n) +
+           "]\n%h = Add(%x, %o) {fusion=0} : f32" + s + "\n%sq = Mul(%h, %h) {fusion=0} : f32" + s +
+           "\n%ss = ReduceSum(%sq) {axis=-1, keepdim=true, fusion=0} : f32" + r +
+           "\n%n = Constant() {value=[" + std::to_string(n) + "], fusion=0} : f32[]\n%m = Div(%ss, %n) {fusion=0} : f32" + r +
+           "\n%e = Constant() {value=[1e-05], fusion=0} : f32[]\n%a = Add(%m, %e) {fusion=0} : f32" + r +
+           "\n%q = Rsqrt(%a) {fusion=0} : f32" + r + "\n%y = Mul(%h, %q) {fusion=0} : f32" + s +
+           "\n%z = Mul(%y, %w) {fusion=0} : f32" + s + "\noutput %z\noutput %h\noutput %q\n";
+  };
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{5, 1000}, {3, 3}, {2, 4097}}) check(rmsNorm(rows, n), kRows);
+  // Softmax: a max, then a sum of exp(x - max) computed from it.
+  check("graph g\ninput %x : f32[2,3,77]\n"
+        "%mx = ReduceMax(%x) {axis=-1, keepdim=true, fusion=4} : f32[2,3,1]\n"
+        "%d = Sub(%x, %mx) {fusion=4} : f32[2,3,77]\n%ex = Exp(%d) {fusion=4} : f32[2,3,77]\n"
+        "%sm = ReduceSum(%ex) {axis=-1, keepdim=true, fusion=4} : f32[2,3,1]\n"
+        "%p = Div(%ex, %sm) {fusion=4} : f32[2,3,77]\noutput %p\n",
+        kRows);
+  // NaN stays sticky through the tree; a row of -0.0 sums to -0.0.
+  check("graph g\ninput %x : f32[2,300]\n%mx = ReduceMax(%x) {axis=-1, keepdim=true, fusion=0} : f32[2,1]\n"
+        "%sm = ReduceSum(%x) {axis=-1, keepdim=true, fusion=0} : f32[2,1]\n%r = Add(%mx, %sm) {fusion=0} : f32[2,1]\n"
+        "output %r\noutput %sm\n",
+        kExact, {{"x", [] {
+          Tensor t(testing::ty("f32[2,300]"));
+          for (int64_t i = 0; i < 300; ++i) t.set(i, i == 123 ? kNaN : -0.0);
+          for (int64_t i = 300; i < 600; ++i) t.set(i, -0.0);
+          return t;
+        }()}});
+  // Integer rows wrap in their own width and agree exactly.
+  check("graph g\ninput %x : i32[4,999]\n%s = ReduceSum(%x) {axis=-1, keepdim=true, fusion=0} : i32[4,1]\n"
+        "%mn = ReduceMin(%x) {axis=-1, keepdim=true, fusion=0} : i32[4,1]\n%r = Sub(%x, %mn) {fusion=0} : i32[4,999]\n"
+        "output %s\noutput %r\n",
+        kExact, {{"x", [] {
+          Tensor t(testing::ty("i32[4,999]"));
+          for (int64_t i = 0; i < t.size(); ++i) t.set(i, double((i * 2654435761LL) % 2147483647 - 1073741823));
+          return t;
+        }()}});
+  // A flat group: index maps, an iota and a constant list, integer and bool
+  // steps, a select, conversions, two outputs of the root's shape.
+  check("graph g\ninput %x : f32[3,4,5]\ninput %k : i32[5]\n"
+        "%t = Transpose(%x) {perm=[2, 0, 1], fusion=2} : f32[5,3,4]\n%r = Reshape(%t) {fusion=2} : f32[5,12]\n"
+        "%i = Iota() {axis=1, fusion=2} : i32[5,12]\n%c = Constant() {value=[3, -1, 4, 1, 5]} : i32[5]\n"
+        "%kb = Broadcast(%k) {fusion=2} : i32[12,5]\n%kt = Transpose(%kb) {perm=[1, 0], fusion=2} : i32[5,12]\n"
+        "%ik = Mul(%i, %kt) {fusion=2} : i32[5,12]\n%lt = Lt(%ik, %i) {fusion=2} : bool[5,12]\n"
+        "%f = Convert(%ik) {fusion=2} : f32[5,12]\n%s = Select(%lt, %r, %f) {fusion=2} : f32[5,12]\n"
+        "%e = Exp(%s) {fusion=2} : f32[5,12]\n%b = Convert(%lt) {fusion=2} : i64[5,12]\noutput %e\noutput %b\n"
+        "output %c\n",
+        kTrans);
+  // Rope with its tables computed from a slot, as the fuse pass forms it.
+  for (int64_t pos : {0, 7})
+    check("graph g\ninput %x : f32[1,6,8]\nslot %p : i32[] range [0, 9]\n"
+          "%t = Reshape(%x) {fusion=0} : f32[1,6,1,8]\n%q = Transpose(%t) {perm=[0, 2, 1, 3], fusion=0} : f32[1,1,6,8]\n"
+          "%i = Iota() {axis=0, fusion=0} : i32[1]\n%a = Add(%i, %p) {fusion=0} : i32[1]\n"
+          "%af = Convert(%a) {fusion=0} : f32[1]\n%ar = Reshape(%af) {fusion=0} : f32[1,1]\n"
+          "%fr = Constant() {value=[1, 0.1, 0.01, 0.001], fusion=0} : f32[1,4]\n%m = Mul(%ar, %fr) {fusion=0} : f32[1,4]\n"
+          "%co = Cos(%m) {fusion=0} : f32[1,4]\n%si = Sin(%m) {fusion=0} : f32[1,4]\n"
+          "%r = Rope(%q, %co, %si) {style=half, fusion=0} : f32[1,1,6,8]\noutput %r\n",
+          kTrans, {{"p", tensorOf("i32[]", {double(pos)})}});
+}
+
+// A tagged graph that breaks a rule is refused by the verifier, naming the
+// group and the rule.
+TEST_CASE("gen: fusion groups keep their rules") {
+  auto refused = [](const std::string& text, const std::string& why) {
+    CAPTURE(text);
+    auto s = verify(testing::parseUnverified(text));
+    REQUIRE_FALSE(s);
+    CHECK_MESSAGE(s.error().message.find(why) != std::string::npos, s.error().message);
+  };
+  refused("graph g\ninput %x : f32[4,6]\n%s = ReduceSum(%x) {axis=0, keepdim=true, fusion=0} : f32[1,6]\n"
+          "%y = Mul(%x, %s) {fusion=0} : f32[4,6]\noutput %y\n",
+          "fusion group 0: a fused reduction reduces the last axis with keepdim");
+  refused("graph g\ninput %x : f32[4]\n%a = Neg(%x) {fusion=0} : f32[4]\n%b = Exp(%a) : f32[4]\n"
+          "%c = Mul(%a, %x) {fusion=0} : f32[4]\noutput %b\noutput %c\n",
+          "fusion group 0: %a is read here, before the group's root %c runs");
+  refused("graph g\ninput %x : i64[3,50]\n%s = ReduceSum(%x) {axis=-1, keepdim=true, fusion=1} : i64[3,1]\noutput %s\n",
+          "fusion group 1: a fused reduction is f32 or i32");
+  refused("graph g\ninput %x : f32[4]\n%a = Convert(%x) {fusion=0} : bf16[4]\n%b = Neg(%a) {fusion=0} : bf16[4]\n"
+          "output %b\n",
+          "fusion group 0: a member's result is bf16");
+  refused("graph g\ninput %x : f32[4,6]\n%s = ReduceSum(%x) {axis=-1, keepdim=true, fusion=0} : f32[4,1]\n"
+          "%t = Transpose(%s) {perm=[1, 0], fusion=0} : f32[1,4]\n%n = Neg(%t) {fusion=0} : f32[1,4]\noutput %n\n",
+          "is computed from a reduction, so it must be elementwise");
+  refused("graph g\ninput %x : f32[4]\n%a = Neg(%x) {fusion=0} : f32[4]\n%b = Exp(%x) : f32[4]\noutput %b\n",
+          "fusion group 0: no member's result is read outside the group");
+  // Outputs of the row shape and of one value a row are both fine.
+  testing::parse("graph g\ninput %x : f32[4,6]\n%a = Neg(%x) {fusion=0} : f32[4,6]\n%s = ReduceSum(%a) {axis=-1, "
+                 "keepdim=true, fusion=0} : f32[4,1]\n%b = Exp(%s) {fusion=0} : f32[4,1]\n%c = Mul(%b, %b) : f32[4,1]\n"
+                 "output %c\noutput %a\n");
+}
+
 TEST_CASE("gen: matmul") {
   // The kernels fuse and reassociate the sums, so a result that cancels is
   // off by more than 1e-6 of itself; gen_matmul_test holds every schedule to

@@ -89,6 +89,7 @@ class FakeCuda final : public rt::Backend {
   }
   Expected<rt::ProgramId> record(const std::vector<rt::DispatchCommand>&) override { return programs_++; }
   Status run(rt::ProgramId) override { return ok(); }
+  rt::Submission submission() const override { return rt::Submission::Replay; }
 
  private:
   rt::DeviceInfo info_;

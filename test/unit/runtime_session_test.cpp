@@ -99,6 +99,7 @@ class FakeBackend final : public rt::Backend {
     ++calls_->runs;
     return ok();
   }
+  rt::Submission submission() const override { return rt::Submission::Replay; }
 
  private:
   rt::DeviceInfo info_;

@@ -2,7 +2,9 @@
 // lavapipe, through the Backend interface, with compute shaders compiled
 // from GLSL at test time: a dispatch computes what it should on fresh random
 // data, with bindings that are ranges of one buffer; a recorded program
-// replays on new data; consecutive dispatches see each other's writes; a
+// replays on new data (the backend says it replays, and lavapipe's
+// timestamps give each run a device time); consecutive dispatches see each
+// other's writes; a
 // device copy copies; 0-byte buffers and bindings work; a blob that is not
 // SPIR-V and an unknown device are refused with typed errors. The same
 // dispatches and moves run again with the staging path forced (buffers in
@@ -137,6 +139,8 @@ void checkDispatches(rt::Backend& be) {
   rt::BufferRange rc{c, 0, int64_t(n * 4)}, rd{d, 0, int64_t(n * 4)};
   // c = a + b, then d = c + a.
   rt::ProgramId prog = take(b->record({{add, {groups, 1, 1}, {ra, rb, rc}}, {add, {groups, 1, 1}, {rc, ra, rd}}}));
+  CHECK(b->submission() == rt::Submission::Replay);
+  CHECK(!b->replayFallback());
 
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
@@ -144,6 +148,11 @@ void checkDispatches(rt::Backend& be) {
     upload(*b, ab, 0, x);
     upload(*b, ab, 4096, y);
     REQUIRE(bool(b->run(prog)));
+    // lavapipe takes timestamps on its compute queue.
+    auto device = b->lastRunDeviceSeconds();
+    REQUIRE(device);
+    CHECK(*device > 0);
+    CHECK(*device < 10);
     auto sum = download(*b, c, 0, n), twice = download(*b, d, 0, n);
     int bad = 0;
     for (size_t i = 0; i < n; ++i) {

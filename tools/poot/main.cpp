@@ -16,8 +16,21 @@ int main(int argc, char** argv) {
   run->footer("Inputs, weights, states and slots not named on the command line come from the same seeded\n"
               "generator as 'pootc eval' (--seed), so both agree on the same seed. With --iterations N the\n"
               "states are reset to their first values before every step, every step computes the same thing,\n"
-              "and the median step time is printed (on CUDA also the median device time, from events on the\n"
-              "stream around the step's launches).\n"
+              "and medians over the steps are printed (docs/runtime.md, 'Timing'):\n"
+              "  median step time: T ms over N steps\n"
+              "    the host's clock, from the step's first submission to the return of its last wait (the\n"
+              "    validation reads between included; binds, uploads and output reads not)\n"
+              "  median device time: D ms (the step's launches on the device, by its own timer)\n"
+              "    the device's clock over the step's programs: CUDA events, Vulkan timestamps\n"
+              "  median host overhead per dispatch: H us ((step time - device time) / K dispatches, replayed)\n"
+              "    each step's host time outside the device's span, over the plan's K dispatches ('launched in\n"
+              "    order' with --no-replay): on CUDA recording the start event, waking after the stop event and\n"
+              "    the validation reads (the launch calls run inside the span); on Vulkan also the submission.\n"
+              "    A device waiting for the host's launches counts the wait as device time: the step times with\n"
+              "    and without --no-replay tell what replay saves.\n"
+              "The last two lines only where the backend times the device. --no-replay (cuda only) launches\n"
+              "every dispatch in order at every step instead of replaying the program recorded once as a CUDA\n"
+              "graph; the outputs are the same, byte for byte.\n"
               "--check evaluates the plan's source graph with the oracle on the same parameters and compares\n"
               "every element of every output and of every state's new value (read back from the device): PASS when |device - oracle| <= abs + rel * |oracle|, with (abs, rel) =\n"
               "(1e-4, 1e-3) for f32 (room for GPU exp/tanh/rsqrt approximations and another summation\n"
@@ -26,7 +39,8 @@ int main(int argc, char** argv) {
               "Examples:\n"
               "  poot run llama.plan --slot pos=5 --check\n"
               "  poot run llama.plan --weights model.safetensors --input tokens=t.npy --slot pos=0 --output-dir out/\n"
-              "  poot run llama.plan --iterations 20");
+              "  poot run llama.plan --iterations 20\n"
+              "  poot run llama.plan --backend cuda --iterations 20 --no-replay");
   run->add_option("PLAN", ropts.plan, "plan file (pootc compile -o PLAN)")->required();
   run->add_option("--backend", ropts.backend,
                   "where to run it: vulkan (spirv plans) or cuda (ptx plans; the device from --device or "
@@ -44,9 +58,12 @@ int main(int argc, char** argv) {
   run->add_option("--slot", ropts.slots, "NAME=VALUE or NAME=FILE.npy: bind a slot (repeatable)");
   run->add_option("--output-dir", ropts.outputDir, "where to write one NAME.npy per output (default: .)");
   run->add_option("--seed", ropts.seed, "seed of the generator for unnamed parameters (default: 0)");
-  run->add_option("--iterations", ropts.iterations, "steps to run, printing the median step time (default: 1)")
+  run->add_option("--iterations", ropts.iterations,
+                  "steps to run; with more than one the medians below are printed (default: 1)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   run->add_flag("--check", ropts.check, "compare every output and state with the oracle (see the tolerances above)");
+  run->add_flag("--no-replay", ropts.noReplay,
+                "cuda: launch the dispatches in order at every step instead of replaying a CUDA graph");
 
   poot::ProbeOptions popts;
   CLI::App* probe = app.add_subcommand("probe", "write a device profile (docs/device-profile.md) of a live device");
@@ -64,6 +81,10 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  if (*run && ropts.noReplay && ropts.backend != "cuda")
+    return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
+                                        "--no-replay needs --backend cuda: only it can launch a program's "
+                                        "dispatches one by one instead of replaying its recording"));
   if (*run) return poot::runRun(ropts);
   if (*probe) return poot::runProbe(popts);
   return 2;

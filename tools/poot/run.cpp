@@ -11,7 +11,10 @@
 // parameters (the checkpoint's copied out for it) and compares every output
 // and every state's new value (read back from the device) with the
 // tolerance of its dtype, and writes the outputs only when all of them pass;
-// without it every output is written as OUTDIR/NAME.npy.
+// without it every output is written as OUTDIR/NAME.npy. With more than one
+// iteration it prints the medians over the steps of the step time, the
+// device time and the host overhead per dispatch (docs/runtime.md,
+// "Timing", defines them).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -86,8 +89,9 @@ int runRun(const RunOptions& opts) {
   auto plan = rt::loadPlanFile(opts.plan);
   if (!plan) return report(plan.error());
   Graph graph = plan->source;
-  auto backend = rt::openBackend(opts.backend, opts.device);
+  auto backend = rt::openBackend(opts.backend, opts.device, !opts.noReplay);
   if (!backend) return report(backend.error());
+  if (auto why = (*backend)->replayFallback()) std::fprintf(stderr, "note: %s\n", why->message.c_str());
   auto session = rt::Session::create(plan.take(), backend.take(), {opts.allowOtherDevice});
   if (!session) return report(session.error());
   rt::Session& s = **session;
@@ -120,7 +124,8 @@ int runRun(const RunOptions& opts) {
   if (params->checkpoint)
     std::fprintf(stderr, "%s\n", loadSummary(load->bytes, params->checkpoint->files().size(), load->seconds).c_str());
 
-  std::vector<double> times, deviceTimes;
+  std::vector<double> times, deviceTimes, overheads;  // overheads: per dispatch
+  const size_t dispatches = s.plan().dispatches.size();
   Expected<rt::StepResult> result = makeError(ErrorKind::Usage, {}, "no step ran");
   for (int64_t i = 0; i < opts.iterations; ++i) {
     for (const auto& [name, t] : states)
@@ -128,7 +133,9 @@ int runRun(const RunOptions& opts) {
     result = s.step(perCall);
     if (!result) break;
     times.push_back(result->seconds);
-    if (result->deviceSeconds) deviceTimes.push_back(*result->deviceSeconds);
+    if (!result->deviceSeconds) continue;
+    deviceTimes.push_back(*result->deviceSeconds);
+    if (dispatches) overheads.push_back((result->seconds - *result->deviceSeconds) / double(dispatches));
   }
 
   Expected<Evaluation> oracle = makeError(ErrorKind::Usage, {}, "no check");
@@ -158,6 +165,12 @@ int runRun(const RunOptions& opts) {
       std::sort(deviceTimes.begin(), deviceTimes.end());
       std::printf("median device time: %.4f ms (the step's launches on the device, by its own timer)\n",
                   deviceTimes[deviceTimes.size() / 2] * 1e3);
+    }
+    if (overheads.size() == times.size()) {
+      std::sort(overheads.begin(), overheads.end());
+      std::printf("median host overhead per dispatch: %.3f us ((step time - device time) / %zu dispatches, %s)\n",
+                  overheads[overheads.size() / 2] * 1e6, dispatches,
+                  s.backend().submission() == rt::Submission::Replay ? "replayed" : "launched in order");
     }
   }
   if (opts.check) {

@@ -24,6 +24,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int64_t iterations = 1;
   bool check = false;
+  bool noReplay = false;             // cuda: launch in order at every step, no graph
 };
 
 int runRun(const RunOptions& opts);

@@ -8,6 +8,7 @@
 #include "driver.h"
 #include "plan/plan.h"
 #include "plan/plan_text.h"
+#include "plan/planner.h"
 #include "runtime/plan_reader.h"
 
 namespace poot {
@@ -72,6 +73,16 @@ Plan toPlan(rt::PlanFile f) {
                     Schedule{s.kind, s.lanes, s.splits, s.workgroupSize, s.workgroupMemory, s.kLanes, s.unroll,
                              s.vector, s.tileM, s.tileN, s.tileK, s.threadM, s.threadN}};
     p.kernels.push_back(Kernel{k.entry, std::move(r), std::move(k.blob)});
+  }
+  // A fused kernel's steps are not in the file: they are its group's
+  // members, in the plan's graph.
+  auto groups = fusionGroups(f.source);
+  for (const rt::Dispatch& d : f.dispatches) {
+    if (!groups || d.kernel < 0 || size_t(d.kernel) >= p.kernels.size()) continue;
+    KernelRequest& r = p.kernels[size_t(d.kernel)].request;
+    if (r.schedule.kind != "fused" && r.schedule.kind != "fused-rows") continue;
+    for (const FusionGroup& grp : *groups)
+      if (grp.root() == d.eqn) r = fusedRequest(f.source, grp, r.schedule);
   }
   for (const rt::Dispatch& d : f.dispatches) {
     Dispatch x{d.kernel, d.eqn};

@@ -6,21 +6,18 @@
 // exact for every dtype. DynamicUpdateSlice and ScatterUpdate decide per
 // element whether it comes from the update or the operand; each thread reads
 // and writes only its own element (and update elements), so the result may be
-// the operand's own buffer (a state written in place). Arithmetic follows the
-// oracle: floats in f32 (two-byte floats rounded on store), integers wrapping
-// in their own width (the low bits of the oracle's int64), Max/Min propagating
-// NaN, integer division truncating with x / -1 a wrapping negation and x / 0
-// giving 0 (the oracle refuses it, a kernel cannot), float to integer
-// conversion saturating with NaN to 0. A Constant list is a balanced select
-// tree over the element index (runs of equal values collapse), at most
-// kMaxConstantList values; a larger one is refused (ConstantSize): the
-// compiler keeps such data in weights, not in kernels.
+// the operand's own buffer (a state written in place). Arithmetic follows
+// the oracle as values.h spells it (two-byte floats rounded on store). A
+// Constant list is a balanced select tree over the element index (runs of
+// equal values collapse), at most kMaxConstantList values; a larger one is
+// refused (ConstantSize): the compiler keeps such data in weights, not in
+// kernels.
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
 #include "codegen/gen/index.h"
-#include "oracle/tensor.h"
+#include "codegen/gen/values.h"
 
 namespace poot {
 
@@ -30,96 +27,10 @@ using namespace gen;
 
 constexpr size_t kMaxConstantList = 4096;
 
-// A Constant value of dtype t, as the value the store then writes exactly.
-V constValue(Builder& b, DType t, double v) {
-  switch (t) {
-    case DType::F32: return b.f32(v);
-    case DType::F16:
-    case DType::BF16: return b.f32(roundToOddF32(v));
-    case DType::I32: return b.i32(int64_t(v));
-    case DType::I64: return b.i64(int64_t(v));
-    case DType::Bool: return b.boolean(v != 0);
-  }
-  return b.f32(v);
-}
-
-// Element `id` of vals[lo, hi): a balanced select tree, a leaf per run of
-// bit-identical values.
-V constTree(Builder& b, DType t, V id, const std::vector<double>& vals, size_t lo, size_t hi) {
-  auto same = [&](double v) { return std::bit_cast<uint64_t>(v) == std::bit_cast<uint64_t>(vals[lo]); };
-  if (std::all_of(vals.begin() + ptrdiff_t(lo), vals.begin() + ptrdiff_t(hi), same)) return constValue(b, t, vals[lo]);
-  size_t mid = lo + (hi - lo) / 2;
-  V left = constTree(b, t, id, vals, lo, mid), right = constTree(b, t, id, vals, mid, hi);
-  return b.select(b.lt(id, b.i32(int64_t(mid))), left, right);
-}
-
 // x clamped to [0, hi] in its own integer type, then as an i32 index.
 V clampIndex(Builder& b, V x, int64_t hi) {
   Scalar t = b.typeOf(x);
   return b.convert(b.min(b.max(x, intConst(b, t, 0)), intConst(b, t, hi)), Scalar::I32);
-}
-
-// Float to integer as the oracle stores it: truncate, saturate, NaN to 0.
-V floatToInt(Builder& b, V x, DType to) {
-  Scalar t = valueScalar(to);
-  double top = to == DType::I64 ? 0x1p63 : 0x1p31;
-  int64_t maxv = to == DType::I64 ? INT64_MAX : INT32_MAX;
-  V inRange = b.min(b.max(x, b.f32(-top)), b.f32(std::nextafter(float(top), 0.0f)));
-  V v = b.select(b.ge(x, b.f32(top)), intConst(b, t, maxv), b.convert(inRange, t));
-  return b.select(b.isNan(x), intConst(b, t, 0), v);
-}
-
-V unaryValue(Builder& b, Op op, V x) {
-  if (b.typeOf(x) != Scalar::F32) {
-    if (op == Op::Not) return b.unary(Opc::Not, x);
-    V neg = b.sub(intConst(b, b.typeOf(x), 0), x);  // wraps at the minimum, as the oracle's
-    return op == Op::Neg ? neg : b.select(b.lt(x, intConst(b, b.typeOf(x), 0)), neg, x);
-  }
-  switch (op) {
-    case Op::Exp: return b.exp(x);
-    case Op::Log: return b.log(x);
-    case Op::Neg: return b.neg(x);
-    case Op::Sqrt: return b.sqrt(x);
-    case Op::Rsqrt: return b.div(b.f32(1), b.sqrt(x));
-    case Op::Recip: return b.div(b.f32(1), x);
-    case Op::Tanh: return b.tanh(x);
-    case Op::Sin: return b.unary(Opc::Sin, x);
-    case Op::Cos: return b.unary(Opc::Cos, x);
-    case Op::Abs: return b.unary(Opc::Abs, x);
-    case Op::Erf: return b.erf(x);
-    default: return b.div(b.f32(1), b.add(b.f32(1), b.exp(b.neg(x))));  // Sigmoid
-  }
-}
-
-// Truncating integer division; x / -1 wraps, x / 0 is 0.
-V intDiv(Builder& b, V x, V y) {
-  Scalar t = b.typeOf(x);
-  V zero = intConst(b, t, 0), minus1 = intConst(b, t, -1);
-  V isZero = b.eq(y, zero), isMinus1 = b.eq(y, minus1);
-  V q = b.div(x, b.select(b.binary(Opc::Or, isZero, isMinus1), intConst(b, t, 1), y));
-  q = b.select(isMinus1, b.sub(zero, x), q);
-  return b.select(isZero, zero, q);
-}
-
-V binaryValue(Builder& b, Op op, V x, V y) {
-  bool isF = b.typeOf(x) == Scalar::F32;
-  switch (op) {
-    case Op::Add: return b.add(x, y);
-    case Op::Sub: return b.sub(x, y);
-    case Op::Mul: return b.mul(x, y);
-    case Op::Div: return isF ? b.div(x, y) : intDiv(b, x, y);
-    case Op::Max: return maxOf(b, x, y);
-    case Op::Min: return minOf(b, x, y);
-    case Op::Pow: return b.pow(x, y);
-    case Op::And: return b.binary(Opc::And, x, y);
-    case Op::Or: return b.binary(Opc::Or, x, y);
-    case Op::Lt: return b.lt(x, y);
-    case Op::Le: return b.le(x, y);
-    case Op::Gt: return b.gt(x, y);
-    case Op::Ge: return b.ge(x, y);
-    case Op::Eq: return b.eq(x, y);
-    default: return b.ne(x, y);  // Ne
-  }
 }
 
 // What one thread sees: the request, the buffers, its element id.
@@ -207,34 +118,25 @@ void genScatter(Thread& t) {
 }
 
 void genConvert(Thread& t) {
-  DType from = t.r.operands[0].dtype, to = t.r.results[0].dtype;
-  V x = t.load(0, t.id);
-  if (isFloat(from) && isInt(to)) x = floatToInt(t.b, x, to);
-  if (isFloat(from) && to == DType::Bool) x = t.b.ne(x, t.b.f32(0));
-  t.store(x);  // every other pair is the store's own conversion
+  t.store(convertValue(t.b, t.load(0, t.id), t.r.operands[0].dtype, t.r.results[0].dtype));
 }
 
-// Rope: result element (row, c) of x's [..., D] is one half of a rotated pair
-// (j, H + j) for style half, (2j, 2j + 1) for interleaved, H = D / 2.
+// Rope: result element (row, c) of x's [..., D] is one half of a rotated
+// pair (index.h, ropePair); the tables are read at (row, j) of [..., D / 2].
 void genRope(Thread& t) {
   Builder& b = t.b;
   const Shape& xs = t.shapeOf(0);
   int64_t D = xs.back(), H = D / 2;
-  bool half = attrSym(t.r, "style") == "half";
   Shape hs = xs;
   hs.back() = H;
-  V row = divBy(b, t.id, D), c = remBy(b, t.id, D);
-  V first = half ? b.lt(c, b.i32(H)) : b.eq(remBy(b, c, 2), b.i32(0));
-  V j = half ? b.select(first, c, b.sub(c, b.i32(H))) : divBy(b, c, 2);
+  V row = divBy(b, t.id, D);
+  RopePair p = ropePair(b, remBy(b, t.id, D), D, attrSym(t.r, "style") == "half");
   V base = b.mul(row, b.i32(D));
-  V i1 = b.add(base, half ? j : b.mul(j, b.i32(2)));
-  V i2 = half ? b.add(i1, b.i32(H)) : b.add(i1, b.i32(1));
-  std::vector<V> hc = unravel(b, b.add(b.mul(row, b.i32(H)), j), hs);
+  std::vector<V> hc = unravel(b, b.add(b.mul(row, b.i32(H)), p.j), hs);
   V co = t.load(1, offsetOf(b, hc, bcastStrides(t.shapeOf(1), hs)));
   V si = t.load(2, offsetOf(b, hc, bcastStrides(t.shapeOf(2), hs)));
-  V x1 = t.load(0, i1), x2 = t.load(0, i2);
-  V rotated1 = b.sub(b.mul(x1, co), b.mul(x2, si)), rotated2 = b.add(b.mul(x2, co), b.mul(x1, si));
-  t.store(b.select(first, rotated1, rotated2));
+  V x1 = t.load(0, b.add(base, p.c1)), x2 = t.load(0, b.add(base, p.c2));
+  t.store(ropeRotate(b, p, x1, x2, co, si));
 }
 
 Status genElement(Thread& t) {

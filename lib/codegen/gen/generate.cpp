@@ -11,6 +11,7 @@ Expected<kir::Kernel> generateKernel(const GenInput& in) {
   const std::string& kind = r.schedule.kind;
   if (kind == "elementwise") return genElementwise(in);
   if (kind == "reduce") return genReduce(in);
+  if (kind == "fused" || kind == "fused-rows") return genFused(in);
   if (kind == "gemv" || kind == "gemm") return genMatMul(in);
   if (kind == "rows") return genRows(in);
   if (kind == "guard") return genGuard(in);

@@ -150,6 +150,27 @@ inline V offsetOf(Builder& b, const std::vector<V>& coords, const Strides& strid
 inline V divBy(Builder& b, V a, int64_t d) { return d == 1 ? a : b.div(a, b.i32(d)); }
 inline V remBy(Builder& b, V a, int64_t d) { return d == 1 ? b.i32(0) : b.rem(a, b.i32(d)); }
 
+// Rope's pairing on the last axis (size D, H = D / 2): coordinate c is one
+// half of the rotated pair (c1, c2), (j, H + j) for style half and (2j,
+// 2j + 1) for interleaved; `first` when c is c1; j indexes the tables.
+struct RopePair {
+  V first, c1, c2, j;
+};
+inline RopePair ropePair(Builder& b, V c, int64_t D, bool half) {
+  int64_t H = D / 2;
+  V first = half ? b.lt(c, b.i32(H)) : b.eq(remBy(b, c, 2), b.i32(0));
+  V j = half ? b.select(first, c, b.sub(c, b.i32(H))) : divBy(b, c, 2);
+  V c1 = half ? j : b.mul(j, b.i32(2));
+  V c2 = half ? b.add(c1, b.i32(H)) : b.add(c1, b.i32(1));
+  return {first, c1, c2, j};
+}
+// The rotated element: x1 cos - x2 sin for the pair's first, x2 cos + x1 sin
+// for its second.
+inline V ropeRotate(Builder& b, const RopePair& p, V x1, V x2, V co, V si) {
+  V rotated1 = b.sub(b.mul(x1, co), b.mul(x2, si)), rotated2 = b.add(b.mul(x2, co), b.mul(x1, si));
+  return b.select(p.first, rotated1, rotated2);
+}
+
 // ---------------------------------------------------------------- values
 
 // The value type the Builder loads a graph dtype as.

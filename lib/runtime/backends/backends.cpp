@@ -6,9 +6,9 @@
 
 namespace poot::rt {
 
-Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device) {
+Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device, bool replay) {
   if (name == "vulkan") return createVulkanBackend(VulkanOptions{device});
-  if (name == "cuda") return createCudaBackend(CudaOptions{device});
+  if (name == "cuda") return createCudaBackend(CudaOptions{device, replay});
   if (name == "hip") {
     Error e = makeError(ErrorKind::Capability, {}, "the " + name + " backend is not part of this build of poot");
     e.capability = "Backend";

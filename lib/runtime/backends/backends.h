@@ -12,7 +12,9 @@
 namespace poot::rt {
 
 // `device` picks the device as VulkanOptions::device or CudaOptions::device
-// does (empty: the default).
-Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device);
+// does (empty: the default); `replay` is CudaOptions::replay (Vulkan always
+// replays its command buffers).
+Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device,
+                                               bool replay = true);
 
 }  // namespace poot::rt

@@ -14,9 +14,31 @@
 // memory and every launch passes it. A program is the list of launches
 // (block = workgroup size threads in x, grid = the dispatch's grid, one
 // pointer parameter per binding: the buffer's base plus the range's
-// offset); running it launches each in order on the stream, which orders
-// them, and waits for the stream. Each entry point makes the backend's
-// context current first, so a backend works from any thread.
+// offset). Each entry point makes the backend's context current first, so a
+// backend works from any thread.
+//
+// Replay. Where the driver has CUDA graphs (the six entry points of
+// POOT_CU_GRAPH_FNS, all there since CUDA 11.4) and CudaOptions::replay asks
+// for it, record() captures the program once: it begins a capture on the
+// stream, makes the very cuLaunchKernel calls an in-order run makes (the
+// driver turns them into kernel nodes, one after the other, and copies
+// their parameters), ends the capture and instantiates the graph; run()
+// then submits the whole program with one cuGraphLaunch. The recording is
+// valid for every step because nothing in a launch depends on the data
+// (grids and buffer addresses are fixed by the plan). Capture rather than
+// building the graph node by node: one launch path serves both ways of
+// running, and nothing beyond handles and one enum has to be declared by
+// hand here (the kernel node's parameter struct changed layout between CUDA
+// 11 and 12; a mistake in it could not be caught without a GPU). The capture
+// is thread-local: it would be broken only by an unsafe call of this thread,
+// and record() makes none. An empty program has no graph and runs nothing.
+// Without the graph entry points (an older driver) every program launches in
+// order, and replayFallback() says why, once, as a Capability "GraphReplay"
+// error; with replay off (poot run --no-replay) too, without a reason. Either
+// way run() records the start and stop events around what it submits and
+// waits for the stream (a faulting kernel is reported by the wait), so
+// lastRunDeviceSeconds() is the same span, start event to stop event, with
+// or without replay.
 #include "runtime/backends/cuda.h"
 
 #include <dlfcn.h>
@@ -27,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 
 namespace poot::rt {
@@ -42,6 +65,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 // CUresult values.
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -66,6 +91,9 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 // CUjit_option values.
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+
+// CUstreamCaptureMode values.
+constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
 // Static shared memory stops here; past it the PTX declares it dynamic.
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
@@ -106,10 +134,21 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
     CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, \
              void**))
 
+// CUDA graphs: replay needs all of them; a driver without them launches in
+// order.
+#define POOT_CU_GRAPH_FNS(X)                                                                                   \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult(CUstream, int))                                 \
+  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult(CUstream, CUgraph*))                                   \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult(CUgraphExec*, CUgraph, unsigned long long))   \
+  X(cuGraphLaunch, "cuGraphLaunch", CUresult(CUgraphExec, CUstream))                                          \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult(CUgraphExec))                                          \
+  X(cuGraphDestroy, "cuGraphDestroy", CUresult(CUgraph))
+
 #define POOT_CU_DECLARE(name, symbol, signature) std::add_pointer_t<signature> name = nullptr;
 
 struct Fns {
   POOT_CU_FNS(POOT_CU_DECLARE)
+  POOT_CU_GRAPH_FNS(POOT_CU_DECLARE)  // null where the driver lacks them
 };
 
 Error unavailable(const std::string& why) {
@@ -137,24 +176,36 @@ Error failed(const Fns& f, const std::string& call, CUresult r) {
   return makeError(ErrorKind::Io, {}, "cuda: " + call + " failed (" + describe(f, r) + ")");
 }
 
-// The driver's entry points, loaded and initialized by the first backend
-// and kept until exit, like the library.
-Expected<const Fns*> loadDriver() {
-  static std::mutex mutex;
-  static const Fns* shared = nullptr;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (shared) return shared;
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (!lib) return unavailable(std::string("cannot load libcuda.so.1 (") + dlerror() + ")");
+// The entry points `symbol` resolves, and cuInit: a missing required one is
+// a Capability error, a missing graph entry point stays null.
+Expected<Fns> openDriver(const CudaSymbols& symbol) {
   Fns f;
-#define POOT_CU_LOAD(name, symbol, signature)                                     \
-  f.name = reinterpret_cast<std::add_pointer_t<signature>>(dlsym(lib, symbol)); \
-  if (!f.name) return unavailable("libcuda.so.1 has no " symbol " (the driver is too old)");
+#define POOT_CU_LOAD(name, symbolName, signature)                                  \
+  f.name = reinterpret_cast<std::add_pointer_t<signature>>(symbol(symbolName)); \
+  if (!f.name) return unavailable("libcuda.so.1 has no " symbolName " (the driver is too old)");
   POOT_CU_FNS(POOT_CU_LOAD)
 #undef POOT_CU_LOAD
+#define POOT_CU_LOAD_GRAPH(name, symbolName, signature) \
+  f.name = reinterpret_cast<std::add_pointer_t<signature>>(symbol(symbolName));
+  POOT_CU_GRAPH_FNS(POOT_CU_LOAD_GRAPH)
+#undef POOT_CU_LOAD_GRAPH
   if (CUresult r = f.cuInit(0); r != CUDA_SUCCESS) return unavailable("cuInit failed (" + describe(f, r) + ")");
-  shared = new Fns(f);
-  return shared;
+  return f;
+}
+
+// libcuda.so.1's entry points, loaded and initialized by the first backend
+// and kept until exit, like the library.
+Expected<Fns> loadDriver() {
+  static std::mutex mutex;
+  static std::optional<Fns> shared;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (shared) return *shared;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!lib) return unavailable(std::string("cannot load libcuda.so.1 (") + dlerror() + ")");
+  auto f = openDriver([lib](const char* name) { return dlsym(lib, name); });
+  if (!f) return f.error();
+  shared = *f;
+  return *shared;
 }
 
 std::string lower(std::string s) {
@@ -185,11 +236,17 @@ struct Launch {
   std::vector<void*> params;      // &args[i], as cuLaunchKernel takes them (moving keeps args' storage)
 };
 
+// A recorded program: its graph, or (without replay) its launches.
+struct Prog {
+  CUgraphExec graph = nullptr;
+  std::vector<Launch> launches;
+};
+
 class CudaBackend final : public Backend {
  public:
   ~CudaBackend() override;
 
-  Status init(const CudaOptions& opts);
+  Status init(const CudaOptions& opts, Expected<Fns> driver);
 
   const DeviceInfo& info() const override { return info_; }
   Expected<BufferId> allocate(int64_t bytes) override;
@@ -201,6 +258,8 @@ class CudaBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Submission submission() const override { return replay_ ? Submission::Replay : Submission::InOrder; }
+  std::optional<Error> replayFallback() const override { return replayFallback_; }
 
  private:
   Status pickDevice(const CudaOptions& opts);
@@ -208,69 +267,86 @@ class CudaBackend final : public Backend {
   Expected<int64_t> attribute(int attr, const char* what);
   Status current();
   Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
+  Status launch(const std::vector<Launch>& launches);
+  Expected<CUgraphExec> capture(const std::vector<Launch>& launches);
 
-  const Fns* f_ = nullptr;
+  Fns f_;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;  // the device's primary context, retained
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr, stop_ = nullptr;  // around each run's launches
   std::optional<double> lastRun_;
+  bool replay_ = false;                 // programs are captured as graphs
+  std::optional<Error> replayFallback_;  // why not, when replay was asked for
   DeviceInfo info_;
   std::vector<Buf> buffers_;
   std::vector<Kern> kernels_;
-  std::vector<std::vector<Launch>> programs_;
+  std::vector<Prog> programs_;
 };
 
 CudaBackend::~CudaBackend() {
   if (!context_) return;
   // Failures are ignored: a context with a sticky error (a faulting kernel)
   // refuses these calls, and releasing the primary context frees all anyway.
-  f_->cuCtxSetCurrent(context_);
+  f_.cuCtxSetCurrent(context_);
   if (stream_) {
-    f_->cuStreamSynchronize(stream_);
-    f_->cuStreamDestroy(stream_);
+    f_.cuStreamSynchronize(stream_);
+    f_.cuStreamDestroy(stream_);
   }
   for (CUevent e : {start_, stop_})
-    if (e) f_->cuEventDestroy(e);
-  for (Kern& k : kernels_) f_->cuModuleUnload(k.module);
-  for (Buf& b : buffers_) f_->cuMemFree(b.ptr);
-  f_->cuDevicePrimaryCtxRelease(device_);
+    if (e) f_.cuEventDestroy(e);
+  for (Prog& p : programs_)
+    if (p.graph) f_.cuGraphExecDestroy(p.graph);
+  for (Kern& k : kernels_) f_.cuModuleUnload(k.module);
+  for (Buf& b : buffers_) f_.cuMemFree(b.ptr);
+  f_.cuDevicePrimaryCtxRelease(device_);
 }
 
-Status CudaBackend::init(const CudaOptions& opts) {
-  auto f = loadDriver();
-  if (!f) return f.error();
-  f_ = *f;
+Status CudaBackend::init(const CudaOptions& opts, Expected<Fns> driver) {
+  if (!driver) return driver.error();
+  f_ = *driver;
+  if (opts.replay) {
+    const char* missing = nullptr;
+#define POOT_CU_MISSING(name, symbol, signature) \
+  if (!f_.name && !missing) missing = symbol;
+    POOT_CU_GRAPH_FNS(POOT_CU_MISSING)
+#undef POOT_CU_MISSING
+    replay_ = !missing;
+    if (missing)
+      replayFallback_ =
+          capability("GraphReplay", std::string("cuda graph replay is not available: libcuda.so.1 has no ") + missing +
+                                        " (a driver older than cuda 11.4); dispatches are launched in order");
+  }
   if (auto s = pickDevice(opts); !s) return s;
-  if (CUresult r = f_->cuDevicePrimaryCtxRetain(&context_, device_); r != CUDA_SUCCESS) {
+  if (CUresult r = f_.cuDevicePrimaryCtxRetain(&context_, device_); r != CUDA_SUCCESS) {
     context_ = nullptr;
-    return failed(*f_, "cuDevicePrimaryCtxRetain", r);
+    return failed(f_, "cuDevicePrimaryCtxRetain", r);
   }
   if (auto s = current(); !s) return s;
   if (auto s = readInfo(); !s) return s;
-  if (CUresult r = f_->cuStreamCreate(&stream_, 0); r != CUDA_SUCCESS) {
+  if (CUresult r = f_.cuStreamCreate(&stream_, 0); r != CUDA_SUCCESS) {
     stream_ = nullptr;
-    return failed(*f_, "cuStreamCreate", r);
+    return failed(f_, "cuStreamCreate", r);
   }
   for (CUevent* e : {&start_, &stop_})
-    if (CUresult r = f_->cuEventCreate(e, 0); r != CUDA_SUCCESS) {
+    if (CUresult r = f_.cuEventCreate(e, 0); r != CUDA_SUCCESS) {
       *e = nullptr;
-      return failed(*f_, "cuEventCreate", r);
+      return failed(f_, "cuEventCreate", r);
     }
   return ok();
 }
 
 Status CudaBackend::pickDevice(const CudaOptions& opts) {
   int n = 0;
-  if (CUresult r = f_->cuDeviceGetCount(&n); r != CUDA_SUCCESS) return failed(*f_, "cuDeviceGetCount", r);
+  if (CUresult r = f_.cuDeviceGetCount(&n); r != CUDA_SUCCESS) return failed(f_, "cuDeviceGetCount", r);
   if (n == 0) return unavailable("the driver lists no cuda device");
   std::vector<std::string> names(size_t(n), "");
   for (int i = 0; i < n; ++i) {
     CUdevice d = 0;
     char name[256] = {};
-    if (CUresult r = f_->cuDeviceGet(&d, i); r != CUDA_SUCCESS) return failed(*f_, "cuDeviceGet", r);
-    if (CUresult r = f_->cuDeviceGetName(name, int(sizeof name), d); r != CUDA_SUCCESS)
-      return failed(*f_, "cuDeviceGetName", r);
+    if (CUresult r = f_.cuDeviceGet(&d, i); r != CUDA_SUCCESS) return failed(f_, "cuDeviceGet", r);
+    if (CUresult r = f_.cuDeviceGetName(name, int(sizeof name), d); r != CUDA_SUCCESS)
+      return failed(f_, "cuDeviceGetName", r);
     names[size_t(i)] = name;
   }
 
@@ -290,15 +366,15 @@ Status CudaBackend::pickDevice(const CudaOptions& opts) {
     for (int i = 0; i < n; ++i) list += (i ? ", " : "") + std::to_string(i) + ": " + names[size_t(i)];
     return capability("Device", "no cuda device matches '" + want + "' (devices: " + list + ")");
   }
-  if (CUresult r = f_->cuDeviceGet(&device_, chosen); r != CUDA_SUCCESS) return failed(*f_, "cuDeviceGet", r);
+  if (CUresult r = f_.cuDeviceGet(&device_, chosen); r != CUDA_SUCCESS) return failed(f_, "cuDeviceGet", r);
   info_.name = names[size_t(chosen)];
   return ok();
 }
 
 Expected<int64_t> CudaBackend::attribute(int attr, const char* what) {
   int v = 0;
-  if (CUresult r = f_->cuDeviceGetAttribute(&v, attr, device_); r != CUDA_SUCCESS)
-    return failed(*f_, std::string("cuDeviceGetAttribute(") + what + ")", r);
+  if (CUresult r = f_.cuDeviceGetAttribute(&v, attr, device_); r != CUDA_SUCCESS)
+    return failed(f_, std::string("cuDeviceGetAttribute(") + what + ")", r);
   return int64_t(v);
 }
 
@@ -325,10 +401,10 @@ Status CudaBackend::readInfo() {
   }
   auto [major, minor, units, shared, threads, blockX, warp, gridX, gridY, gridZ] = want;
   size_t memory = 0;
-  if (CUresult r = f_->cuDeviceTotalMem(&memory, device_); r != CUDA_SUCCESS)
-    return failed(*f_, "cuDeviceTotalMem", r);
+  if (CUresult r = f_.cuDeviceTotalMem(&memory, device_); r != CUDA_SUCCESS)
+    return failed(f_, "cuDeviceTotalMem", r);
   int version = 0;
-  if (CUresult r = f_->cuDriverGetVersion(&version); r != CUDA_SUCCESS) return failed(*f_, "cuDriverGetVersion", r);
+  if (CUresult r = f_.cuDriverGetVersion(&version); r != CUDA_SUCCESS) return failed(f_, "cuDriverGetVersion", r);
 
   info_.slug = cudaSlug(info_.name);
   info_.target = Target::Ptx;
@@ -350,7 +426,7 @@ Status CudaBackend::readInfo() {
 }
 
 Status CudaBackend::current() {
-  if (CUresult r = f_->cuCtxSetCurrent(context_); r != CUDA_SUCCESS) return failed(*f_, "cuCtxSetCurrent", r);
+  if (CUresult r = f_.cuCtxSetCurrent(context_); r != CUDA_SUCCESS) return failed(f_, "cuCtxSetCurrent", r);
   return ok();
 }
 
@@ -358,11 +434,11 @@ Expected<BufferId> CudaBackend::allocate(int64_t bytes) {
   if (auto s = current(); !s) return s.error();
   Buf b;
   b.bytes = roundUp(std::max<int64_t>(bytes, 1), 256);
-  if (CUresult r = f_->cuMemAlloc(&b.ptr, size_t(b.bytes)); r != CUDA_SUCCESS) {
+  if (CUresult r = f_.cuMemAlloc(&b.ptr, size_t(b.bytes)); r != CUDA_SUCCESS) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
       return capability("MemoryBudget",
                         "cannot allocate a buffer of " + std::to_string(bytes) + " bytes on " + info_.name);
-    return failed(*f_, "cuMemAlloc", r);
+    return failed(f_, "cuMemAlloc", r);
   }
   buffers_.push_back(b);
   return BufferId(buffers_.size() - 1);
@@ -384,7 +460,7 @@ Status CudaBackend::upload(BufferId buffer, int64_t offset, const void* data, in
   if (bytes == 0) return ok();
   if (auto s = current(); !s) return s;
   CUdeviceptr dst = buffers_[size_t(buffer)].ptr + CUdeviceptr(offset);
-  if (CUresult r = f_->cuMemcpyHtoD(dst, data, size_t(bytes)); r != CUDA_SUCCESS) return failed(*f_, "cuMemcpyHtoD", r);
+  if (CUresult r = f_.cuMemcpyHtoD(dst, data, size_t(bytes)); r != CUDA_SUCCESS) return failed(f_, "cuMemcpyHtoD", r);
   return ok();
 }
 
@@ -393,7 +469,7 @@ Status CudaBackend::download(BufferId buffer, int64_t offset, void* data, int64_
   if (bytes == 0) return ok();
   if (auto s = current(); !s) return s;
   CUdeviceptr src = buffers_[size_t(buffer)].ptr + CUdeviceptr(offset);
-  if (CUresult r = f_->cuMemcpyDtoH(data, src, size_t(bytes)); r != CUDA_SUCCESS) return failed(*f_, "cuMemcpyDtoH", r);
+  if (CUresult r = f_.cuMemcpyDtoH(data, src, size_t(bytes)); r != CUDA_SUCCESS) return failed(f_, "cuMemcpyDtoH", r);
   return ok();
 }
 
@@ -403,10 +479,10 @@ Status CudaBackend::copy(BufferId src, BufferId dst, int64_t bytes) {
   if (bytes == 0) return ok();
   if (auto s = current(); !s) return s;
   // A device-to-device copy does not wait for itself.
-  if (CUresult r = f_->cuMemcpyDtoD(buffers_[size_t(dst)].ptr, buffers_[size_t(src)].ptr, size_t(bytes));
+  if (CUresult r = f_.cuMemcpyDtoD(buffers_[size_t(dst)].ptr, buffers_[size_t(src)].ptr, size_t(bytes));
       r != CUDA_SUCCESS)
-    return failed(*f_, "cuMemcpyDtoD", r);
-  if (CUresult r = f_->cuCtxSynchronize(); r != CUDA_SUCCESS) return failed(*f_, "cuCtxSynchronize", r);
+    return failed(f_, "cuMemcpyDtoD", r);
+  if (CUresult r = f_.cuCtxSynchronize(); r != CUDA_SUCCESS) return failed(f_, "cuCtxSynchronize", r);
   return ok();
 }
 
@@ -433,34 +509,34 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
   char log[16384] = {};
   int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void* values[] = {log, reinterpret_cast<void*>(uintptr_t(sizeof log))};
-  if (CUresult r = f_->cuModuleLoadDataEx(&k.module, ptx.c_str(), 2, options, values); r != CUDA_SUCCESS) {
-    Error e = failed(*f_, "cuModuleLoadDataEx for kernel '" + entry + "'", r);
+  if (CUresult r = f_.cuModuleLoadDataEx(&k.module, ptx.c_str(), 2, options, values); r != CUDA_SUCCESS) {
+    Error e = failed(f_, "cuModuleLoadDataEx for kernel '" + entry + "'", r);
     std::string text(log, strnlen(log, sizeof log));
     while (!text.empty() && std::isspace(uint8_t(text.back()))) text.pop_back();
     if (!text.empty()) e.message += ": " + text;
     return e;
   }
   auto release = [&](Error e) {
-    f_->cuModuleUnload(k.module);
+    f_.cuModuleUnload(k.module);
     return e;
   };
-  if (CUresult r = f_->cuModuleGetFunction(&k.function, k.module, entry.c_str()); r != CUDA_SUCCESS)
-    return release(failed(*f_, "cuModuleGetFunction for '" + entry + "'", r));
+  if (CUresult r = f_.cuModuleGetFunction(&k.function, k.module, entry.c_str()); r != CUDA_SUCCESS)
+    return release(failed(f_, "cuModuleGetFunction for '" + entry + "'", r));
   // Registers can hold a function below the device's block size.
   int maxThreads = 0;
-  if (CUresult r = f_->cuFuncGetAttribute(&maxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.function);
+  if (CUresult r = f_.cuFuncGetAttribute(&maxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.function);
       r != CUDA_SUCCESS)
-    return release(failed(*f_, "cuFuncGetAttribute for '" + entry + "'", r));
+    return release(failed(f_, "cuFuncGetAttribute for '" + entry + "'", r));
   if (workgroupSize > maxThreads)
     return release(capability("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
                                                    " threads a workgroup, its registers allow " +
                                                    std::to_string(maxThreads) + " on " + info_.name));
   if (workgroupMemory > kStaticSharedBytes) {
     k.dynamicShared = workgroupMemory;
-    if (CUresult r = f_->cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    if (CUresult r = f_.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             int(workgroupMemory));
         r != CUDA_SUCCESS)
-      return release(failed(*f_, "cuFuncSetAttribute(max dynamic shared size) for '" + entry + "'", r));
+      return release(failed(f_, "cuFuncSetAttribute(max dynamic shared size) for '" + entry + "'", r));
   }
   kernels_.push_back(std::move(k));
   return KernelId(kernels_.size() - 1);
@@ -488,8 +564,50 @@ Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& disp
     for (CUdeviceptr& a : l.args) l.params.push_back(&a);
     launches.push_back(std::move(l));
   }
-  programs_.push_back(std::move(launches));
+  Prog p;
+  if (replay_ && !launches.empty()) {
+    auto graph = capture(launches);
+    if (!graph) return graph.error();
+    p.graph = *graph;
+  } else {
+    p.launches = std::move(launches);
+  }
+  programs_.push_back(std::move(p));
   return ProgramId(programs_.size() - 1);
+}
+
+// Launches in order on the stream, which orders them.
+Status CudaBackend::launch(const std::vector<Launch>& launches) {
+  for (const Launch& l : launches) {
+    const Kern& k = kernels_[size_t(l.kernel)];
+    CUresult r = f_.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
+                                   unsigned(k.dynamicShared), stream_, const_cast<void**>(l.params.data()), nullptr);
+    if (r != CUDA_SUCCESS) return failed(f_, "cuLaunchKernel for '" + k.entry + "'", r);
+  }
+  return ok();
+}
+
+// The launches captured from the stream into a graph, instantiated. The
+// capture is ended whatever fails, so the stream is never left capturing.
+Expected<CUgraphExec> CudaBackend::capture(const std::vector<Launch>& launches) {
+  if (auto s = current(); !s) return s.error();
+  if (CUresult r = f_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); r != CUDA_SUCCESS)
+    return failed(f_, "cuStreamBeginCapture", r);
+  Status launched = launch(launches);
+  CUgraph graph = nullptr;
+  CUresult ended = f_.cuStreamEndCapture(stream_, &graph);
+  auto release = [&](Error e) {
+    if (graph) f_.cuGraphDestroy(graph);
+    return e;
+  };
+  if (!launched) return release(launched.error());
+  if (ended != CUDA_SUCCESS) return release(failed(f_, "cuStreamEndCapture", ended));
+  CUgraphExec exec = nullptr;
+  if (CUresult r = f_.cuGraphInstantiate(&exec, graph, 0); r != CUDA_SUCCESS)
+    return release(failed(f_, "cuGraphInstantiateWithFlags", r));
+  // The instantiated graph is independent of the graph it came from.
+  f_.cuGraphDestroy(graph);
+  return exec;
 }
 
 Status CudaBackend::run(ProgramId program) {
@@ -497,19 +615,19 @@ Status CudaBackend::run(ProgramId program) {
     return makeError(ErrorKind::Io, {}, "cuda: no program " + std::to_string(program));
   if (auto s = current(); !s) return s;
   lastRun_.reset();
-  if (CUresult r = f_->cuEventRecord(start_, stream_); r != CUDA_SUCCESS) return failed(*f_, "cuEventRecord", r);
-  for (Launch& l : programs_[size_t(program)]) {
-    const Kern& k = kernels_[size_t(l.kernel)];
-    CUresult r = f_->cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
-                                    unsigned(k.dynamicShared), stream_, l.params.data(), nullptr);
-    if (r != CUDA_SUCCESS) return failed(*f_, "cuLaunchKernel for '" + k.entry + "'", r);
+  const Prog& p = programs_[size_t(program)];
+  if (CUresult r = f_.cuEventRecord(start_, stream_); r != CUDA_SUCCESS) return failed(f_, "cuEventRecord", r);
+  if (p.graph) {
+    if (CUresult r = f_.cuGraphLaunch(p.graph, stream_); r != CUDA_SUCCESS) return failed(f_, "cuGraphLaunch", r);
+  } else if (auto s = launch(p.launches); !s) {
+    return s;
   }
-  if (CUresult r = f_->cuEventRecord(stop_, stream_); r != CUDA_SUCCESS) return failed(*f_, "cuEventRecord", r);
+  if (CUresult r = f_.cuEventRecord(stop_, stream_); r != CUDA_SUCCESS) return failed(f_, "cuEventRecord", r);
   // A kernel that faults is reported here, by the wait.
-  if (CUresult r = f_->cuStreamSynchronize(stream_); r != CUDA_SUCCESS) return failed(*f_, "cuStreamSynchronize", r);
+  if (CUresult r = f_.cuStreamSynchronize(stream_); r != CUDA_SUCCESS) return failed(f_, "cuStreamSynchronize", r);
   float ms = 0;
-  if (CUresult r = f_->cuEventElapsedTime(&ms, start_, stop_); r != CUDA_SUCCESS)
-    return failed(*f_, "cuEventElapsedTime", r);
+  if (CUresult r = f_.cuEventElapsedTime(&ms, start_, stop_); r != CUDA_SUCCESS)
+    return failed(f_, "cuEventElapsedTime", r);
   lastRun_ = double(ms) * 1e-3;
   return ok();
 }
@@ -532,7 +650,13 @@ std::string cudaSlug(const std::string& name) {
 
 Expected<std::unique_ptr<Backend>> createCudaBackend(const CudaOptions& opts) {
   auto b = std::make_unique<CudaBackend>();
-  if (auto s = b->init(opts); !s) return s.error();
+  if (auto s = b->init(opts, loadDriver()); !s) return s.error();
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+Expected<std::unique_ptr<Backend>> createCudaBackend(const CudaOptions& opts, const CudaSymbols& symbols) {
+  auto b = std::make_unique<CudaBackend>();
+  if (auto s = b->init(opts, openDriver(symbols)); !s) return s.error();
   return std::unique_ptr<Backend>(std::move(b));
 }
 

@@ -39,11 +39,16 @@
 //
 // A kernel is a shader module, a set layout of N storage buffers, a pipeline
 // layout and a compute pipeline. A program owns a descriptor pool with one
-// set per dispatch and one command buffer: a barrier from host and transfer
-// writes, then each dispatch followed by a global shader-write ->
-// shader-read/write barrier, then a barrier to host and transfer reads.
-// Running it submits with a fence and waits. Staging copies and device copies
-// start with the same barrier from host, transfer and shader writes.
+// set per dispatch and one command buffer, recorded once by record() and
+// submitted as it is by every run() (nothing in it depends on the data): a
+// barrier from host and transfer writes, then each dispatch followed by a
+// global shader-write -> shader-read/write barrier, then a barrier to host
+// and transfer reads. Where the queue family takes timestamps, the program
+// also owns a query pool of two, reset and written at the top of the command
+// buffer and written again at its bottom; run() reads them for
+// lastRunDeviceSeconds(). Running it submits with a fence and waits. Staging
+// copies and device copies start with the same barrier from host, transfer
+// and shader writes.
 #define VK_NO_PROTOTYPES
 #include "runtime/backends/vulkan.h"
 
@@ -52,6 +57,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <optional>
 
 #include <algorithm>
 #include <cctype>
@@ -79,7 +85,8 @@ namespace {
   X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)      \
   X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdPipelineBarrier)               \
   X(vkCmdCopyBuffer) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences)             \
-  X(vkResetFences)
+  X(vkResetFences) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp)     \
+  X(vkGetQueryPoolResults)
 
 #define POOT_VK_DECLARE(name) PFN_##name name = nullptr;
 
@@ -141,6 +148,7 @@ struct Kern {
 struct Prog {
   VkDescriptorPool pool = VK_NULL_HANDLE;
   VkCommandBuffer commands = VK_NULL_HANDLE;
+  VkQueryPool timestamps = VK_NULL_HANDLE;  // the command buffer's first and last, where the queue takes them
 };
 
 class VulkanBackend final : public Backend {
@@ -159,6 +167,8 @@ class VulkanBackend final : public Backend {
                                   int64_t workgroupMemory, int bindings) override;
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
+  std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Submission submission() const override { return Submission::Replay; }
 
  private:
   Status loadLoader();
@@ -204,6 +214,11 @@ class VulkanBackend final : public Backend {
   VkCommandPool commandPool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   uint32_t apiVersion_ = 0;
+  // Nanoseconds per timestamp tick, 0 when the queue family takes no
+  // timestamps; the bits a timestamp holds.
+  double timestampNs_ = 0;
+  uint64_t timestampMask_ = 0;
+  std::optional<double> lastRun_;
   // Features the device has, enabled at creation.
   VkPhysicalDeviceFeatures2 features_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features features11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -220,6 +235,7 @@ VulkanBackend::~VulkanBackend() {
     for (Prog& p : programs_) {
       f_.vkFreeCommandBuffers(device_, commandPool_, 1, &p.commands);
       f_.vkDestroyDescriptorPool(device_, p.pool, nullptr);
+      if (p.timestamps) f_.vkDestroyQueryPool(device_, p.timestamps, nullptr);
     }
     for (Kern& k : kernels_) {
       f_.vkDestroyPipeline(device_, k.pipeline, nullptr);
@@ -391,6 +407,7 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
   info_.subgroupSize = p11.subgroupSize;
   for (int k = 0; k < 3; ++k) info_.gridLimits[k] = l.maxComputeWorkGroupCount[k];
   info_.bindingAlignment = int64_t(std::max<VkDeviceSize>(l.minStorageBufferOffsetAlignment, 1));
+  timestampNs_ = l.timestampPeriod;  // 0 again in createDevice when the queue family takes none
   // Vulkan does not report a count of compute units; lavapipe runs one
   // worker thread per CPU core (LP_NUM_THREADS overrides it).
   info_.computeUnits = 1;
@@ -486,6 +503,9 @@ Status VulkanBackend::createDevice() {
   for (uint32_t i = 0; i < n && !found; ++i)
     if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family_ = i, found = true;
   if (!found) return unavailable(info_.name + " has no compute queue");
+  uint32_t bits = families[family_].timestampValidBits;
+  if (bits == 0) timestampNs_ = 0;
+  timestampMask_ = bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
 
   // Query, then enable exactly what the device has among what kernels use.
   VkPhysicalDeviceVulkan11Features has11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -910,13 +930,26 @@ Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& di
   pc.pPoolSizes = &size;
   if (VkResult r = f_.vkCreateDescriptorPool(device_, &pc, nullptr, &p.pool); r != VK_SUCCESS)
     return failed("vkCreateDescriptorPool", r);
-  auto c = newCommands();
-  if (!c) {
+  auto release = [&](Error e) {
+    if (p.timestamps) f_.vkDestroyQueryPool(device_, p.timestamps, nullptr);
     f_.vkDestroyDescriptorPool(device_, p.pool, nullptr);
-    return c.error();
+    return e;
+  };
+  if (timestampNs_ > 0) {
+    VkQueryPoolCreateInfo qc{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qc.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qc.queryCount = 2;
+    if (VkResult r = f_.vkCreateQueryPool(device_, &qc, nullptr, &p.timestamps); r != VK_SUCCESS)
+      return release(failed("vkCreateQueryPool", r));
   }
+  auto c = newCommands();
+  if (!c) return release(c.error());
   p.commands = *c;
   programs_.push_back(p);  // owned from here on, released with the backend
+  if (p.timestamps) {
+    f_.vkCmdResetQueryPool(p.commands, p.timestamps, 0, 2);
+    f_.vkCmdWriteTimestamp(p.commands, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p.timestamps, 0);
+  }
 
   for (const DispatchCommand& d : dispatches) {
     const Kern& k = kernels_[size_t(d.kernel)];
@@ -950,6 +983,7 @@ Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& di
   barrier(p.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
           VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+  if (p.timestamps) f_.vkCmdWriteTimestamp(p.commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p.timestamps, 1);
   if (VkResult r = f_.vkEndCommandBuffer(p.commands); r != VK_SUCCESS) return failed("vkEndCommandBuffer", r);
   return ProgramId(programs_.size() - 1);
 }
@@ -957,7 +991,17 @@ Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& di
 Status VulkanBackend::run(ProgramId program) {
   if (program < 0 || size_t(program) >= programs_.size())
     return makeError(ErrorKind::Io, {}, "vulkan: no program " + std::to_string(program));
-  return submit(programs_[size_t(program)].commands);
+  lastRun_.reset();
+  const Prog& p = programs_[size_t(program)];
+  if (auto s = submit(p.commands); !s) return s;
+  if (!p.timestamps) return ok();
+  uint64_t ticks[2] = {0, 0};
+  if (VkResult r = f_.vkGetQueryPoolResults(device_, p.timestamps, 0, 2, sizeof ticks, ticks, sizeof ticks[0],
+                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+      r != VK_SUCCESS)
+    return failed("vkGetQueryPoolResults", r);
+  lastRun_ = double((ticks[1] - ticks[0]) & timestampMask_) * timestampNs_ * 1e-9;
+  return ok();
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // loader, which is opened at run time (libvulkan.so.1), so a binary built
 // here starts on a host without Vulkan and says so with a typed Capability
 // error. Storage buffer i of a kernel is set 0, binding i; every recorded
-// program is one command buffer, replayed as it is.
+// program is one command buffer, replayed as it is, and timed on the device
+// by two timestamps where its queue takes them.
 //
 // Memory is chosen per device (vulkan.cpp says how in full). Buffers are
 // mapped, and upload is a memcpy, only where host-visible coherent memory is

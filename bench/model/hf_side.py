@@ -1,0 +1,93 @@
+"""The transformers side of the model benchmark, on the GPU host.
+
+prepare PLANS WORK: builds LlamaForCausalLM from PLANS/config.json with seeded
+random weights (f32, on the GPU), saves them as WORK/model.safetensors
+(checkpoint names, which poot binds by name) and writes the token ids poot
+reads (WORK/tokens-*.npy, int32).
+
+check PLANS WORK: loads the same weights, computes the reference logits and
+compares poot's (WORK/out-NAME/logits.npy) with them, then times transformers
+eager on the same GPU (CUDA events, median): a decode step at 512 tokens of
+context (B = 1 and 8) and prefills of 512 and 2048 tokens. Prints one line a
+figure, `name value`, for run_h200.sh to tabulate.
+"""
+import json
+import statistics
+import sys
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.cache_utils import DynamicCache
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def build(plans):
+    config = LlamaConfig(**json.load(open(f"{plans}/config.json")))
+    config.torch_dtype = torch.float32
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(config).float().eval()
+    return config, model
+
+
+def tokens(config, shape, seed):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, config.vocab_size, size=shape, dtype=np.int32)
+
+
+def prepare(plans, work):
+    config, model = build(plans)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, f"{work}/model.safetensors")
+    np.save(f"{work}/tokens-1.npy", tokens(config, (1, 1), 1))
+    np.save(f"{work}/tokens-8.npy", tokens(config, (8, 1), 8))
+    np.save(f"{work}/tokens-512.npy", tokens(config, (1, 512), 512))
+    np.save(f"{work}/tokens-2048.npy", tokens(config, (1, 2048), 2048))
+
+
+def timed(fn, reps):
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+@torch.inference_mode()
+def check(plans, work):
+    config, model = build(plans)
+    model.load_state_dict(load_file(f"{work}/model.safetensors", device="cuda"))
+    for name, tok in [("decode-b1", "1"), ("decode-b8", "8"), ("prefill-512", "512"), ("prefill-2048", "2048")]:
+        ids = torch.from_numpy(np.load(f"{work}/tokens-{tok}.npy")).long().cuda()
+        want = model(ids).logits.double()
+        try:
+            got = torch.from_numpy(np.load(f"{work}/out-{name}/logits.npy")).cuda().double().reshape(want.shape)
+        except FileNotFoundError:
+            print(f"{name}.check missing")
+            continue
+        rel = ((got - want).abs().max() / want.abs().max()).item()
+        same = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
+        print(f"{name}.rel_err {rel:.3g}")
+        print(f"{name}.argmax_agree {same:.4f}")
+    for batch in (1, 8):
+        ctx = torch.from_numpy(tokens(config, (batch, 512), 7)).long().cuda()
+        cache = DynamicCache()
+        model(ctx[:, :511], past_key_values=cache, use_cache=True)
+        nxt = ctx[:, 511:512]
+        ms = timed(lambda: model(nxt, past_key_values=cache, use_cache=True), 20)
+        print(f"torch.decode-b{batch}.ms {ms:.3f}")
+    for n in (512, 2048):
+        ids = torch.from_numpy(np.load(f"{work}/tokens-{n}.npy")).long().cuda()
+        model(ids)
+        print(f"torch.prefill-{n}.ms {timed(lambda: model(ids), 5):.3f}")
+
+
+if __name__ == "__main__":
+    {"prepare": prepare, "check": check}[sys.argv[1]](sys.argv[2], sys.argv[3])

@@ -1,0 +1,148 @@
+// Collecting the fusion groups of a graph and checking the rules of
+// fusion.h, one group at a time in root order.
+#include "ir/fusion.h"
+
+#include <algorithm>
+#include <map>
+
+namespace poot {
+
+namespace {
+
+Error broken(const Eqn& e, int64_t id, const std::string& why) {
+  return makeError(ErrorKind::Verify, e.loc, "fusion group " + std::to_string(id) + ": " + why);
+}
+
+bool elementwise(Op op) { return (op >= Op::Exp && op <= Op::Select) || op == Op::Convert; }
+
+bool isReduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
+
+}  // namespace
+
+int64_t fusionId(const Eqn& e) {
+  const AttrValue* v = e.attr("fusion");
+  return v && attrKindOf(*v) == AttrKind::Int ? std::get<int64_t>(*v) : -1;
+}
+
+bool broadcastsTo(const Shape& s, const Shape& to) {
+  if (s.size() > to.size()) return false;
+  size_t lead = to.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] != 1 && s[d] != to[lead + d]) return false;
+  return true;
+}
+
+Shape rowShape(const Shape& s) {
+  Shape r = s;
+  if (!r.empty()) r.back() = 1;
+  return r;
+}
+
+FusionContext::FusionContext(const Graph& graph)
+    : g(graph), users(graph.values.size()), exported(graph.values.size(), 0), forbidden(graph.values.size(), 0) {
+  for (size_t i = 0; i < g.eqns.size(); ++i)
+    for (ValueId v : g.eqns[i].operands)
+      if (users[size_t(v)].empty() || users[size_t(v)].back() != int32_t(i)) users[size_t(v)].push_back(int32_t(i));
+  for (const Export& x : g.outputs) exported[size_t(x.value)] = 1;
+  for (const StateOut& s : g.stateOuts) forbidden[size_t(s.value)] = 1;
+  for (const Export& x : g.validations) forbidden[size_t(x.value)] = 1;
+}
+
+Status completeGroup(const FusionContext& c, FusionGroup& grp) {
+  const Graph& g = c.g;
+  const int64_t id = grp.id;
+  auto member = [&](int32_t eqn) { return std::binary_search(grp.members.begin(), grp.members.end(), eqn); };
+  auto defined = [&](ValueId v) { return g.value(v).def >= 0 && member(g.value(v).def); };
+  const Eqn& rootEqn = g.eqns[size_t(grp.root())];
+  grp.rows = false;
+  grp.inputs.clear();
+  grp.outputs.clear();
+  for (int32_t m : grp.members) {
+    const Eqn& e = g.eqns[size_t(m)];
+    if (!fusibleOp(e.op) || e.results.size() != 1)
+      return broken(e, id, std::string(opName(e.op)) + " cannot run in a fused kernel");
+    DType t = g.type(e.results[0]).dtype;
+    if (t == DType::F16 || t == DType::BF16)
+      return broken(e, id, "a member's result is " + std::string(dtypeName(t)) + "; members compute f32, i32, i64 or bool");
+    if (c.forbidden[size_t(e.results[0])])
+      return broken(e, id, "a member's result is a state's new value or a validation witness");
+  }
+  grp.space = g.type(rootEqn.results[0]).shape;
+  for (int32_t m : grp.members) {
+    const Eqn& e = g.eqns[size_t(m)];
+    if (!isReduce(e.op)) continue;
+    const Shape& s = g.type(e.operands[0]).shape;
+    int64_t axis = std::get<int64_t>(*e.attr("axis"));
+    if (s.empty() || *normalizeAxis(axis, int64_t(s.size())) != int64_t(s.size()) - 1 ||
+        !std::get<bool>(*e.attr("keepdim")))
+      return broken(e, id, "a fused reduction reduces the last axis with keepdim");
+    DType t = g.type(e.results[0]).dtype;
+    if (t != DType::F32 && t != DType::I32)
+      return broken(e, id, "a fused reduction is f32 or i32 (its partials live in workgroup memory), not " +
+                               std::string(dtypeName(t)));
+    if (grp.rows && s != grp.space)
+      return broken(e, id, "its reductions read " + shapeStr(grp.space) + " and " + shapeStr(s) + "; a group has one row shape");
+    grp.rows = true;
+    grp.space = s;
+  }
+  std::vector<ValueId> derived;  // member results computed from a reduction
+  auto isDerived = [&](ValueId v) { return std::find(derived.begin(), derived.end(), v) != derived.end(); };
+  for (int32_t m : grp.members) {
+    const Eqn& e = g.eqns[size_t(m)];
+    ValueId r = e.results[0];
+    bool fromReduction = isReduce(e.op);
+    for (ValueId v : e.operands) {
+      if (!defined(v)) {
+        if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
+      } else if (isDerived(v)) {
+        fromReduction = true;
+        if (!(elementwise(e.op) || isReduce(e.op)) || !broadcastsTo(g.type(r).shape, grp.space))
+          return broken(e, id, std::string(opName(e.op)) + " " + g.type(r).str() +
+                                   " is computed from a reduction, so it must be elementwise (or a reduction) and "
+                                   "broadcast to the row shape " + shapeStr(grp.space));
+      }
+    }
+    if (fromReduction) derived.push_back(r);
+    bool outside = c.exported[size_t(r)] != 0;
+    for (int32_t u : c.users[size_t(r)]) {
+      if (member(u)) continue;
+      outside = true;
+      if (u < grp.root())
+        return broken(g.eqns[size_t(u)], id, "%" + g.value(r).name + " is read here, before the group's root %" +
+                                                  g.value(rootEqn.results[0]).name + " runs");
+    }
+    if (!outside) continue;
+    const Shape& s = g.type(r).shape;
+    bool fits = grp.rows ? (s == grp.space || s == rowShape(grp.space)) : s == grp.space;
+    if (!fits)
+      return broken(e, id, "output %" + g.value(r).name + " " + g.type(r).str() + " must have the shape " +
+                               shapeStr(grp.space) + (grp.rows ? " or " + shapeStr(rowShape(grp.space)) : ""));
+    grp.outputs.push_back(r);
+  }
+  if (grp.outputs.empty()) return broken(rootEqn, id, "no member's result is read outside the group");
+  return ok();
+}
+
+Expected<std::vector<FusionGroup>> fusionGroups(const Graph& g) {
+  std::map<int64_t, FusionGroup> byId;
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    const Eqn& e = g.eqns[i];
+    if (!e.attr("fusion")) continue;
+    int64_t id = fusionId(e);
+    if (id < 0) return broken(e, id, "a fusion id is not negative");
+    FusionGroup& grp = byId[id];
+    grp.id = id;
+    grp.members.push_back(int32_t(i));
+  }
+  std::vector<FusionGroup> out;
+  if (byId.empty()) return out;
+  FusionContext c(g);
+  for (auto& [id, grp] : byId) {
+    if (auto s = completeGroup(c, grp); !s) return s.error();
+    out.push_back(std::move(grp));
+  }
+  std::sort(out.begin(), out.end(), [](const FusionGroup& a, const FusionGroup& b) { return a.root() < b.root(); });
+  return out;
+}
+
+}  // namespace poot

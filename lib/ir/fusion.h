@@ -1,0 +1,71 @@
+// Fusion groups: eqns that carry the same `fusion` attribute (ops.h,
+// fusibleOp) run as one kernel. The graph means exactly what it means
+// without the tags (the oracle ignores them); a tag only says which eqns one
+// kernel computes, so the values a group uses only inside itself get no
+// buffer. The fuse pass (passes/fuse.cpp) forms the groups; these are the
+// rules every group keeps, which the verifier checks, so a tagged graph
+// written by hand is held to them too:
+//   - a member has one result, which is not a state's new value nor a
+//     validation witness, and whose dtype is f32, i32, i64 or bool (a
+//     two-byte float member would need the oracle's rounding after every
+//     step; two-byte inputs are fine, they load as f32);
+//   - the group runs where its last member (its root) stands: a member's
+//     result read by an eqn outside the group is read after the root;
+//   - its outputs (member results read outside the group or exported) all
+//     have the root's shape, or, in a row group, the row shape or one value
+//     a row;
+//   - a group with reductions is a row group: each reduces the last axis
+//     with keepdim, in f32 or i32, an operand of the one row shape S =
+//     [R..., N]; every
+//     member computed from a reduction is elementwise (unary, binary,
+//     compare, select, convert) or another reduction, with a result that
+//     broadcasts to S, so a reduction's value is the same for every element
+//     of its row (softmax: a max, then a sum of exp(x - max)).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace poot {
+
+struct FusionGroup {
+  int64_t id = 0;
+  std::vector<int32_t> members;  // eqn indices, increasing; the last is the root
+  std::vector<ValueId> inputs;   // values members read that no member defines, in first-use order
+  std::vector<ValueId> outputs;  // member results read outside the group or exported, in eqn order
+  bool rows = false;             // it has reductions
+  Shape space;                   // rows: S; otherwise the root's result shape
+
+  int32_t root() const { return members.back(); }
+};
+
+// The eqn's fusion id, or -1 when it has none.
+int64_t fusionId(const Eqn& e);
+
+// What checking a group needs of its graph, gathered once: each value's
+// readers, and which values leave the graph or may not be members' results.
+struct FusionContext {
+  explicit FusionContext(const Graph& g);
+  const Graph& g;
+  std::vector<std::vector<int32_t>> users;  // value -> eqns reading it, increasing
+  std::vector<uint8_t> exported;            // outputs
+  std::vector<uint8_t> forbidden;           // states' new values, validation witnesses
+};
+
+// Given a group's members (sorted), fills in rows, space, inputs and
+// outputs and checks the rules above; the fuse pass asks this of every
+// group it considers, the verifier of every group the graph has.
+Status completeGroup(const FusionContext& c, FusionGroup& grp);
+
+// Every group of g, ordered by root, or the first rule one of them breaks
+// (located at the eqn that breaks it).
+Expected<std::vector<FusionGroup>> fusionGroups(const Graph& g);
+
+// Whether `s` broadcasts to `to` (numpy rules, aligned at the right).
+bool broadcastsTo(const Shape& s, const Shape& to);
+// S with its last axis 1: the shape of one value a row.
+Shape rowShape(const Shape& s);
+
+}  // namespace poot

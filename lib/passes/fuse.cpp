@@ -1,0 +1,143 @@
+// fuse: tags chains of elementwise ops, with the row reductions that feed
+// them, as fusion groups (ir/fusion.h) that the planner gives one kernel
+// each. Two steps:
+//   1. Small tables computed only from constants and slots (the rotary
+//      tables, iotas, scalar constants; at most kMaxTable elements) that
+//      several fusible eqns read are copied once for each of them, so every
+//      kernel that needs a table computes it itself from the slot and none
+//      is a dispatch of its own; the originals then go if nothing else reads
+//      them.
+//   2. Groups form from the last eqn to the first: a fusible eqn not yet in
+//      a group roots a new one, and the producer of each of a member's
+//      operands joins when the group still keeps the rules with it (every
+//      reader of its result is a member or runs after the root; shapes;
+//      dtypes). A producer that is refused is remarked with the rule.
+// A group of one eqn stays plain unless it is a reduction (the row kernel
+// sums in parallel), and so does a group of index maps only (a view or a
+// copy either way). A graph that already has groups (read back from
+// --emit=graph) is left as it is.
+#include <algorithm>
+#include <map>
+
+#include "ir/fusion.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace poot {
+
+namespace {
+
+constexpr int64_t kMaxTable = 4096;
+
+bool isReduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
+bool isIndexMap(Op op) { return op == Op::Reshape || op == Op::Broadcast || op == Op::Transpose; }
+
+// Whether eqn e may be a member at all.
+bool candidate(const FusionContext& c, const Eqn& e) {
+  if (!fusibleOp(e.op) || e.results.size() != 1) return false;
+  DType t = c.g.type(e.results[0]).dtype;
+  return t != DType::F16 && t != DType::BF16 && !c.forbidden[size_t(e.results[0])];
+}
+
+// Step 1: each fusible reader of a shared table gets its own copy of the
+// eqns computing it, placed right before the reader.
+bool copyTables(Graph& g) {
+  FusionContext c(g);
+  std::vector<uint8_t> table(g.values.size(), 0);
+  for (const Eqn& e : g.eqns) {
+    if (!candidate(c, e) || isReduce(e.op) || e.op == Op::Rope || c.exported[size_t(e.results[0])]) continue;
+    if (numel(g.type(e.results[0]).shape) > kMaxTable) continue;
+    bool fromTables = std::all_of(e.operands.begin(), e.operands.end(), [&](ValueId v) {
+      return table[size_t(v)] || g.value(v).storage == Storage::Slot;
+    });
+    if (fromTables) table[size_t(e.results[0])] = 1;
+  }
+  std::vector<Eqn> out;
+  bool changed = false;
+  const std::vector<Eqn> eqns = g.eqns;
+  for (const Eqn& original : eqns) {
+    Eqn e = original;
+    if (candidate(c, e)) {
+      std::map<ValueId, ValueId> copies;
+      std::function<ValueId(ValueId)> copy = [&](ValueId v) -> ValueId {
+        if (auto it = copies.find(v); it != copies.end()) return it->second;
+        const Eqn& p = eqns[size_t(g.value(v).def)];
+        std::vector<ValueId> operands;
+        for (ValueId u : p.operands) operands.push_back(table[size_t(u)] && g.value(u).def >= 0 ? copy(u) : u);
+        Eqn& made = g.addEqn(p.op, std::move(operands), p.attrs, {{freshName(g, g.value(v).name), g.type(v)}}, p.loc);
+        made.typeLoc = p.typeLoc;
+        ValueId r = made.results[0];
+        out.push_back(std::move(g.eqns.back()));
+        g.eqns.pop_back();
+        copies[v] = r;
+        return r;
+      };
+      for (ValueId& v : e.operands)
+        if (table[size_t(v)] && g.value(v).def >= 0 && c.users[size_t(v)].size() > 1) {
+          v = copy(v);
+          changed = true;
+        }
+    }
+    out.push_back(std::move(e));
+  }
+  if (!changed) return false;
+  g.eqns = std::move(out);
+  g.reindex();
+  eraseDeadEqns(g);
+  return true;
+}
+
+}  // namespace
+
+Expected<bool> runFuse(Graph& g, PassContext& ctx) {
+  for (const Eqn& e : g.eqns)
+    if (e.attr("fusion")) return false;
+  bool changed = copyTables(g);
+  FusionContext c(g);
+  std::vector<int64_t> groupOf(g.eqns.size(), -1);
+  std::vector<FusionGroup> groups;
+  for (size_t i = g.eqns.size(); i-- > 0;) {
+    const Eqn& e = g.eqns[i];
+    if (!candidate(c, e)) continue;
+    if (groupOf[i] < 0) {
+      FusionGroup grp;
+      grp.id = int64_t(groups.size());
+      grp.members = {int32_t(i)};
+      if (!completeGroup(c, grp)) continue;
+      groupOf[i] = grp.id;
+      groups.push_back(std::move(grp));
+    }
+    FusionGroup& grp = groups[size_t(groupOf[i])];
+    for (ValueId v : e.operands) {
+      int32_t p = g.value(v).def;
+      if (p < 0 || groupOf[size_t(p)] >= 0 || !candidate(c, g.eqns[size_t(p)])) continue;
+      FusionGroup tried = grp;
+      tried.members.insert(std::lower_bound(tried.members.begin(), tried.members.end(), p), p);
+      if (auto s = completeGroup(c, tried); !s) {
+        ctx.remark("fuse", g, g.eqns[size_t(p)],
+                   "not fused into the kernel of %" + g.value(g.eqns[size_t(grp.root())].results[0]).name + ": " +
+                       s.error().message);
+        continue;
+      }
+      grp = std::move(tried);
+      groupOf[size_t(p)] = grp.id;
+    }
+  }
+  int64_t next = 0;
+  std::sort(groups.begin(), groups.end(), [](const FusionGroup& a, const FusionGroup& b) { return a.root() < b.root(); });
+  for (const FusionGroup& grp : groups) {
+    bool single = grp.members.size() == 1 && !isReduce(g.eqns[size_t(grp.root())].op);
+    bool moves = std::all_of(grp.members.begin(), grp.members.end(),
+                             [&](int32_t m) { return isIndexMap(g.eqns[size_t(m)].op); });
+    if (single || moves) continue;
+    for (int32_t m : grp.members) g.eqns[size_t(m)].attrs.push_back(Attr{"fusion", next});
+    ++next;
+    changed = true;
+  }
+  // Two members of one group may have had copies of the same table: one is
+  // enough (and a graph read back from --emit=graph then compiles to itself).
+  if (eliminateCommon(g)) eraseDeadEqns(g);
+  return changed;
+}
+
+}  // namespace poot
