@@ -3,9 +3,10 @@
 # compiles, for targets/nvidia-h200.yaml (PTX), the plans the model
 # benchmark runs: decode (one token a step, live length, 4096 positions a
 # row) for B = 1 and 8, and prefill of 512 and 2048 tokens (B = 1, into the
-# same 4096-position cache), each beside its `pootc inspect` text; also the
-# cut config for transformers (config.json) and a copy of the poot binary,
-# for run_h200.sh on the GPU host.
+# same 4096-position cache), with f32 weights as hf_side.py saves them (the
+# config's own torch_dtype is bf16), each beside its `pootc inspect` text;
+# also the cut config for transformers (config.json) and a copy of the poot
+# binary, for run_h200.sh on the GPU host.
 # Usage: bench/model/make_plans.sh BUILD OUT_DIR [LAYERS]
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -24,7 +25,7 @@ python3 -c "import json,sys; c=json.load(open('$config')); c['num_hidden_layers'
 plan() {  # NAME TRACE-ARGS...
   local name=$1
   shift
-  "$pootc" trace "$config" --layers "$layers" --capacity 4096 "$@" -o "$out/$name.pg"
+  "$pootc" trace "$config" --layers "$layers" --capacity 4096 --weights-dtype f32 "$@" -o "$out/$name.pg"
   "$pootc" compile "$out/$name.pg" --device targets/nvidia-h200.yaml -o "$out/$name.plan"
   "$pootc" inspect "$out/$name.plan" > "$out/$name.txt"
   echo "$name: $(grep -c '^  d[0-9]' "$out/$name.txt") dispatches"

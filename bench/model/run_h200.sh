@@ -26,6 +26,7 @@ run() {  # NAME TOKENS ITERATIONS
   echo "$name.wall_s $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
   sed -n 's/^median step time: \([0-9.]*\) ms.*/\1/p' "$work/$name.log" | sed "s/^/$name.step_ms /"
   sed -n 's/^median device time: \([0-9.]*\) ms.*/\1/p' "$work/$name.log" | sed "s/^/$name.device_ms /"
+  sed -n 's/^loaded .* (\([0-9.e+-]*\) GB\/s)$/\1/p' "$work/$name.log" | sed "s/^/$name.load_gbps /"
   grep -v '^median' "$work/$name.log" | sed 's/^/  /' | head -5 || true
 }
 run decode-b1 1 20
