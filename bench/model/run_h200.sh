@@ -5,8 +5,9 @@
 # prepare); poot runs each plan on CUDA with those weights and token ids,
 # 20 decode steps or 5 prefills (`--iterations`, median step and device
 # time), at pos 0 so its logits compare with transformers on the same
-# tokens; then hf_side.py check compares the logits and times transformers
-# eager in the same run. Prints every figure as `name value` lines.
+# tokens (decode B = 1 once more without CUDA graph replay, --no-replay);
+# then hf_side.py check compares the logits and times transformers eager in
+# the same run. Prints every figure as `name value` lines.
 # Usage: bench/model/run_h200.sh PLANS WORK
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 PLANS WORK" >&2; exit 2; }
@@ -17,20 +18,23 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 s=$(date +%s.%N)
 python3 "$here/hf_side.py" prepare "$plans" "$work"
 echo "prepare.s $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
-run() {  # NAME TOKENS ITERATIONS
-  local name=$1 tok=$2 iters=$3 s
+run() {  # LABEL PLAN TOKENS ITERATIONS [POOT RUN OPTIONS...]
+  local name=$1 plan=$2 tok=$3 iters=$4 s
+  shift 4
   s=$(date +%s.%N)
-  "$plans/poot" run "$plans/$name.plan" --backend cuda --weights "$work/model.safetensors" \
-    --input tokens="$work/tokens-$tok.npy" --slot pos=0 --iterations "$iters" --output-dir "$work/out-$name" \
+  "$plans/poot" run "$plans/$plan.plan" --backend cuda --weights "$work/model.safetensors" \
+    --input tokens="$work/tokens-$tok.npy" --slot pos=0 --iterations "$iters" --output-dir "$work/out-$name" "$@" \
     > "$work/$name.log" 2>&1 || { echo "$name.failed"; sed 's/^/  /' "$work/$name.log"; return 0; }
   echo "$name.wall_s $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
   sed -n 's/^median step time: \([0-9.]*\) ms.*/\1/p' "$work/$name.log" | sed "s/^/$name.step_ms /"
   sed -n 's/^median device time: \([0-9.]*\) ms.*/\1/p' "$work/$name.log" | sed "s/^/$name.device_ms /"
   sed -n 's/^loaded .* (\([0-9.e+-]*\) GB\/s)$/\1/p' "$work/$name.log" | sed "s/^/$name.load_gbps /"
+  sed -n 's/^median host overhead per dispatch: \([0-9.]*\) us.*/\1/p' "$work/$name.log" | sed "s/^/$name.overhead_us /"
   grep -v '^median' "$work/$name.log" | sed 's/^/  /' | head -5 || true
 }
-run decode-b1 1 20
-run decode-b8 8 20
-run prefill-512 512 5
-run prefill-2048 2048 3
+run decode-b1 decode-b1 1 20
+run decode-b1-no-replay decode-b1 1 20 --no-replay
+run decode-b8 decode-b8 8 20
+run prefill-512 prefill-512 512 5
+run prefill-2048 prefill-2048 2048 3
 python3 "$here/hf_side.py" check "$plans" "$work"

@@ -43,6 +43,10 @@ namespace poot {
 //                        (schedule.h, choosePrefill)
 //   "elementwise"        one thread per result element (every data-movement,
 //                        unary, binary, compare, select, convert and Rope op)
+//   "in-place"           DynamicUpdateSlice, ScatterUpdate writing a
+//                        state's new value over the state: one thread per
+//                        element of the update, which it stores where it
+//                        goes; the rest of the state is left as it is
 //   "reduce"             one thread per result element
 //   "gemv"               MatMul with few rows (decode): `kLanes` threads
 //                        share each group of threadN output columns,

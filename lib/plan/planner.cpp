@@ -265,10 +265,26 @@ class Planner {
     return ok();
   }
 
+  // Whether e writes a state's new value into the state it updates: a
+  // DynamicUpdateSlice or ScatterUpdate whose result is the new value of
+  // the state it reads (its buffer is donated, buffers.h). Then only the
+  // updated elements need a thread.
+  bool updatesInPlace(const Eqn& e) const {
+    if (e.op != Op::DynamicUpdateSlice && e.op != Op::ScatterUpdate) return false;
+    for (const StateOut& s : g_.stateOuts)
+      if (s.value == e.results[0] && s.state == e.operands[0]) return true;
+    return false;
+  }
+
   Status planPlain(int32_t i, const Eqn& e) {
     const Type& r = g_.type(e.results[0]);
     std::string kind = "elementwise", unit = "elements";
     int64_t count = numel(r.shape);
+    if (updatesInPlace(e)) {
+      kind = "in-place";
+      unit = "updated elements";
+      count = numel(g_.type(e.operands[e.op == Op::ScatterUpdate ? 2 : 1]).shape);
+    }
     if (opInfo(e.op).cls == OpClass::Reduce) kind = "reduce";
     if (e.op == Op::TopK || e.op == Op::BlockTopK) {
       kind = "rows";

@@ -6,7 +6,8 @@
 // exact for every dtype. DynamicUpdateSlice and ScatterUpdate decide per
 // element whether it comes from the update or the operand; each thread reads
 // and writes only its own element (and update elements), so the result may be
-// the operand's own buffer (a state written in place). Arithmetic follows
+// the operand's own buffer. When it is (a state written in place, schedule
+// "in-place") they need a thread only per update element. Arithmetic follows
 // the oracle as values.h spells it (two-byte floats rounded on store). A
 // Constant list is a balanced select tree over the element index (runs of
 // equal values collapse), at most kMaxConstantList values; a larger one is
@@ -117,6 +118,37 @@ void genScatter(Thread& t) {
       [&] { t.store(t.load(0, t.id)); });
 }
 
+// In place ("in-place"): thread id is an element of the update, stored
+// where it goes in the state, which the result's buffer is. A slice's start
+// is clamped as above. A scatter's row j goes to row indices[j] when that
+// names a row and no later index names the same one (the last update wins,
+// as above), so no two threads write one element.
+void genInPlace(Thread& t) {
+  Builder& b = t.b;
+  const Shape& x = t.shapeOf(0);
+  if (t.r.op == Op::DynamicUpdateSlice) {
+    const Shape& u = t.shapeOf(1);
+    int64_t axis = axisAttr(t.r, int64_t(x.size()));
+    int64_t n = x[size_t(axis)], un = u[size_t(axis)], inner = rowMajor(x)[size_t(axis)];
+    V o = divBy(b, t.id, un * inner), c = remBy(b, divBy(b, t.id, inner), un), i = remBy(b, t.id, inner);
+    V start = clampIndex(b, t.load(2, b.i32(0)), n - un);
+    V at = b.add(b.mul(b.add(b.mul(o, b.i32(n)), b.add(start, c)), b.i32(inner)), i);
+    b.store(t.out, at, t.load(1, t.id));
+    return;
+  }
+  int64_t rows = x[0], row = numel(x) / rows, n = t.shapeOf(1)[0];
+  V j = divBy(b, t.id, row), col = remBy(b, t.id, row);
+  V idx = t.load(1, j);
+  Scalar it = b.typeOf(idx);
+  int32_t last = b.var(Scalar::Bool, b.binary(Opc::And, b.ge(idx, intConst(b, it, 0)), b.lt(idx, intConst(b, it, rows))));
+  b.forRange(b.add(j, b.i32(1)), b.i32(n), 1, [&](V k) {
+    b.set(last, b.binary(Opc::And, b.get(last), b.ne(t.load(1, k), idx)));
+  });
+  b.ifThen(b.get(last), [&] {
+    b.store(t.out, b.add(b.mul(b.convert(idx, Scalar::I32), b.i32(row)), col), t.load(2, t.id));
+  });
+}
+
 void genConvert(Thread& t) {
   t.store(convertValue(t.b, t.load(0, t.id), t.r.operands[0].dtype, t.r.results[0].dtype));
 }
@@ -215,9 +247,12 @@ Expected<kir::Kernel> genElementwise(const GenInput& in) {
   auto f = openKernel(in);
   if (!f) return f.error();
   Status status = ok();
-  perThread(f->b, r.schedule.workgroupSize, numel(r.results[0].shape), [&](V id) {
+  bool inPlace = r.schedule.kind == "in-place";
+  int64_t count = inPlace ? numel(r.operands[r.op == Op::ScatterUpdate ? 2 : 1].shape) : numel(r.results[0].shape);
+  perThread(f->b, r.schedule.workgroupSize, count, [&](V id) {
     Thread t{f->b, r, f->in, f->out[0], id};
-    status = genElement(t);
+    if (inPlace) genInPlace(t);
+    else status = genElement(t);
   });
   if (!status) return status.error();
   return f->b.finish();

@@ -9,7 +9,7 @@ Expected<kir::Kernel> generateKernel(const GenInput& in) {
   if (r.op == Op::Attention) return genAttention(in);
   if (r.op == Op::SelectedAttention) return genSelectedAttention(in);
   const std::string& kind = r.schedule.kind;
-  if (kind == "elementwise") return genElementwise(in);
+  if (kind == "elementwise" || kind == "in-place") return genElementwise(in);
   if (kind == "reduce") return genReduce(in);
   if (kind == "fused" || kind == "fused-rows") return genFused(in);
   if (kind == "gemv" || kind == "gemm") return genMatMul(in);
