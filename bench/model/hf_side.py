@@ -2,8 +2,9 @@
 
 prepare PLANS WORK: builds LlamaForCausalLM from PLANS/config.json with seeded
 random weights (f32, on the GPU), saves them as WORK/model.safetensors
-(checkpoint names, which poot binds by name) and writes the token ids poot
-reads (WORK/tokens-*.npy, int32).
+(checkpoint names, which poot binds by name), the same weights rounded to
+bf16 as a sharded directory with its index (WORK/bf16, save_pretrained), and
+the token ids poot reads (WORK/tokens-*.npy, int32).
 
 check PLANS WORK: loads the same weights, computes the reference logits and
 compares poot's (WORK/out-NAME/logits.npy) with them, then times transformers
@@ -42,6 +43,9 @@ def tokens(config, shape, seed):
 def prepare(plans, work):
     config, model = build(plans)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, f"{work}/model.safetensors")
+    # The same weights rounded to bf16, as transformers publishes a model:
+    # shards of at most 2 GB with their index.
+    model.to(torch.bfloat16).save_pretrained(f"{work}/bf16", max_shard_size="2GB")
     np.save(f"{work}/tokens-1.npy", tokens(config, (1, 1), 1))
     np.save(f"{work}/tokens-8.npy", tokens(config, (8, 1), 8))
     np.save(f"{work}/tokens-512.npy", tokens(config, (1, 512), 512))
@@ -64,8 +68,13 @@ def timed(fn, reps):
 def check(plans, work):
     config, model = build(plans)
     model.load_state_dict(load_file(f"{work}/model.safetensors", device="cuda"))
-    for name, tok in [("decode-b1", "1"), ("decode-b8", "8"), ("prefill-512", "512"), ("prefill-2048", "2048")]:
+    f32 = {k: v.clone() for k, v in model.state_dict().items()}
+    # bf16 weights widened to f32, f32 activations: what the bf16 plan computes.
+    rounded = {k: v.to(torch.bfloat16).float() for k, v in f32.items()}
+    for name, tok in [("decode-b1", "1"), ("decode-b1-bf16", "1"), ("decode-b8", "8"), ("prefill-512", "512"),
+                      ("prefill-2048", "2048")]:
         ids = torch.from_numpy(np.load(f"{work}/tokens-{tok}.npy")).long().cuda()
+        model.load_state_dict(rounded if name.endswith("bf16") else f32)
         want = model(ids).logits.double()
         try:
             got = torch.from_numpy(np.load(f"{work}/out-{name}/logits.npy")).cuda().double().reshape(want.shape)
@@ -76,6 +85,7 @@ def check(plans, work):
         same = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
         print(f"{name}.rel_err {rel:.3g}")
         print(f"{name}.argmax_agree {same:.4f}")
+    model.load_state_dict(f32)
     for batch in (1, 8):
         ctx = torch.from_numpy(tokens(config, (batch, 512), 7)).long().cuda()
         cache = DynamicCache()

@@ -5,7 +5,8 @@
 # prepare); poot runs each plan on CUDA with those weights and token ids,
 # 20 decode steps or 5 prefills (`--iterations`, median step and device
 # time), at pos 0 so its logits compare with transformers on the same
-# tokens (decode B = 1 once more without CUDA graph replay, --no-replay);
+# tokens (decode B = 1 once more without CUDA graph replay, --no-replay,
+# and once with the bf16 weights, from the sharded directory WORK/bf16);
 # then hf_side.py check compares the logits and times transformers eager in
 # the same run. Prints every figure as `name value` lines.
 # Usage: bench/model/run_h200.sh PLANS WORK
@@ -18,11 +19,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 s=$(date +%s.%N)
 python3 "$here/hf_side.py" prepare "$plans" "$work"
 echo "prepare.s $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
-run() {  # LABEL PLAN TOKENS ITERATIONS [POOT RUN OPTIONS...]
-  local name=$1 plan=$2 tok=$3 iters=$4 s
-  shift 4
+run() {  # LABEL PLAN WEIGHTS TOKENS ITERATIONS [POOT RUN OPTIONS...]
+  local name=$1 plan=$2 weights=$3 tok=$4 iters=$5 s
+  shift 5
   s=$(date +%s.%N)
-  "$plans/poot" run "$plans/$plan.plan" --backend cuda --weights "$work/model.safetensors" \
+  "$plans/poot" run "$plans/$plan.plan" --backend cuda --weights "$weights" \
     --input tokens="$work/tokens-$tok.npy" --slot pos=0 --iterations "$iters" --output-dir "$work/out-$name" "$@" \
     > "$work/$name.log" 2>&1 || { echo "$name.failed"; sed 's/^/  /' "$work/$name.log"; return 0; }
   echo "$name.wall_s $(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
@@ -32,9 +33,11 @@ run() {  # LABEL PLAN TOKENS ITERATIONS [POOT RUN OPTIONS...]
   sed -n 's/^median host overhead per dispatch: \([0-9.]*\) us.*/\1/p' "$work/$name.log" | sed "s/^/$name.overhead_us /"
   grep -v '^median' "$work/$name.log" | sed 's/^/  /' | head -5 || true
 }
-run decode-b1 decode-b1 1 20
-run decode-b1-no-replay decode-b1 1 20 --no-replay
-run decode-b8 decode-b8 8 20
-run prefill-512 prefill-512 512 5
-run prefill-2048 prefill-2048 2048 3
+f32=$work/model.safetensors
+run decode-b1 decode-b1 "$f32" 1 20
+run decode-b1-no-replay decode-b1 "$f32" 1 20 --no-replay
+run decode-b1-bf16 decode-b1-bf16 "$work/bf16" 1 20
+run decode-b8 decode-b8 "$f32" 8 20
+run prefill-512 prefill-512 "$f32" 512 5
+run prefill-2048 prefill-2048 "$f32" 2048 3
 python3 "$here/hf_side.py" check "$plans" "$work"
