@@ -15,8 +15,6 @@ Error broken(const Eqn& e, int64_t id, const std::string& why) {
 
 bool elementwise(Op op) { return (op >= Op::Exp && op <= Op::Select) || op == Op::Convert; }
 
-bool isReduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
-
 }  // namespace
 
 int64_t fusionId(const Eqn& e) {
@@ -70,7 +68,7 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
   grp.space = g.type(rootEqn.results[0]).shape;
   for (int32_t m : grp.members) {
     const Eqn& e = g.eqns[size_t(m)];
-    if (!isReduce(e.op)) continue;
+    if (!isReduction(e.op)) continue;
     const Shape& s = g.type(e.operands[0]).shape;
     int64_t axis = std::get<int64_t>(*e.attr("axis"));
     if (s.empty() || *normalizeAxis(axis, int64_t(s.size())) != int64_t(s.size()) - 1 ||
@@ -90,13 +88,13 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
   for (int32_t m : grp.members) {
     const Eqn& e = g.eqns[size_t(m)];
     ValueId r = e.results[0];
-    bool fromReduction = isReduce(e.op);
+    bool fromReduction = isReduction(e.op);
     for (ValueId v : e.operands) {
       if (!defined(v)) {
         if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
       } else if (isDerived(v)) {
         fromReduction = true;
-        if (!(elementwise(e.op) || isReduce(e.op)) || !broadcastsTo(g.type(r).shape, grp.space))
+        if (!(elementwise(e.op) || isReduction(e.op)) || !broadcastsTo(g.type(r).shape, grp.space))
           return broken(e, id, std::string(opName(e.op)) + " " + g.type(r).str() +
                                    " is computed from a reduction, so it must be elementwise (or a reduction) and "
                                    "broadcast to the row shape " + shapeStr(grp.space));

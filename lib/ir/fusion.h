@@ -63,6 +63,10 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp);
 // (located at the eqn that breaks it).
 Expected<std::vector<FusionGroup>> fusionGroups(const Graph& g);
 
+// Whether op is a reduction (ReduceSum, ReduceMax, ReduceMin): the op
+// table's Reduce class.
+inline bool isReduction(Op op) { return opInfo(op).cls == OpClass::Reduce; }
+
 // Whether `s` broadcasts to `to` (numpy rules, aligned at the right).
 bool broadcastsTo(const Shape& s, const Shape& to);
 // S with its last axis 1: the shape of one value a row.

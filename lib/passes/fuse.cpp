@@ -17,6 +17,7 @@
 // copy either way). A graph that already has groups (read back from
 // --emit=graph) is left as it is.
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "ir/fusion.h"
@@ -29,7 +30,6 @@ namespace {
 
 constexpr int64_t kMaxTable = 4096;
 
-bool isReduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
 bool isIndexMap(Op op) { return op == Op::Reshape || op == Op::Broadcast || op == Op::Transpose; }
 
 // Whether eqn e may be a member at all.
@@ -45,7 +45,7 @@ bool copyTables(Graph& g) {
   FusionContext c(g);
   std::vector<uint8_t> table(g.values.size(), 0);
   for (const Eqn& e : g.eqns) {
-    if (!candidate(c, e) || isReduce(e.op) || e.op == Op::Rope || c.exported[size_t(e.results[0])]) continue;
+    if (!candidate(c, e) || isReduction(e.op) || e.op == Op::Rope || c.exported[size_t(e.results[0])]) continue;
     if (numel(g.type(e.results[0]).shape) > kMaxTable) continue;
     bool fromTables = std::all_of(e.operands.begin(), e.operands.end(), [&](ValueId v) {
       return table[size_t(v)] || g.value(v).storage == Storage::Slot;
@@ -126,7 +126,7 @@ Expected<bool> runFuse(Graph& g, PassContext& ctx) {
   int64_t next = 0;
   std::sort(groups.begin(), groups.end(), [](const FusionGroup& a, const FusionGroup& b) { return a.root() < b.root(); });
   for (const FusionGroup& grp : groups) {
-    bool single = grp.members.size() == 1 && !isReduce(g.eqns[size_t(grp.root())].op);
+    bool single = grp.members.size() == 1 && !isReduction(g.eqns[size_t(grp.root())].op);
     bool moves = std::all_of(grp.members.begin(), grp.members.end(),
                              [&](int32_t m) { return isIndexMap(g.eqns[size_t(m)].op); });
     if (single || moves) continue;

@@ -251,7 +251,7 @@ class Planner {
     const Eqn& e = g_.eqns[size_t(i)];
     int64_t partialBytes = 0;  // one f32 or i32 a reduction
     for (int32_t m : grp.members)
-      if (opInfo(g_.eqns[size_t(m)].op).cls == OpClass::Reduce) partialBytes += 4;
+      if (isReduction(g_.eqns[size_t(m)].op)) partialBytes += 4;
     int64_t n = grp.space.empty() ? 1 : grp.space.back();
     Schedule s = fusedSchedule(grp.rows, n, partialBytes, d_);
     int64_t count = numel(grp.space), groups = grp.rows ? count / n : ceilDiv(count, s.workgroupSize);

@@ -39,8 +39,6 @@ namespace {
 using namespace gen;
 using Coords = std::vector<V>;
 
-bool isReduce(Op op) { return op == Op::ReduceSum || op == Op::ReduceMax || op == Op::ReduceMin; }
-
 class Emitter {
  public:
   Emitter(Frame& f, const KernelRequest& r) : f_(f), b_(f.b), r_(r), zero_(f.b.i32(0)) { scopes_.emplace_back(); }
@@ -67,7 +65,7 @@ class Emitter {
 
   // Step or operand `ref` at coordinates c of its own shape.
   V at(int32_t ref, const Coords& c) {
-    if (ref >= 0 && isReduce(r_.steps[size_t(ref)].op)) return reduced.at(ref);
+    if (ref >= 0 && isReduction(r_.steps[size_t(ref)].op)) return reduced.at(ref);
     auto key = std::make_pair(ref, c);
     for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s)
       if (auto it = s->find(key); it != s->end()) return it->second;
@@ -165,11 +163,11 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
   const int64_t W = r.schedule.workgroupSize;
   Shape space;
   for (const FusedStep& s : r.steps)
-    if (isReduce(s.op)) space = em.shapeOf(s.args[0]);
+    if (isReduction(s.op)) space = em.shapeOf(s.args[0]);
   const int64_t N = space.back(), R = numel(space) / N;
   std::map<int32_t, int32_t> partials;  // reduction step -> its workgroup array
   for (size_t i = 0; i < r.steps.size(); ++i)
-    if (isReduce(r.steps[i].op))
+    if (isReduction(r.steps[i].op))
       partials[int32_t(i)] = b.shared("partials" + std::to_string(i), valueScalar(r.steps[i].type.dtype), W);
   V row = b.workgroupId();
   b.ifThen(b.lt(row, b.i32(R)), [&] {
@@ -203,7 +201,7 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
     Coords once = along(em.zero());
     for (size_t i = 0; i < r.steps.size(); ++i) {
       const Shape& s = r.steps[i].type.shape;
-      if (!isReduce(r.steps[i].op) && (s.empty() || s.back() == 1)) em.at(int32_t(i), em.bcast(once, space, s));
+      if (!isReduction(r.steps[i].op) && (s.empty() || s.back() == 1)) em.at(int32_t(i), em.bcast(once, space, s));
     }
     b.forRange(tid, b.i32(N), W, [&](V j) {
       em.inScope([&] {
