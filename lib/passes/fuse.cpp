@@ -63,7 +63,7 @@ bool copyTables(Graph& g) {
         if (auto it = copies.find(v); it != copies.end()) return it->second;
         const Eqn& p = eqns[size_t(g.value(v).def)];
         std::vector<ValueId> operands;
-        for (ValueId u : p.operands) operands.push_back(table[size_t(u)] && g.value(u).def >= 0 ? copy(u) : u);
+        for (ValueId u : p.operands) operands.push_back(table[size_t(u)] ? copy(u) : u);  // tables are eqn results
         Eqn& made = g.addEqn(p.op, std::move(operands), p.attrs, {{freshName(g, g.value(v).name), g.type(v)}}, p.loc);
         made.typeLoc = p.typeLoc;
         ValueId r = made.results[0];
@@ -73,7 +73,7 @@ bool copyTables(Graph& g) {
         return r;
       };
       for (ValueId& v : e.operands)
-        if (table[size_t(v)] && g.value(v).def >= 0 && c.users[size_t(v)].size() > 1) {
+        if (table[size_t(v)] && c.users[size_t(v)].size() > 1) {
           v = copy(v);
           changed = true;
         }

@@ -4,6 +4,7 @@
 // Plan and printed with the same printer `pootc compile --emit=plan-text`
 // uses, so the two outputs are the same text for the same plan.
 #include <cstdio>
+#include <map>
 
 #include "driver.h"
 #include "plan/plan.h"
@@ -77,12 +78,15 @@ Plan toPlan(rt::PlanFile f) {
   // A fused kernel's steps are not in the file: they are its group's
   // members, in the plan's graph.
   auto groups = fusionGroups(f.source);
+  std::map<int32_t, const FusionGroup*> rootOf;  // root eqn -> its group
+  if (groups)
+    for (const FusionGroup& grp : *groups) rootOf[grp.root()] = &grp;
   for (const rt::Dispatch& d : f.dispatches) {
-    if (!groups || d.kernel < 0 || size_t(d.kernel) >= p.kernels.size()) continue;
+    auto grp = rootOf.find(d.eqn);
+    if (grp == rootOf.end() || d.kernel < 0 || size_t(d.kernel) >= p.kernels.size()) continue;
     KernelRequest& r = p.kernels[size_t(d.kernel)].request;
-    if (r.schedule.kind != "fused" && r.schedule.kind != "fused-rows") continue;
-    for (const FusionGroup& grp : *groups)
-      if (grp.root() == d.eqn) r = fusedRequest(f.source, grp, r.schedule);
+    if ((r.schedule.kind == "fused" || r.schedule.kind == "fused-rows") && r.steps.empty())
+      r = fusedRequest(f.source, *grp->second, r.schedule);
   }
   for (const rt::Dispatch& d : f.dispatches) {
     Dispatch x{d.kernel, d.eqn};
