@@ -42,7 +42,7 @@ struct Error {
   Loc loc;
   std::string message;
   // For ErrorKind::Capability, which check refused: AttentionLds,
-  // ScratchBytes, GridLimit, DtypeLowering, MemoryBudget. The figures that
+  // ScratchBytes, GridLimit, DtypeLowering, BindingLimit, MemoryBudget. The figures that
   // decided it are in the message.
   std::string capability;
 

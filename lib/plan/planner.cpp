@@ -55,6 +55,7 @@ class Planner {
     plan_.deviceArch = d_.arch;
     for (size_t i = 0; i < g_.eqns.size(); ++i)
       if (auto s = planEqn(int32_t(i)); !s) return s.error();
+    if (auto s = checkBindings(); !s) return s.error();
     plan_.source = g_;
     if (auto s = checkScratch(plan_, d_); !s) return s.error();
     plan_.key = planKey(plan_);
@@ -107,6 +108,24 @@ class Planner {
     d.reads = std::move(reads);
     d.writes = std::move(writes);
     plan_.dispatches.push_back(std::move(d));
+  }
+
+  // BindingLimit: a dispatch binds one storage buffer per value or scratch
+  // it reads or writes, and a kernel of the device binds at most
+  // max_bindings. Refused, not split (docs/planner.md says why).
+  Status checkBindings() const {
+    for (const Dispatch& d : plan_.dispatches) {
+      int64_t n = int64_t(d.reads.size() + d.writes.size());
+      if (n <= d_.max_bindings) continue;
+      const Eqn& e = g_.eqns[size_t(d.eqn)];
+      std::string what = groupAt_[size_t(d.eqn)] ? "the fused kernel at op " : "op ";
+      return refuse("BindingLimit", e.loc,
+                    what + opName(e.op) + " %" + g_.value(e.results[0]).name + " binds " + str(n) +
+                        " storage buffers (" + str(int64_t(d.reads.size())) + " read, " +
+                        str(int64_t(d.writes.size())) + " written) but " + d_.name + " allows " +
+                        str(d_.max_bindings) + " per kernel");
+    }
+    return ok();
   }
 
   Status planEqn(int32_t i) {
@@ -352,6 +371,7 @@ uint64_t profileHash(const DeviceProfile& d) {
   s += "subgroup_size=" + str(d.subgroup_size) + "\n";
   s += "grid_limits=" + str(d.grid_limits[0]) + "," + str(d.grid_limits[1]) + "," + str(d.grid_limits[2]) + "\n";
   s += "max_buffer_bytes=" + str(d.max_buffer_bytes) + "\n";
+  s += "max_bindings=" + str(d.max_bindings) + "\n";
   s += "memory_bytes=" + str(d.memory_bytes) + "\n";
   s += "f16=" + opsStr(d.f16) + "\n";
   s += "bf16=" + opsStr(d.bf16) + "\n";

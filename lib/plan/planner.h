@@ -34,7 +34,7 @@ struct ScheduleNote {
 // Plans every eqn of `g` for `d`: kernels, dispatches (bindings left empty),
 // scratch, the device's name, target, arch and hash, and the plan key;
 // `source` is a copy of g. Refusals: AttentionLds, GridLimit, DtypeLowering,
-// ScratchBytes. With `notes`, appends one ScheduleNote per chosen kernel.
+// BindingLimit, ScratchBytes. With `notes`, appends one ScheduleNote per chosen kernel.
 Expected<Plan> planGraph(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes = nullptr);
 
 // The request of a fusion group's kernel (fused steps in the members'
@@ -44,7 +44,7 @@ KernelRequest fusedRequest(const Graph& g, const FusionGroup& grp, Schedule s);
 
 // FNV-1a 64 over every profile field in a fixed order (name, target, arch,
 // compute units, workgroup memory and size, subgroup size, grid limits,
-// buffer and memory bytes, two-byte operations).
+// buffer bytes, bindings, memory bytes, two-byte operations).
 uint64_t profileHash(const DeviceProfile& d);
 
 // The plan key: FNV-1a 64, as 16 hex digits, over each kernel's

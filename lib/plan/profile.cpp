@@ -37,6 +37,8 @@ namespace {
 constexpr int64_t kMinWorkgroupMemory = 1024;  // less cannot hold one tile
 constexpr int64_t kMaxSubgroup = 128;          // no device has wider
 constexpr int64_t kMaxGrid = 4294967295;       // every API takes 32-bit counts
+constexpr int64_t kMaxBindings = 4294967295;   // Vulkan counts descriptors in 32 bits
+constexpr size_t kMaxName = 128;
 
 using MaybeError = std::optional<Error>;
 
@@ -125,7 +127,7 @@ class ProfileReader {
 
 const std::vector<std::string> kTopFields = {
     "name", "target", "arch", "compute_units", "workgroup_memory_bytes", "max_workgroup_size",
-    "subgroup_size", "grid_limits", "max_buffer_bytes", "memory_bytes", "two_byte_floats"};
+    "subgroup_size", "grid_limits", "max_buffer_bytes", "max_bindings", "memory_bytes", "two_byte_floats"};
 const std::vector<std::string> kGridFields = {"x", "y", "z"};
 const std::vector<std::string> kTwoByteFields = {"f16", "bf16"};
 
@@ -157,11 +159,16 @@ MaybeError ProfileReader::missing(const YAML::Node& map, const std::vector<Entry
   return {};
 }
 
-// A positive decimal integer that fits in int64_t. Leading zeros are refused
-// (YAML 1.1 reads them as octal), as are signs, fractions and exponents.
+// A positive decimal integer that fits in int64_t, written plain. Leading
+// zeros are refused (YAML 1.1 reads them as octal), as are signs, fractions,
+// exponents, and quoted or tagged scalars (a quoted "8" is a string).
 MaybeError ProfileReader::integer(const Entry& e, const std::string& field, int64_t& out) {
   const std::string positive = "expected a positive integer, got " + describe(e.value);
   if (!e.value.IsScalar()) return bad(e, field, positive);
+  if (e.value.Tag() != "?")
+    return bad(e, field, "expected a positive integer, got the " +
+                             std::string(e.value.Tag() == "!" ? "quoted string " : "tagged scalar ") +
+                             describe(e.value));
   const std::string& s = e.value.Scalar();
   if (s.empty() || s[0] == '0') return bad(e, field, positive);
   int64_t v = 0;
@@ -231,7 +238,13 @@ MaybeError ProfileReader::field(const Entry& e, DeviceProfile& p) {
   if (k == "name") {
     if (!e.value.IsScalar() || e.value.Scalar().empty())
       return bad(e, k, "expected a non-empty string, got " + describe(e.value));
-    p.name = e.value.Scalar();
+    const std::string& s = e.value.Scalar();
+    for (size_t i = 0; i < s.size(); ++i)
+      if (uint8_t c = uint8_t(s[i]); c < 0x20 || c > 0x7e)
+        return bad(e, k, "byte " + std::to_string(i) + " (" + std::to_string(c) + ") is not a printable ascii character");
+    if (s.size() > kMaxName)
+      return bad(e, k, "expected at most " + std::to_string(kMaxName) + " characters, got " + std::to_string(s.size()));
+    p.name = s;
     return {};
   }
   if (k == "target") {
@@ -256,10 +269,13 @@ MaybeError ProfileReader::field(const Entry& e, DeviceProfile& p) {
                   : k == "max_workgroup_size"     ? &p.max_workgroup_size
                   : k == "subgroup_size"          ? &p.subgroup_size
                   : k == "max_buffer_bytes"       ? &p.max_buffer_bytes
+                  : k == "max_bindings"           ? &p.max_bindings
                                                   : &p.memory_bytes;
   if (auto err = integer(e, k, *slot)) return err;
   if (k == "workgroup_memory_bytes" && *slot < kMinWorkgroupMemory)
     return bad(e, k, "expected at least " + std::to_string(kMinWorkgroupMemory) + ", got " + describe(e.value));
+  if (k == "max_bindings" && *slot > kMaxBindings)
+    return bad(e, k, "expected at most " + std::to_string(kMaxBindings) + ", got " + describe(e.value));
   if (k == "subgroup_size" && (*slot > kMaxSubgroup || (*slot & (*slot - 1)) != 0))
     return bad(e, k, "expected a power of two no larger than " + std::to_string(kMaxSubgroup) + ", got " +
                          describe(e.value));
@@ -277,9 +293,11 @@ MaybeError ProfileReader::consistent(const DeviceProfile& p) const {
                 "field 'max_buffer_bytes': " + std::to_string(p.max_buffer_bytes) +
                     " is more than memory_bytes " + std::to_string(p.memory_bytes));
 
-  static const std::regex sm("sm_[1-9][0-9]{1,2}a?"), gfx("gfx[0-9][0-9a-f]{2,3}"), vk("vulkan1\\.[0-9]+");
+  static const std::regex sm("sm_[1-9][0-9]{1,2}a?"), gfx("gfx[0-9][0-9a-f]{2,3}"), vk("vulkan1\\.[0-4]");
   const std::regex& want = p.target == Target::Ptx ? sm : p.target == Target::Hsaco ? gfx : vk;
-  const char* form = p.target == Target::Ptx ? "sm_NN" : p.target == Target::Hsaco ? "gfxNNN" : "vulkan1.N";
+  const char* form = p.target == Target::Ptx     ? "sm_NN"
+                     : p.target == Target::Hsaco ? "gfxNNN"
+                                                 : "vulkan1.N (N from 0 to 4)";
   if (!std::regex_match(p.arch, want))
     return fail(where_.at("arch"), std::string("field 'arch': target ") + targetName(p.target) +
                                        " needs an arch of the form " + form + ", got '" + p.arch + "'");

@@ -35,6 +35,7 @@ struct DeviceProfile {
   int64_t subgroup_size = 0;
   int64_t grid_limits[3] = {0, 0, 0};  // x, y, z
   int64_t max_buffer_bytes = 0;
+  int64_t max_bindings = 0;  // storage buffers one kernel may bind
   int64_t memory_bytes = 0;
   TwoByteOps f16;
   TwoByteOps bf16;

@@ -39,6 +39,7 @@ struct DeviceInfo {
   int64_t maxBindingBytes = 0;   // the most bytes one binding may span
   int64_t memoryBytes = 0;       // the largest device heap
   int64_t bindingAlignment = 1;  // a binding's offset must be a multiple of this
+  int64_t maxBindings = 0;       // storage buffers one kernel may bind
   bool f16Storage = false;       // 16-bit storage buffer access
   bool f16Arith = false;         // shaderFloat16
 };

@@ -27,10 +27,11 @@ Error capability(const char* kind, std::string msg) {
 
 Error bindError(std::string msg) { return makeError(ErrorKind::Bind, {}, std::move(msg)); }
 
-// "vulkan1.3" -> 3; -1 when it is not of that form.
+// "vulkan1.3" -> 3; -1 when it is not of that form (a minor of at most two
+// digits).
 int vulkanMinor(const std::string& arch) {
   const std::string prefix = "vulkan1.";
-  if (arch.rfind(prefix, 0) != 0 || arch.size() == prefix.size()) return -1;
+  if (arch.rfind(prefix, 0) != 0 || arch.size() == prefix.size() || arch.size() > prefix.size() + 2) return -1;
   int minor = 0;
   for (size_t i = prefix.size(); i < arch.size(); ++i) {
     if (!std::isdigit(uint8_t(arch[i]))) return -1;
@@ -65,7 +66,8 @@ Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions&
   if (p.device.target != d.target)
     return capability("Target", std::string("the plan is for target ") + targetName(p.device.target) + ", device '" +
                                     d.name + "' runs " + targetName(d.target));
-  if (d.target == Target::Spirv && vulkanMinor(p.device.arch) > vulkanMinor(d.arch))
+  int planMinor = vulkanMinor(p.device.arch);
+  if (d.target == Target::Spirv && (planMinor < 0 || planMinor > vulkanMinor(d.arch)))
     return capability("Device", "the plan needs " + p.device.arch + ", device '" + d.name + "' runs " + d.arch);
   // PTX for sm_N runs on sm_N and newer; an arch-specific sm_Na only on sm_N.
   std::string suffix;
@@ -96,6 +98,11 @@ Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions&
         return capability("GridLimit", "dispatch " + std::to_string(i) + " has " + std::to_string(x.grid[k]) +
                                            " workgroups along " + "xyz"[k] + ", device '" + d.name + "' allows " +
                                            std::to_string(d.gridLimits[k]));
+    if (int64_t(x.bindings.size()) > d.maxBindings)
+      return capability("BindingLimit", "dispatch " + std::to_string(i) + " (kernel '" + p.kernels[size_t(x.kernel)].entry +
+                                            "') binds " + std::to_string(x.bindings.size()) +
+                                            " storage buffers, device '" + d.name + "' allows " +
+                                            std::to_string(d.maxBindings) + " per kernel");
     if (!x.params.empty())
       return makeError(ErrorKind::Format, {}, "dispatch " + std::to_string(i) +
                                                   " has scalar parameters, which this runtime does not pass");

@@ -7,7 +7,8 @@
 //
 // The device check: the plan's target must be the backend's, its arch no
 // newer than the device's, every kernel's workgroup size and memory, every
-// grid and every binding within the device's limits (Capability errors).
+// grid, every dispatch's binding count and every binding's bytes within the
+// device's limits (Capability errors).
 // The plan's device name must be the device's slug or start with it and a
 // '-' ("nvidia-h200-vulkan" runs on a device whose slug is "nvidia-h200"),
 // else the plan is refused (Capability "Device") unless the caller passes

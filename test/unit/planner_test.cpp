@@ -35,7 +35,7 @@ DeviceProfile target(const std::string& name) {
 struct Synth {
   std::string target = "spirv", arch = "vulkan1.3";
   int64_t cus = 8, lds = 32768, maxwg = 1024, subgroup = 8, gx = 65535, gy = 65535;
-  int64_t maxBuffer = 134217728, memory = 2147483648;
+  int64_t maxBuffer = 134217728, bindings = 32, memory = 2147483648;
   std::string f16 = "[storage, arith]", bf16 = "[]";
 
   DeviceProfile make() const {
@@ -45,7 +45,7 @@ struct Synth {
                        "\nmax_workgroup_size: " + std::to_string(maxwg) +
                        "\nsubgroup_size: " + std::to_string(subgroup) + "\ngrid_limits:\n  x: " + std::to_string(gx) +
                        "\n  y: " + std::to_string(gy) + "\n  z: 65535\nmax_buffer_bytes: " + std::to_string(maxBuffer) +
-                       "\nmemory_bytes: " + std::to_string(memory) + "\ntwo_byte_floats:\n  f16: " + f16 +
+                       "\nmax_bindings: " + std::to_string(bindings) + "\nmemory_bytes: " + std::to_string(memory) + "\ntwo_byte_floats:\n  f16: " + f16 +
                        "\n  bf16: " + bf16 + "\n";
     auto p = parseProfile(text, "synth.yaml");
     REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
@@ -372,6 +372,29 @@ TEST_CASE("plan: GridLimit for an attention and for a plain kernel") {
   CHECK(text2 ==
         "t.pg:3:6: error: op Add launches 2 workgroups (512 elements, 256 per workgroup) but the device's grid holds 1 "
         "x 1");
+}
+
+TEST_CASE("plan: BindingLimit when a dispatch binds more storage buffers than the device allows") {
+  // A Concat of n operands binds n + 1 buffers.
+  auto concat = [](int n) {
+    std::string text = "graph cat\n", args;
+    for (int i = 0; i < n; ++i) {
+      text += "input %x" + std::to_string(i) + " : f32[2]\n";
+      args += (i ? ", %x" : "%x") + std::to_string(i);
+    }
+    return parse(text + "%y = Concat(" + args + ") {axis=0} : f32[" + std::to_string(2 * n) + "]\noutput %y\n");
+  };
+  Synth s;
+  s.bindings = 4;
+  CHECK(plan(concat(3), s.make()).dispatches.size() == 1);
+  auto [check, text] = refusal(concat(4), s.make());
+  CHECK(check == "BindingLimit");
+  CHECK(text == "t.pg:6:6: error: op Concat %y binds 5 storage buffers (4 read, 1 written) but synth allows 4 per kernel");
+  // lavapipe's 32, the Concat of 33 from issue 16 and the one of 32.
+  CHECK(refusal(concat(33), target("lavapipe")).second.find("binds 34 storage buffers (33 read, 1 written) but "
+                                                              "lavapipe allows 32 per kernel") != std::string::npos);
+  CHECK(refusal(concat(32), target("lavapipe")).first == "BindingLimit");
+  CHECK(plan(concat(31), target("lavapipe")).dispatches.size() == 1);
 }
 
 TEST_CASE("plan: DtypeLowering names the op, the dtype and the device") {

@@ -33,7 +33,8 @@ const char* const kBase =
     "memory_bytes: 2147483648\n"      // 13
     "two_byte_floats:\n"              // 14
     "  f16: [storage, arith]\n"       // 15
-    "  bf16: []\n";                   // 16
+    "  bf16: []\n"                    // 16
+    "max_bindings: 32\n";             // 17
 
 // kBase with line `line` (1-based) replaced by `text`, or removed when `text`
 // is null.
@@ -67,6 +68,7 @@ TEST_CASE("profile: the base profile of the malformed cases is valid") {
   CHECK(p->grid_limits[0] == 65535);
   CHECK(p->grid_limits[2] == 65535);
   CHECK(p->max_buffer_bytes == 134217728);
+  CHECK(p->max_bindings == 32);
   CHECK(p->memory_bytes == 2147483648);
   CHECK((p->f16.storage && p->f16.arith && !p->f16.select));
   CHECK((!p->bf16.storage && !p->bf16.arith && !p->bf16.select));
@@ -105,7 +107,26 @@ TEST_CASE("profile: malformed profiles are refused with file:line:col and the fi
        "t.yaml:12:19: error: field 'max_buffer_bytes': 4294967296 is more than memory_bytes 2147483648"},
       {2, "target: cuda", "t.yaml:2:9: error: field 'target': expected spirv, ptx or hsaco, got 'cuda'"},
       {3, "arch: sm_90",
-       "t.yaml:3:7: error: field 'arch': target spirv needs an arch of the form vulkan1.N, got 'sm_90'"},
+       "t.yaml:3:7: error: field 'arch': target spirv needs an arch of the form vulkan1.N (N from 0 to 4), got 'sm_90'"},
+      {3, "arch: vulkan1.9",
+       "t.yaml:3:7: error: field 'arch': target spirv needs an arch of the form vulkan1.N (N from 0 to 4), got "
+       "'vulkan1.9'"},
+      {3, "arch: vulkan1.99999999999999999999",
+       "t.yaml:3:7: error: field 'arch': target spirv needs an arch of the form vulkan1.N (N from 0 to 4), got "
+       "'vulkan1.99999999999999999999'"},
+      {4, "compute_units: \"2\"",
+       "t.yaml:4:16: error: field 'compute_units': expected a positive integer, got the quoted string '2'"},
+      {9, "  x: '65535'", "t.yaml:9:6: error: field 'grid_limits.x': expected a positive integer, got the quoted string '65535'"},
+      {4, "compute_units: !!int 2",
+       "t.yaml:4:16: error: field 'compute_units': expected a positive integer, got the tagged scalar '2'"},
+      {1, "name: \"lava\\x07pipe\"",
+       "t.yaml:1:7: error: field 'name': byte 4 (7) is not a printable ascii character"},
+      {1, "name: \"lava\\npipe\"",
+       "t.yaml:1:7: error: field 'name': byte 4 (10) is not a printable ascii character"},
+      {17, "max_bindings: 0", "t.yaml:17:15: error: field 'max_bindings': expected a positive integer, got '0'"},
+      {17, "max_bindings: 4294967296",
+       "t.yaml:17:15: error: field 'max_bindings': expected at most 4294967295, got '4294967296'"},
+      {17, nullptr, "t.yaml:1:1: error: missing field 'max_bindings'"},
       {3, "arch: [vulkan1.3]", "t.yaml:3:7: error: field 'arch': expected a non-empty string, got a list"},
       {1, "name: \"\"", "t.yaml:1:7: error: field 'name': expected a non-empty string, got ''"},
       {9, "  x: 4294967296",
@@ -185,7 +206,11 @@ TEST_CASE("profile: arch forms per target") {
   CHECK(with("hsaco", "sm_90") ==
         "t.yaml:3:7: error: field 'arch': target hsaco needs an arch of the form gfxNNN, got 'sm_90'");
   CHECK(with("spirv", "vulkan2.0") ==
-        "t.yaml:3:7: error: field 'arch': target spirv needs an arch of the form vulkan1.N, got 'vulkan2.0'");
+        "t.yaml:3:7: error: field 'arch': target spirv needs an arch of the form vulkan1.N (N from 0 to 4), got "
+        "'vulkan2.0'");
+  CHECK(with("spirv", "vulkan1.0") == "(accepted)");
+  CHECK(with("spirv", "vulkan1.4") == "(accepted)");
+  CHECK(with("spirv", "vulkan1.03") != "(accepted)");
 }
 
 TEST_CASE("profile: select is allowed on ptx and hsaco") {
@@ -220,6 +245,7 @@ TEST_CASE("profile: every profile in targets/ loads and is self-consistent") {
       CHECK(p->max_workgroup_size >= 128);
       CHECK((!p->f16.select && !p->bf16.select));
       CHECK(p->max_buffer_bytes <= 4294967295);
+      CHECK(p->max_bindings >= 4);
     } else {
       // The LLVM back ends lower every two-byte operation.
       for (const TwoByteOps& ops : {p->f16, p->bf16}) CHECK((ops.storage && ops.arith && ops.select));

@@ -57,6 +57,7 @@ rt::DeviceInfo h200Info() {
   d.gridLimits[1] = d.gridLimits[2] = 65535;
   d.memoryBytes = d.maxBindingBytes = 150109880320;
   d.bindingAlignment = 256;
+  d.maxBindings = 512;
   return d;
 }
 

@@ -119,6 +119,7 @@ rt::DeviceInfo lavapipeInfo() {
   d.subgroupSize = 8;
   for (int64_t& g : d.gridLimits) g = 65535;
   d.maxBindingBytes = int64_t(1) << 27;
+  d.maxBindings = 32;
   d.memoryBytes = int64_t(1) << 31;
   return d;
 }
@@ -344,6 +345,17 @@ TEST_CASE("runtime session: a plan for another device, target, arch or smaller l
   rt::DeviceInfo tiny = lavapipeInfo();
   tiny.maxBindingBytes = 64;
   CHECK(refusal(tiny, plan).capability == "BufferBytes");
+
+  rt::DeviceInfo few = lavapipeInfo();
+  few.maxBindings = 2;
+  Error bindings = refusal(few, plan);
+  CHECK(bindings.capability == "BindingLimit");
+  CHECK(bindings.message.find("storage buffers, device 'llvmpipe (fake)' allows 2 per kernel") != std::string::npos);
+
+  rt::PlanFile future = plan;
+  future.device.arch = "vulkan1.99999999999999999999";
+  CHECK(refusal(lavapipeInfo(), future).message.find("the plan needs vulkan1.99999999999999999999") !=
+        std::string::npos);
 
   // A kernel without code is a broken file, not a device problem.
   auto empty = rt::Session::create(plan, std::make_unique<FakeBackend>(lavapipeInfo(), &calls));

@@ -334,6 +334,7 @@ TEST_CASE("runtime vulkan: the probed profile loads and agrees with targets/lava
   CHECK(probed->subgroup_size == want.subgroup_size);
   for (int k = 0; k < 3; ++k) CHECK(probed->grid_limits[k] == want.grid_limits[k]);
   CHECK(probed->max_buffer_bytes == want.max_buffer_bytes);
+  CHECK(probed->max_bindings == want.max_bindings);
   CHECK(probed->f16.storage == want.f16.storage);
   CHECK(probed->f16.arith == want.f16.arith);
   CHECK(probed->bf16.storage == want.bf16.storage);

@@ -37,6 +37,8 @@ std::string profileText(const rt::DeviceInfo& d) {
   out += "  z: " + n(d.gridLimits[2]) + "\n";
   out += "# maxStorageBufferRange, at most memory_bytes.\n";
   out += "max_buffer_bytes: " + n(d.maxBindingBytes) + "\n";
+  out += "# min(maxPerStageDescriptorStorageBuffers, maxDescriptorSetStorageBuffers, maxPerStageResources).\n";
+  out += "max_bindings: " + n(d.maxBindings) + "\n";
   out += "# The largest device-local memory heap.\n";
   out += "memory_bytes: " + n(d.memoryBytes) + "\n";
   out += "# f16 storage from storageBuffer16BitAccess, arith from shaderFloat16 too; no bf16.\n";

@@ -98,6 +98,10 @@ constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 // Static shared memory stops here; past it the PTX declares it dynamic.
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
+// Kernel parameters every architecture takes (Volta and newer take 32764
+// bytes from CUDA 12.1 on); each binding is one pointer among them.
+constexpr int64_t kMaxParamBytes = 4096;
+
 // Entry point, exported symbol, signature.
 #define POOT_CU_FNS(X)                                                                                         \
   X(cuGetErrorName, "cuGetErrorName", CUresult(CUresult, const char**))                                       \
@@ -420,6 +424,7 @@ Status CudaBackend::readInfo() {
   info_.memoryBytes = int64_t(memory);
   info_.maxBindingBytes = int64_t(memory);
   info_.bindingAlignment = 256;
+  info_.maxBindings = kMaxParamBytes / int64_t(sizeof(CUdeviceptr));
   info_.f16Storage = true;
   info_.f16Arith = major.value * 10 + minor.value >= 53;
   return ok();

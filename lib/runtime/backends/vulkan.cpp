@@ -407,6 +407,9 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
   info_.subgroupSize = p11.subgroupSize;
   for (int k = 0; k < 3; ++k) info_.gridLimits[k] = l.maxComputeWorkGroupCount[k];
   info_.bindingAlignment = int64_t(std::max<VkDeviceSize>(l.minStorageBufferOffsetAlignment, 1));
+  // A kernel's bindings are storage buffers of one set, in one stage.
+  info_.maxBindings = std::min({int64_t(l.maxPerStageDescriptorStorageBuffers), int64_t(l.maxDescriptorSetStorageBuffers),
+                                int64_t(l.maxPerStageResources)});
   timestampNs_ = l.timestampPeriod;  // 0 again in createDevice when the queue family takes none
   // Vulkan does not report a count of compute units; lavapipe runs one
   // worker thread per CPU core (LP_NUM_THREADS overrides it).
