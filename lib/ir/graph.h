@@ -82,6 +82,13 @@ struct Graph {
   void reindex();
 };
 
+// The size of the smallest axis that value v is gathered along, following v
+// through the ops that only move its elements (into a Reshape, Broadcast,
+// Transpose, Slice, Concat or integer Convert, or as a DynamicSlice's
+// source): every element of v must lie in [0, bound) for those Gathers to
+// read inside their tables. 0 when v reaches no Gather's indices.
+int64_t gatherBound(const Graph& g, ValueId v);
+
 // Checks every rule of the IR: value types, each eqn against the op table and
 // its type rule, definition before use, storage rules (slot ranges, one
 // state_out per state of the same type, validation values are bool, every

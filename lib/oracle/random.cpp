@@ -42,32 +42,6 @@ struct SplitMix64 {
   }
 };
 
-// The size of the smallest axis that a value is gathered along, following it
-// through ops that only move its elements; 0 when it indexes no Gather.
-int64_t gatherBound(const Graph& g, ValueId id) {
-  int64_t bound = 0;
-  std::vector<ValueId> work{id};
-  std::set<ValueId> seen{id};
-  while (!work.empty()) {
-    ValueId v = work.back();
-    work.pop_back();
-    for (const Eqn& e : g.eqns)
-      for (size_t i = 0; i < e.operands.size(); ++i) {
-        if (e.operands[i] != v) continue;
-        if (e.op == Op::Gather && i == 1) {
-          const Type& table = g.type(e.operands[0]);
-          int64_t a = *normalizeAxis(std::get<int64_t>(*e.attr("axis")), table.rank());
-          int64_t n = table.shape[size_t(a)];
-          bound = bound ? std::min(bound, n) : n;
-        }
-        bool moves = e.op == Op::Reshape || e.op == Op::Broadcast || e.op == Op::Transpose || e.op == Op::Slice ||
-                     e.op == Op::DynamicSlice || e.op == Op::Concat || e.op == Op::Convert;
-        if (moves && isInt(g.type(e.results[0]).dtype) && seen.insert(e.results[0]).second) work.push_back(e.results[0]);
-      }
-  }
-  return bound;
-}
-
 }  // namespace
 
 Tensor randomParam(const Graph& g, ValueId id, uint64_t seed) {

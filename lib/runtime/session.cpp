@@ -2,7 +2,8 @@
 // (target, arch, name, kernel and dispatch limits), then allocates: the arena
 // and every buffer outside it, zeroing the states; builds each kernel used by
 // a dispatch; finds the paged write maps in the source graph (slots that
-// reach a ScatterUpdate's index operand through reshapes); and splits the
+// reach a ScatterUpdate's index operand through reshapes) and the index
+// inputs (integer inputs that reach a Gather's indices); and splits the
 // dispatches into phases. Phase one ends before the first dispatch that
 // writes a state (through a view or not) when every witness's last writer
 // is in it; otherwise there is one phase and a device-side copy of every
@@ -182,6 +183,11 @@ Status Session::build() {
       }
   }
 
+  // Index inputs: integer inputs whose words reach a Gather's indices.
+  for (size_t i = 0; i < bufs.size(); ++i)
+    if (bufs[i].role == Role::Input && isInt(bufs[i].type.dtype))
+      if (int64_t n = gatherBound(g, bufs[i].value); n > 0) indexBounds_.emplace(int32_t(i), n);
+
   // Phases: see the file comment.
   auto base = [&](int32_t b) { return bufs[size_t(b)].role == Role::View ? bufs[size_t(b)].alias : b; };
   size_t firstStateWrite = plan_.dispatches.size();
@@ -318,6 +324,15 @@ Status Session::checkBinds(const std::map<std::string, Tensor>& inputs) const {
     auto it = inputs.find(b.name);
     if (it == inputs.end()) return bindError(std::string(what) + " %" + b.name + " is not bound");
     if (auto s = checkType(what, b, it->second); !s) return s;
+  }
+  for (const auto& [buffer, n] : indexBounds_) {
+    const Buffer& b = bufs[size_t(buffer)];
+    const Tensor& t = inputs.at(b.name);
+    for (int64_t i = 0; i < t.size(); ++i)
+      if (int64_t w = word(t, i); w < 0 || w >= n)
+        return makeError(ErrorKind::Range, {},
+                         "input %" + b.name + " word " + std::to_string(i) + " has value " + std::to_string(w) +
+                             " outside [0, " + std::to_string(n - 1) + "], the table axis it indexes (Gather)");
   }
   for (const Slot& s : plan_.slots) {
     const Tensor& t = inputs.at(s.name);

@@ -17,7 +17,10 @@
 //
 // A step checks every bind before anything is uploaded or dispatched: every
 // input and slot present with its exact dtype and shape (Bind), every slot
-// word in its declared range (Range), and every paged write map (a slot the
+// word in its declared range (Range), every word of an integer input that
+// reaches a Gather's indices (ir's gatherBound: token ids) in [0, n) for the
+// smallest axis n it indexes (Range, naming the input, the word and its
+// value), and every paged write map (a slot the
 // graph uses as a ScatterUpdate's index) a forward slot map: each word a
 // pool slot or -1, no slot named twice (Bind, "slot map ..."). A failed bind
 // changes nothing. Then the validation channel: the dispatches up to the
@@ -113,6 +116,7 @@ class Session {
   std::vector<BufferId> stateBackup_;  // per state buffer, in plan order, when copiesStates()
   std::vector<int32_t> states_;        // plan buffers of role State
   std::map<int32_t, int64_t> writeMaps_;  // slot buffer -> pool slots, for paged write maps
+  std::map<int32_t, int64_t> indexBounds_;  // input buffer -> the Gather axis its words index
   std::vector<bool> weightBound_;      // per plan buffer
 };
 

@@ -1068,6 +1068,25 @@ output %o
   CHECK(fmt(vals(randomParam(g, g.params[0], 1))) == fmt(vals(a["x"])));
 }
 
+TEST_CASE("oracle: gatherBound follows a value through the ops that move its elements") {
+  Graph g = parse(
+      "input %t : i32[4]\ninput %s : i32[]\nweight %emb : f32[10,2]\nweight %small : f32[3,6]\n"
+      "%r = Reshape(%t) : i32[2,2]\n%w = Convert(%r) : i64[2,2]\n%e = Gather(%emb, %w) {axis=0} : f32[2,2,2]\n"
+      "%c = Slice(%t) {axis=0, start=0, limit=2} : i32[2]\n%f = Gather(%small, %c) {axis=1} : f32[3,2]\n"
+      "%d = DynamicSlice(%t, %s) {axis=0, size=2} : i32[2]\n%u = Add(%d, %d) : i32[2]\n"
+      "output %e\noutput %f\noutput %u\n");
+  auto id = [&](const char* name) {
+    for (size_t i = 0; i < g.values.size(); ++i)
+      if (g.values[i].name == name) return ValueId(i);
+    FAIL("no value " << name);
+    return ValueId(-1);
+  };
+  CHECK(gatherBound(g, id("t")) == 6);  // the smaller of the two axes it indexes: 10 rows, 6 columns
+  CHECK(gatherBound(g, id("w")) == 10);
+  CHECK(gatherBound(g, id("s")) == 0);  // a DynamicSlice start is not moved into the slice
+  CHECK(gatherBound(g, id("u")) == 0);
+}
+
 TEST_CASE("oracle: a --slot VALUE is an integer that fits the slot, or a file ending in .npy") {
   Graph g = testing::parse("graph g\nslot %pos : i32[] range [0, 9]\nslot %big : i64[2] range [0, 9]\n"
                            "%y = Add(%pos, %pos) : i32[]\n%z = Add(%big, %big) : i64[2]\noutput %y\noutput %z\n");

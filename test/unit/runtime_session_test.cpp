@@ -3,8 +3,9 @@
 // refused bind is seen to upload and run nothing and to leave every state as
 // it was: wrong shape, wrong dtype, a missing input, a slot out of range, a
 // paged read map word outside the pool, a write map that names a slot twice
-// or one outside the pool, each with its typed error. Plans for another
-// device, target, arch or smaller limits are refused, and truncated or
+// or one outside the pool, a token id outside the embedding table, each with
+// its typed error. Plans for another device, target, arch or smaller limits
+// (bindings per kernel among them) are refused, and truncated or
 // corrupted plan files too. The validation channel runs on lavapipe with
 // kernels compiled from GLSL at test time: a failing guard publishes nothing
 // and leaves the state byte-identical, both when the guard runs before the
@@ -266,6 +267,15 @@ TEST_CASE("runtime session: a refused bind uploads nothing, runs nothing and kee
        "slot map %write: word 1 is 128, not -1 or a slot of the pool [0, 128)"},
       {"write map word below -1", [](auto& m) { setWord(m["write"], 0, -2); }, ErrorKind::Bind,
        "slot map %write: word 0 is -2, not -1 or a slot of the pool [0, 128)"},
+      // Token ids index the embedding table of 256 rows.
+      {"token id past the vocabulary", [](auto& m) { setWord(m["tokens"], 1, 100000); }, ErrorKind::Range,
+       "input %tokens word 1 has value 100000 outside [0, 255], the table axis it indexes (Gather)"},
+      {"token id just past the vocabulary", [](auto& m) { setWord(m["tokens"], 0, 256); }, ErrorKind::Range,
+       "input %tokens word 0 has value 256 outside [0, 255], the table axis it indexes (Gather)"},
+      {"negative token id", [](auto& m) { setWord(m["tokens"], 0, -5); }, ErrorKind::Range,
+       "input %tokens word 0 has value -5 outside [0, 255], the table axis it indexes (Gather)"},
+      {"token id INT_MAX", [](auto& m) { setWord(m["tokens"], 1, INT32_MAX); }, ErrorKind::Range,
+       "input %tokens word 1 has value 2147483647 outside [0, 255], the table axis it indexes (Gather)"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
@@ -285,6 +295,11 @@ TEST_CASE("runtime session: a refused bind uploads nothing, runs nothing and kee
       CHECK(now->bytes == t.bytes);
     }
   }
+
+  // The last row of the table is a valid token id.
+  auto lastRow = p.perCall;
+  setWord(lastRow["tokens"], 1, 255);
+  CHECK(bool(s.step(lastRow)));
 
   // Padding words (-1) in the write map are fine.
   auto inputs = p.perCall;
