@@ -35,6 +35,7 @@ enum class ErrorKind {
   Bind,     // a bound input, weight or slot that does not fit the graph
   Range,    // a slot value outside its declared range
   Capability,  // the device cannot hold what the graph needs (exit code 3)
+  Memory,   // host work past the host memory budget (ir/budget.h)
 };
 
 struct Error {
@@ -42,8 +43,8 @@ struct Error {
   Loc loc;
   std::string message;
   // For ErrorKind::Capability, which check refused: AttentionLds,
-  // ScratchBytes, GridLimit, DtypeLowering, BindingLimit, MemoryBudget. The figures that
-  // decided it are in the message.
+  // ScratchBytes, GridLimit, DtypeLowering, BindingLimit, MemoryBudget. The
+  // figures that decided it are in the message.
   std::string capability;
 
   // "file:line:col: error: message" (or "file:item: error: message"),

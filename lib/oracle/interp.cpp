@@ -10,6 +10,8 @@
 // ErrorKind::Range errors at the eqn. docs/oracle.md states every op's rule.
 #include "oracle/interp.h"
 
+#include "ir/budget.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -783,6 +785,19 @@ Status bindParams(const Graph& g, const std::map<std::string, Tensor>& params, s
   return ok();
 }
 
+// The bytes an evaluation holds at once: every value (parameters copied in),
+// and the outputs and new states copied out.
+int64_t evaluationBytes(const Graph& g) {
+  auto bytesOf = [&](ValueId v) { return numel(g.type(v).shape) * dtypeBytes(g.type(v).dtype); };
+  int64_t total = 0;
+  for (ValueId p : g.params) total = addBytes(total, bytesOf(p));
+  for (const Eqn& e : g.eqns)
+    for (ValueId r : e.results) total = addBytes(total, bytesOf(r));
+  for (const Export& o : g.outputs) total = addBytes(total, bytesOf(o.value));
+  for (const StateOut& s : g.stateOuts) total = addBytes(total, bytesOf(s.value));
+  return total;
+}
+
 }  // namespace
 
 bool Evaluation::valid() const {
@@ -790,6 +805,9 @@ bool Evaluation::valid() const {
 }
 
 Expected<Evaluation> evaluate(const Graph& g, const std::map<std::string, Tensor>& params) {
+  if (auto s = checkHostBytes(evaluationBytes(g), "evaluating graph '" + g.name + "' (every value held at once)", Loc{g.loc.file});
+      !s)
+    return s.error();
   Evaluation ev;
   ev.values.resize(g.values.size());
   if (auto s = bindParams(g, params, ev.values); !s) return s.error();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "ir/budget.h"
 #include "oracle/npy.h"
 #include "oracle/random.h"
 #include "oracle/safetensors.h"
@@ -97,10 +98,16 @@ Expected<BoundParams> bindParamArgs(const Graph& g, const ParamArgs& args) {
   }
   for (ValueId id : g.params) {
     const std::string& name = g.value(id).name;
-    if (params.count(name) || fromFile.count(name)) continue;
-    params.emplace(name, randomParam(g, id, args.seed));
-    out.generated.push_back(id);
+    if (!params.count(name) && !fromFile.count(name)) out.generated.push_back(id);
   }
+  int64_t drawn = 0;
+  for (ValueId id : out.generated) drawn = addBytes(drawn, numel(g.type(id).shape) * dtypeBytes(g.type(id).dtype));
+  size_t n = out.generated.size();
+  if (auto s = checkHostBytes(drawn, "drawing the " + std::to_string(n) + (n == 1 ? " parameter" : " parameters") +
+                                         " that no --weights, --input or --slot names");
+      !s)
+    return s.error();
+  for (ValueId id : out.generated) params.emplace(g.value(id).name, randomParam(g, id, args.seed));
   return out;
 }
 

@@ -50,7 +50,9 @@ struct BoundParams {
 // neither an integer nor a name ending in .npy is a Usage error; an integer
 // that does not fit the slot's dtype a Range error; a checkpoint that does
 // not open, or lacks a graph weight or stores it in another type, the error
-// of Checkpoint::open or bindCheckpoint), the rest generated.
+// of Checkpoint::open or bindCheckpoint), the rest generated, unless their
+// bytes pass the host memory budget (ir/budget.h: a Memory error, nothing
+// drawn).
 Expected<BoundParams> bindParamArgs(const Graph& g, const ParamArgs& args);
 
 // What a tool prints to stderr once the parameters are bound: a warning for

@@ -63,6 +63,15 @@ int64_t word(const Tensor& t, int64_t i) {
   return v;
 }
 
+// Zeroes a buffer from one fixed block of zeros, so that no host copy of a
+// state (gigabytes for a KV cache) is ever made.
+Status zeroFill(Backend& backend, BufferId buffer, int64_t bytes) {
+  static const std::vector<uint8_t> zeros(size_t(1) << 20);
+  for (int64_t at = 0; at < bytes; at += int64_t(zeros.size()))
+    if (auto s = backend.upload(buffer, at, zeros.data(), std::min(bytes - at, int64_t(zeros.size()))); !s) return s;
+  return ok();
+}
+
 Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions& opts) {
   if (p.device.target != d.target)
     return capability("Target", std::string("the plan is for target ") + targetName(p.device.target) + ", device '" +
@@ -149,7 +158,7 @@ Status Session::build() {
     own_[i] = *b;
     if (bufs[i].role != Role::State) continue;
     states_.push_back(int32_t(i));
-    if (auto z = upload(int32_t(i), Tensor(bufs[i].type)); !z) return z;
+    if (auto z = zeroFill(*backend_, *b, bufs[i].bytes); !z) return z;
   }
 
   // Kernels, each built once with the binding count of its dispatches (the

@@ -161,7 +161,7 @@ Expected<Graph> traceBloom(const ModelConfig& cfg, const TraceOptions& opts) {
     Scope s(b, "embed");
     x = layerNorm(c, x, "transformer.word_embeddings_layernorm");
   }
-  for (int64_t l = 0; l < *layers; ++l) x = block(c, l, x);
+  b.layers(*layers, [&](int64_t l) { x = block(c, l, x); });
   {
     Scope s(b, "final");
     x = layerNorm(c, x, "transformer.ln_f");

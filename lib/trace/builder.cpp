@@ -7,6 +7,8 @@
 
 #include <cctype>
 
+#include "ir/budget.h"
+
 namespace poot::trace {
 
 namespace {
@@ -20,6 +22,22 @@ std::string lower(std::string_view s) {
 const Type& placeholderType() {
   static const Type t{DType::F32, {}};
   return t;
+}
+
+// Roughly what one value takes in the graph and the builder's name set.
+int64_t valueBytes(const std::string& name, const Type& t) {
+  return int64_t(sizeof(Value) + 2 * name.size() + 64 + 8 * t.shape.size());
+}
+
+int64_t attrBytes(const Attrs& attrs) {
+  int64_t n = 0;
+  for (const Attr& a : attrs) {
+    n += int64_t(sizeof(Attr) + a.name.size());
+    if (const auto* d = std::get_if<std::vector<double>>(&a.value)) n += int64_t(8 * d->size());
+    if (const auto* i = std::get_if<std::vector<int64_t>>(&a.value)) n += int64_t(8 * i->size());
+    if (const auto* s = std::get_if<std::string>(&a.value)) n += int64_t(s->size());
+  }
+  return n;
 }
 
 }  // namespace
@@ -41,7 +59,34 @@ std::string Builder::uniqueName(std::string base) {
   return name;
 }
 
+bool Builder::within(int64_t total, const std::string& what) {
+  if (overBudget_) return false;
+  auto s = checkHostBytes(total, "tracing (" + what + ")", Loc{source_});
+  if (s) return true;
+  overBudget_ = true;
+  error_ = s.error();  // a budget error wins: nothing after it is built
+  return false;
+}
+
+bool Builder::reserve(int64_t bytes, const std::string& what) {
+  bytes_ = addBytes(bytes_, bytes);
+  return within(bytes_, what);
+}
+
+void Builder::layers(int64_t n, const std::function<void(int64_t)>& layer) {
+  for (int64_t l = 0; l < n && ok(); ++l) {
+    int64_t before = bytes_;
+    layer(l);
+    if (l == 0 && n > 1) {
+      int64_t one = bytes_ - before;
+      within(addBytes(bytes_, mulBytes(one, n - 1)),
+             std::to_string(n) + " layers of " + std::to_string(one) + " bytes each");
+    }
+  }
+}
+
 ValueId Builder::param(const std::string& name, Type type, Storage storage) {
+  if (!reserve(valueBytes(name, type), "parameter " + name)) return kNone;
   if (!used_.insert(name).second) fail("tracing: the name '" + name + "' is declared twice");
   return g_.addParam(name, std::move(type), storage);
 }
@@ -52,6 +97,7 @@ ValueId Builder::state(const std::string& name, Type type) { return param(name, 
 
 ValueId Builder::slot(const std::string& name, Type type, int64_t lo, int64_t hi) {
   ValueId id = param(name, std::move(type), Storage::Slot);
+  if (id == kNone) return id;
   g_.value(id).lo = lo;
   g_.value(id).hi = hi;
   return id;
@@ -70,6 +116,8 @@ int64_t Builder::dim(ValueId v, int64_t axis) const {
 
 std::vector<ValueId> Builder::ops(Op op, std::vector<ValueId> operands, Attrs attrs, std::vector<Type> declared) {
   const OpInfo& info = opInfo(op);
+  int64_t bytes = int64_t(sizeof(Eqn) + 4 * operands.size()) + attrBytes(attrs) + info.results * valueBytes(scope(), {});
+  if (!reserve(bytes, std::string("op ") + info.name)) return std::vector<ValueId>(size_t(info.results), kNone);
   sortAttrs(info, attrs);
   TypeQuery q;
   bool missing = false;

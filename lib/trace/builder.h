@@ -6,10 +6,14 @@
 // graph's interface (outputs, state_outs, validations). A type-rule refusal
 // while building is recorded, the first one winning, and returned by finish();
 // nothing is thrown or printed, and building may go on after an error (later
-// results get a placeholder type and later errors are ignored).
+// results get a placeholder type and later errors are ignored). The graph is
+// held within the host memory budget (ir/budget.h): the builder counts the
+// bytes of what it appends, and past the budget it records a Memory error and
+// appends nothing more (its ops then return kNone).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -147,6 +151,16 @@ class Builder {
   // Records an error (ErrorKind::Verify unless given) at the builder's source
   // if none is recorded yet. For ops:: helpers that refuse their arguments.
   void fail(std::string message, ErrorKind kind = ErrorKind::Verify);
+  // Counts `bytes` more against the host memory budget; past it, records a
+  // Memory error naming `what` and returns false (and so does every later
+  // call). Callers about to build host data of their own (a table of
+  // constants) reserve it first.
+  bool reserve(int64_t bytes, const std::string& what);
+  // Runs layer(l) for l = 0 .. n-1 while nothing is recorded. Once the first
+  // layer is built, the graph with n - 1 more of its size must fit the
+  // budget, so that a config of a billion layers is refused after one, not
+  // once memory is spent.
+  void layers(int64_t n, const std::function<void(int64_t)>& layer);
 
   // Verifies the graph and hands it over: the first recorded error, else the
   // verifier's verdict. The builder is empty afterwards.
@@ -154,6 +168,8 @@ class Builder {
 
  private:
   std::string uniqueName(std::string base);
+  // Whether `total` bytes fit the budget; records the Memory error if not.
+  bool within(int64_t total, const std::string& what);
   ValueId param(const std::string& name, Type type, Storage storage);
 
   Graph g_;
@@ -162,6 +178,8 @@ class Builder {
   std::set<std::string> used_;
   std::map<std::string, int64_t> nextSuffix_;
   std::optional<Error> error_;
+  int64_t bytes_ = 0;     // what the graph holds, as counted by reserve
+  bool overBudget_ = false;
 };
 
 // Enters a name scope for its lifetime: `Scope s(b, "layers.0");`.

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/budget.h"
 #include "ir/io.h"
 #include "trace/model.h"
 
@@ -278,6 +279,10 @@ Status readRopeFields(const ConfigFields& f, RopeConfig& rope) {
 }
 
 Expected<std::vector<double>> ropeInvFreq(const ModelConfig& cfg, int64_t dim) {
+  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequencies of head_dim " + std::to_string(dim),
+                              Loc{cfg.file});
+      !s)
+    return s.error();
   const RopeConfig& r = cfg.rope;
   std::vector<double> inv = ops::rope_inv_freq(r.theta, dim);
   if (r.type == "default") return inv;

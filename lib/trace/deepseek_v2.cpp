@@ -18,6 +18,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ir/budget.h"
 #include "trace/model.h"
 
 namespace poot::trace {
@@ -89,6 +90,10 @@ Status yarn(const ModelConfig& cfg, const ConfigFields& p, int64_t dim, DsParams
   high = std::min(high, double(dim - 1));
   if (low == high) high += 0.001;
   ds.invFreq.clear();
+  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequencies of qk_rope_head_dim " + std::to_string(dim),
+                              Loc{cfg.file});
+      !s)
+    return s;
   for (int64_t i = 0; i < dim / 2; ++i) {
     double posFreq = std::pow(base, double(2 * i) / double(dim));
     double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
@@ -350,7 +355,7 @@ Expected<Graph> traceDeepseekV2(const ModelConfig& cfg, const TraceOptions& opts
   Ctx c{cfg, *ds, b, step, ops::rope_tables(b, step, ds->invFreq, ds->ropeScaling)};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
   ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
-  for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
+  b.layers(*layers, [&](int64_t l) { x = decoderLayer(c, l, x); });
   llamaHead(b, cfg, step, x, embed);
   return b.finish();
 }

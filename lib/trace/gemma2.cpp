@@ -10,6 +10,7 @@
 // names (model.layers.N.pre_feedforward_layernorm.weight, ...).
 #include <cmath>
 
+#include "ir/budget.h"
 #include "trace/model.h"
 
 namespace poot::trace {
@@ -48,6 +49,10 @@ Expected<Gemma2Params> readGemma2(const ModelConfig& cfg) {
   if (!types.empty() && int64_t(types.size()) != cfg.numLayers)
     return f.error("layer_types", "has " + std::to_string(types.size()) + " entries for " +
                                       std::to_string(cfg.numLayers) + " layers");
+  if (auto s = checkHostBytes(cfg.numLayers / 8, "the sliding pattern of " + std::to_string(cfg.numLayers) + " layers",
+                              Loc{cfg.file});
+      !s)
+    return s.error();
   for (int64_t i = 0; i < cfg.numLayers; ++i) {
     if (types.empty()) {
       p.sliding.push_back(i % 2 == 0);
@@ -164,7 +169,7 @@ Expected<Graph> traceGemma2(const ModelConfig& cfg, const TraceOptions& opts) {
   if (spec->weightDtype != spec->dtype) normalizer = b.convert(normalizer, spec->dtype);
   b.name(normalizer, "embed.normalizer");
   ValueId x = b.name(b.mul(gathered, normalizer), "embed.scaled");
-  for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
+  b.layers(*layers, [&](int64_t l) { x = decoderLayer(c, l, x); });
   {
     Scope s(b, "final");
     x = norm(c, x, "model.norm.weight");

@@ -132,7 +132,7 @@ Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts) {
   Ctx c{cfg, b, step, ops::rope_tables(b, step, *inv), *act};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
   ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
-  for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
+  b.layers(*layers, [&](int64_t l) { x = decoderLayer(c, l, x); });
   llamaHead(b, cfg, step, x, embed);
   return b.finish();
 }

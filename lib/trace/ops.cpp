@@ -13,6 +13,8 @@
 #include <limits>
 #include <numbers>
 
+#include "ir/budget.h"
+
 namespace poot::trace::ops {
 
 namespace {
@@ -282,6 +284,7 @@ std::vector<double> alibi_slopes(int64_t heads) {
 }
 
 ValueId alibi_bias(Builder& b, const Step& s, int64_t heads) {
+  if (!b.reserve(mulBytes(heads, 8), "the alibi slopes of " + std::to_string(heads) + " heads")) return kNone;
   ValueId slopes = b.constant(Type{DType::F32, {1, heads, 1, 1}}, alibi_slopes(heads));
   ValueId t = b.iota(Type{DType::F32, {1, 1, 1, s.spec.capacity}}, 3);
   return b.name(b.mul(slopes, t), "alibi");

@@ -207,7 +207,7 @@ Expected<Graph> traceSparseIndexer(const ModelConfig& cfg, const TraceOptions& o
   Ctx c{cfg, *params, b, step, rope, blockStructure(b, step, params->block)};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
   ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
-  for (int64_t l = 0; l < *layers; ++l) x = decoderLayer(c, l, x);
+  b.layers(*layers, [&](int64_t l) { x = decoderLayer(c, l, x); });
   llamaHead(b, cfg, step, x, embed);
   return b.finish();
 }

@@ -1068,6 +1068,45 @@ output %o
   CHECK(fmt(vals(randomParam(g, g.params[0], 1))) == fmt(vals(a["x"])));
 }
 
+TEST_CASE("oracle: work past the host memory budget is refused before anything is allocated") {
+  // An Iota of 2^40 floats (within the verifier's 2^48 elements) and its
+  // output's copy: 8 TiB, more than any host here.
+  Graph huge = testing::parse("graph huge\n%y = Iota() {axis=0} : f32[1099511627776]\noutput %y\n");
+  auto ev = evaluate(huge, {});
+  REQUIRE(!ev);
+  CHECK(ev.error().kind == ErrorKind::Memory);
+  CHECK(ev.error().message.rfind("evaluating graph 'huge' (every value held at once) needs 8796093022208 bytes of host "
+                                 "memory, more than the budget of ", 0) == 0);
+  // An input of 2^40 floats is refused before the generator draws it.
+  Graph wide = testing::parse("graph wide\ninput %x : f32[1099511627776]\n%y = Neg(%x) : f32[1099511627776]\noutput %y\n");
+  auto drawn = bindParamArgs(wide, ParamArgs{});
+  REQUIRE(!drawn);
+  CHECK(drawn.error().kind == ErrorKind::Memory);
+  CHECK(drawn.error().message.rfind("drawing the 1 parameter that no --weights, --input or --slot names needs "
+                                    "4398046511104 bytes of host memory", 0) == 0);
+
+  // Under a stated budget: x (400 bytes) is drawn, the evaluation (x, y and
+  // y's copy: 1200 bytes) is refused.
+  Graph small = testing::parse("graph small\ninput %x : f32[100]\n%y = Neg(%x) : f32[100]\noutput %y\n");
+  testing::HostBudget budget("1000");
+  auto p = bindParamArgs(small, ParamArgs{});
+  REQUIRE(p);
+  auto refused = evaluate(small, p->hostTensors());
+  REQUIRE(!refused);
+  CHECK(refused.error().str() ==
+        "t.pg: error: evaluating graph 'small' (every value held at once) needs 1200 bytes of host memory, more than "
+        "the budget of 1000 bytes (POOT_HOST_MEMORY_BYTES)");
+  {
+    testing::HostBudget roomy("1200");
+    CHECK(bool(evaluate(small, p->hostTensors())));
+  }
+  testing::HostBudget bad("12GB");
+  auto usage = evaluate(small, p->hostTensors());
+  REQUIRE(!usage);
+  CHECK(usage.error().kind == ErrorKind::Usage);
+  CHECK(usage.error().message == "POOT_HOST_MEMORY_BYTES='12GB' is not a positive integer of bytes");
+}
+
 TEST_CASE("oracle: gatherBound follows a value through the ops that move its elements") {
   Graph g = parse(
       "input %t : i32[4]\ninput %s : i32[]\nweight %emb : f32[10,2]\nweight %small : f32[3,6]\n"

@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -116,6 +118,25 @@ inline trace::ModelConfig loadExampleConfig(const std::string& name) {
   REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
   return cfg.take();
 }
+
+// Sets POOT_HOST_MEMORY_BYTES (ir/budget.h) for its lifetime, then restores
+// what was there.
+class HostBudget {
+ public:
+  explicit HostBudget(const char* bytes) {
+    if (const char* old = std::getenv("POOT_HOST_MEMORY_BYTES")) saved_ = old;
+    setenv("POOT_HOST_MEMORY_BYTES", bytes, 1);
+  }
+  ~HostBudget() {
+    if (saved_) setenv("POOT_HOST_MEMORY_BYTES", saved_->c_str(), 1);
+    else unsetenv("POOT_HOST_MEMORY_BYTES");
+  }
+  HostBudget(const HostBudget&) = delete;
+  HostBudget& operator=(const HostBudget&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
 
 // A fresh 64-bit seed from the system's entropy source.
 inline uint64_t freshSeed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }

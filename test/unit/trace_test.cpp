@@ -370,6 +370,37 @@ TEST_CASE("trace: config errors name the field") {
   CHECK(bad.find("error: invalid JSON: ") != std::string::npos);
 }
 
+TEST_CASE("trace: a config past the host memory budget is refused, not traced until memory runs out") {
+  // hidden_size 2^40 over 4 heads: a rotary table of 2^37 frequencies (1 TiB).
+  std::string huge = configError(
+      "{\"model_type\": \"llama\", \"hidden_size\": 1099511627776, \"intermediate_size\": 128, "
+      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 256}");
+  CHECK(huge.rfind("config.json: error: the rotary frequencies of head_dim 274877906944 needs 1099511627776 bytes of "
+                   "host memory, more than the budget of ",
+                   0) == 0);
+  // A billion layers: refused once the first is traced.
+  auto deep = parseConfig(
+      "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+      "\"num_hidden_layers\": 1000000000, \"num_attention_heads\": 4, \"vocab_size\": 256}",
+      "deep.json");
+  REQUIRE(deep);
+  auto g = traceModel(*deep, options(Phase::Decode, ops::KvLayout::Fixed, false));
+  REQUIRE(!g);
+  CHECK(g.error().kind == ErrorKind::Memory);
+  CHECK(g.error().message.rfind("tracing (1000000000 layers of ", 0) == 0);
+  // Under a stated budget the builder stops appending at it.
+  testing::HostBudget budget("20000");
+  Builder b("g");
+  ValueId x = b.input("x", Type{DType::F32, {4}});
+  for (int i = 0; i < 1000; ++i) x = b.neg(x);
+  CHECK(x == kNone);
+  CHECK(b.graph().eqns.size() < 100);
+  REQUIRE(!b.ok());
+  CHECK(b.error()->kind == ErrorKind::Memory);
+  CHECK(b.error()->message.find("more than the budget of 20000 bytes (POOT_HOST_MEMORY_BYTES)") != std::string::npos);
+  CHECK(!b.finish());
+}
+
 TEST_CASE("trace: a missing config file is an io error") {
   auto cfg = loadConfig("/nonexistent/config.json");
   REQUIRE_FALSE(cfg);

@@ -3,6 +3,10 @@
 // beside it.
 #include <CLI/CLI.hpp>
 
+#include <new>
+#include <stdexcept>
+
+#include "ir/budget.h"
 #include "tool.h"
 
 int main(int argc, char** argv) {
@@ -85,7 +89,15 @@ int main(int argc, char** argv) {
     return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
                                         "--no-replay needs --backend cuda: only it can launch a program's "
                                         "dispatches one by one instead of replaying its recording"));
-  if (*run) return poot::runRun(ropts);
-  if (*probe) return poot::runProbe(popts);
+  // Work past the host memory budget is refused before it allocates
+  // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
+  try {
+    if (*run) return poot::runRun(ropts);
+    if (*probe) return poot::runProbe(popts);
+  } catch (const std::bad_alloc&) {
+    return poot::report(poot::outOfHostMemory());
+  } catch (const std::length_error&) {
+    return poot::report(poot::outOfHostMemory());
+  }
   return 2;
 }

@@ -2,7 +2,11 @@
 // nothing else; the commands themselves live beside it.
 #include <CLI/CLI.hpp>
 
+#include <new>
+#include <stdexcept>
+
 #include "driver.h"
+#include "ir/budget.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pootc: ahead-of-time compiler for transformer inference graphs.\n"
@@ -101,9 +105,17 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  if (*compile) return poot::runCompile(copts);
-  if (*inspect) return poot::runInspect(iopts);
-  if (*eval) return poot::runEval(eopts);
-  if (*trace) return poot::runTrace(topts);
+  // Work past the host memory budget is refused before it allocates
+  // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
+  try {
+    if (*compile) return poot::runCompile(copts);
+    if (*inspect) return poot::runInspect(iopts);
+    if (*eval) return poot::runEval(eopts);
+    if (*trace) return poot::runTrace(topts);
+  } catch (const std::bad_alloc&) {
+    return poot::report(poot::outOfHostMemory());
+  } catch (const std::length_error&) {
+    return poot::report(poot::outOfHostMemory());
+  }
   return 2;
 }
