@@ -15,14 +15,15 @@ ctest --test-dir build --output-on-failure -j2
 echo "== build (address and undefined-behavior sanitizers) =="
 bash scripts/build.sh build-asan -DPOOT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 echo "== tests under sanitizers =="
-# All but the two broadest sweeps, which run above: every kernel of every
-# example on every profile through its target's checks, and every schedule
-# at three value widths. Their host code (generators, writers, lowering) is
-# the same the other tests drive under the sanitizers; their time is mostly
-# lavapipe's and LLVM's, several times slower in this Debug build.
+# All but the three broadest sweeps, which run above: every kernel of every
+# example on every profile through its target's checks, every schedule at
+# three value widths, and the prefill tiles at every value-column run. Their
+# host code (generators, writers, lowering) is the same the other tests
+# drive under the sanitizers; their time is mostly lavapipe's and LLVM's,
+# several times slower in this Debug build.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2 \
-  -E '^(codegen examples: every kernel|attention gen: dense value widths)'
+  -E '^(codegen examples: every kernel|attention gen: dense value widths|attention gen: prefill value columns)'
 
 echo "== fuzzing (bounded) =="
 bash scripts/fuzz.sh 30

@@ -3,8 +3,10 @@
 # make_plans.sh). First the copy ceiling (PyTorch, dst.copy_(src) of 2 GiB
 # f32, bytes read + written). Then each plan once with `poot run --backend
 # cuda` (vulkan for NAME.vk.plan) and `--iterations STEPS`, which prints the
-# median step time (every launch of the plan, no uploads or readback; each
-# step also uploads x and reads y back, outside the timing), and, for the
+# median device time (CUDA events or Vulkan timestamps around the step's
+# launches: what torch's CUDA events measure too) and step time (the host's,
+# adding the launch and the wait; used where no device time is printed), no
+# uploads or readback in either, and, for the
 # cases small enough, `--check` in the same run. The check runs the CPU
 # oracle on the compiled graph (the plan's source: the Transpose folded into
 # the MatMul, {transpose_b=true}); it sums about 1e9 multiply-adds a second
@@ -105,7 +107,10 @@ run_plan() {
   "$poot" "${args[@]}" >"$tmp/run.txt" 2>&1 </dev/null || rc=$?
   rm -rf "$tmp/out"
   { echo "== $name $backend: poot ${args[*]} (exit $rc)"; cat "$tmp/run.txt"; } >>"$log"
-  ms=$(sed -n 's/^median step time: \([0-9.]*\) ms over [0-9]* steps$/\1/p' "$tmp/run.txt")
+  # The device's own time of the step, as torch's CUDA events are; the
+  # host's step time (which adds the launch and the wait) where none.
+  ms=$(sed -n 's/^median device time: \([0-9.]*\) ms .*$/\1/p' "$tmp/run.txt")
+  [ -n "$ms" ] || ms=$(sed -n 's/^median step time: \([0-9.]*\) ms over [0-9]* steps$/\1/p' "$tmp/run.txt")
   grep 'max abs' "$tmp/run.txt" | sed "s/^/$name $backend check: /" || true
   case $check in
     yes)

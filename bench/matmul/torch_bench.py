@@ -199,8 +199,9 @@ def run_cases(args):
 
     print()
     print_table(header, rows)
-    print(f"ms: poot, the median step time of `poot run --iterations` (every launch of the plan, no uploads or "
-          f"readback; check: PASS/FAIL against the oracle, - not checked); torch, CUDA events, median of {ITERS} after "
+    print(f"ms: poot, the median device time of `poot run --iterations` (CUDA events or Vulkan timestamps around "
+          f"the step's launches; the host's step time where the backend gives none; check: PASS/FAIL against the "
+          f"oracle, - not checked); torch, CUDA events, median of {ITERS} after "
           f"{WARMUP} warm-up calls. f32 rows: torch = F.linear(x, w), no TF32. bf16 rows: torch = F.linear(x_bf16, "
           f"w_bf16), f32-act = F.linear(x, w_bf16.float()).")
     print(f"rates: M <= 32, weight bytes / time in TB/s and % of the copy ceiling "

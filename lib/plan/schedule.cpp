@@ -59,13 +59,12 @@ int64_t widestLoad(std::initializer_list<int64_t> widths) {
 }
 
 PrefillLayout prefillLayout(const Schedule& s, int64_t, int64_t dv) {
-  return {s.tileM + 1, s.tileN + 1, dv + 1};
+  return {s.tileM + 4, s.tileN + 1, ceilDiv(dv, 4) * 4, s.tileN / s.threadN + 4};
 }
 
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
   PrefillLayout l = prefillLayout(s, dk, dv);
-  return dk * l.qStride + dk * l.kStride + s.tileN * l.vStride + s.tileN * l.qStride +
-         s.tileM * (s.tileN / s.threadN) + 1;
+  return dk * l.qStride + s.tileN * l.qStride + s.tileN * l.vStride + s.tileM * l.partStride + 1 + dk * l.kStride;
 }
 
 // The prefill tilings, largest first: rows x keys a workgroup, rows x keys a
@@ -186,10 +185,10 @@ constexpr int64_t kThreadsPerUnit = 1024;
 struct GemmTile {
   int64_t m, n, k, tm, tn;
   int64_t threads() const { return (m / tm) * (n / tn); }
-  int64_t memory() const { return (m + n + 2 * gemmPad(k)) * k * 4; }
+  int64_t memory() const { return (m + n + 2 * kGemmPad) * k * 4; }
 };
 constexpr GemmTile kGemmTiles[] = {
-    {128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 64, 16, 2, 4}, {16, 16, 16, 2, 2}};
+    {128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4}, {32, 64, 16, 2, 4}, {16, 16, 16, 2, 2}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every
 // row of a and b (and so every run) aligned to it; 1 for a plain b, whose

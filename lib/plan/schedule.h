@@ -95,15 +95,18 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 // tiles (threadM = threadN = 4) that fits the device and holds n_rep rows,
 // or gives no schedule and says why.
 AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
-// The staged tiles' row strides in words: q and the weights tileM + 1 (one
-// row a key dim or a key), keys tileN + 1 (one row a key dim), values dv + 1.
+// The staged tiles' row strides in words (docs/codegen.md says why each):
+// q and the weights tileM + 4 (one row a key dim or a key), keys tileN + 1
+// (one row a key dim), values dv rounded up to 4 (one row a key), the row
+// partials tileN / threadN + 4 (one row a tile row).
 struct PrefillLayout {
-  int64_t qStride, kStride, vStride;
+  int64_t qStride, kStride, vStride, partStride;
 };
 PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
-// The prefill kernel's workgroup memory in f32 words: the q, key, value and
-// weight tiles, tileM * (tileN / threadN) row partials and one flag word
-// after them.
+// The prefill kernel's workgroup memory in f32 words: the q, weight and
+// value tiles, tileM row partials and one flag word after them, then the
+// key tile (the arrays read with wide loads first, each a multiple of 4
+// words).
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 
 // The schedules themselves.
@@ -140,10 +143,11 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
 // schedules' row and column blocks, in the planner and the generators).
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Words of padding after each k row of a gemm's staged tiles: 32 / tileK,
-// so the tileK stores of neighbouring threads into one tile column fall in
-// different banks.
-inline int64_t gemmPad(int64_t tileK) { return 32 / tileK; }
+// Words of padding after each k row of a gemm's staged tiles: 4, so every k
+// row starts 16-byte aligned (the compute loop reads 4 words at once) while
+// the stores of neighbouring threads (neighbouring k) spread over half the
+// banks rather than a quarter.
+constexpr int64_t kGemmPad = 4;
 // The workgroups a MatMul schedule launches for that product.
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n);
 

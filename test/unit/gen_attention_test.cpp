@@ -141,30 +141,39 @@ const std::vector<std::string> kPrefill = {"prefill"};
 const std::vector<std::string> kSplit = {"split-kv-partials", "split-kv-combine"};
 const std::vector<std::string> kDecodeSplit = {"decode", "split-kv-combine"};
 
-// The plan on the KIR interpreter and on lavapipe (SPIR-V through the
-// runtime) against the oracle on `params`.
-void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params) {
+// An executor's output against the oracle's: NaN where it is NaN, else
+// within kTol.
+void compare(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.type == b.type);
+  int64_t bad = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double x = a.get(i), y = b.get(i);
+    bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= kTol;
+    if (!std::isnan(x) && !std::isnan(y)) worst = std::max(worst, std::fabs(x - y));
+    if (!ok && ++bad <= 3) FAIL_CHECK("element " << i << ": " << y << " vs the oracle's " << x);
+  }
+  CHECK_MESSAGE(bad == 0, bad << " elements differ; the largest finite difference is " << worst);
+}
+
+// The plan on the KIR interpreter and, unless told, on lavapipe (SPIR-V
+// through the runtime) against the oracle on `params`.
+void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params,
+           bool onLavapipe = true) {
   auto want = evaluate(g, params);
   REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  const Tensor& a = want->outputs.at("out");
   auto kir = testing::runOnKir(g, d, params);
   REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+  {
+    INFO("kir");
+    compare(a, kir->outputs.at("out"));
+  }
+  if (!onLavapipe) return;
   auto vulkan = testing::runOnVulkan(g, d, params);
   REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
-  const Tensor& a = want->outputs.at("out");
-  for (const auto& [executor, run] : {std::pair{"kir", &*kir}, std::pair{"lavapipe", &*vulkan}}) {
-    CAPTURE(executor);
-    const Tensor& b = run->outputs.at("out");
-    REQUIRE(a.type == b.type);
-    int64_t bad = 0;
-    double worst = 0;
-    for (int64_t i = 0; i < a.size(); ++i) {
-      double x = a.get(i), y = b.get(i);
-      bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= kTol;
-      if (!std::isnan(x) && !std::isnan(y)) worst = std::max(worst, std::fabs(x - y));
-      if (!ok && ++bad <= 3) FAIL_CHECK("element " << i << ": " << y << " vs the oracle's " << x);
-    }
-    CHECK_MESSAGE(bad == 0, bad << " elements differ; the largest finite difference is " << worst);
-  }
+  INFO("lavapipe");
+  compare(a, vulkan->outputs.at("out"));
 }
 
 // Fresh parameters for c, with `tweak(c, params, seed)` applied before the
@@ -412,6 +421,34 @@ TEST_CASE("attention gen: causal and windowed masks computed in the kernel") {
     }
     poisonHidden(c, p);
   });
+}
+
+TEST_CASE("attention gen: prefill value columns in runs of 4, 2 and 1, on every tile") {
+  struct Shape {
+    int64_t nrep, Dk, Dv;
+  };
+  // On lavapipe's 32 x 32 tile (8 column threads), and the 64 x 64 tile
+  // (16) of a device with 128 KiB of workgroup memory on the KIR
+  // interpreter alone (lavapipe holds 32 KiB), two key tiles: value widths
+  // in runs of 4 (96 on 8 threads), of 2 (48 and 80 on 8 threads, 96 on 16) or one
+  // column at a time (17, 18; 48 and 80 on 16 threads), and odd key widths
+  // (the key tile last, at an odd offset).
+  for (Shape sh : {Shape{2, 40, 48}, Shape{1, 33, 17}, Shape{4, 34, 18}, Shape{2, 64, 80}, Shape{1, 32, 96}})
+    for (bool big : {false, true}) {
+      Case c;
+      c.B = 1, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = 8 / sh.nrep + 3, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = 70;
+      CAPTURE(graphText(c));
+      DeviceProfile d = big ? withMemory(131072, 1) : lavapipe();
+      auto tile = choosePrefill(c.nrep, c.Dk, 0, c.Dv, d).schedule;
+      REQUIRE(tile);
+      CAPTURE(tile->tileM);
+      if (big) CHECK(tile->tileM == 64);
+      Graph g = testing::parse(graphText(c));
+      REQUIRE(kindsOf(g, d) == kPrefill);
+      uint64_t seed = freshSeed();
+      CAPTURE(seed);
+      check(g, d, completeParams(g, {}, seed), !big);
+    }
 }
 
 TEST_CASE("attention gen: a causal prefill at a length no tile or lane count divides") {

@@ -105,23 +105,39 @@ TEST_CASE("gen matmul: every row count, both layouts, on the KIR interpreter and
   run(plain2d(1, 1000, 300, true), d, true);
   run(plain2d(5, 1000, 300, false), d, true);
   run(plain2d(40, 300, 130, true), d, true);
+  // Many compute units: 256 lanes split K, and the fold takes 1, 9 and 32
+  // outputs a thread 16, 16 and 8 lanes an output.
+  DeviceProfile wide = d;
+  wide.compute_units = 1000;
+  for (int64_t m : {1, 3, 8}) {
+    CAPTURE(m);
+    CHECK(chooseMatMul(1, m, 2048, 40, true, DType::F32, DType::F32, wide).schedule.kLanes == 256);
+    run(plain2d(m, 2048, 40, true), wide, true);
+  }
 }
 
 TEST_CASE("gen matmul: every gemm tile and the gemv fallback, chosen by the profile") {
   DeviceProfile base = testing::loadTarget("lavapipe");
   struct Variant {
     int64_t units, threads, memory;
+    const char* tile;  // the 133-row product's tile, "gemv" for none
   };
-  // One compute unit takes the largest tile; a million the smallest that
-  // fits; 64 threads only the 16x16 tile; 1 KiB of workgroup memory none, so
-  // gemv (whose partials then do not fit either: one lane a column).
-  for (Variant v : {Variant{1, 1024, 32768}, Variant{8, 1024, 32768}, Variant{40, 1024, 32768},
-                    Variant{1000000, 1024, 32768}, Variant{1, 64, 32768}, Variant{1, 1024, 1024}}) {
+  // One compute unit takes the largest tile (128x128: 4 workgroups for 133 x
+  // 141); 6 units the next (128x64: 6), 8 the 64x64 (9), 12 the 32x64 (15); a
+  // million the smallest that fits; 64 threads only the 16x16 tile; 1 KiB of
+  // workgroup memory none, so gemv (whose partials then do not fit either:
+  // one lane a column).
+  for (Variant v : {Variant{1, 1024, 32768, "128x128"}, Variant{6, 1024, 32768, "128x64"},
+                    Variant{8, 1024, 32768, "64x64"}, Variant{12, 1024, 32768, "32x64"},
+                    Variant{1000000, 1024, 32768, "16x16"}, Variant{1, 64, 32768, "16x16"},
+                    Variant{1, 1024, 1024, "gemv"}}) {
     DeviceProfile d = base;
     d.compute_units = v.units, d.max_workgroup_size = v.threads, d.workgroup_memory_bytes = v.memory;
     CAPTURE(v.units);
     CAPTURE(v.threads);
     CAPTURE(v.memory);
+    Schedule s = chooseMatMul(1, 133, 29, 141, true, DType::F32, DType::F32, d).schedule;
+    CHECK((s.kind == "gemm" ? std::to_string(s.tileM) + "x" + std::to_string(s.tileN) : s.kind) == v.tile);
     for (bool tr : {false, true}) {
       run(plain2d(133, 29, 141, tr), d, false);
       run(plain2d(40, 29, 141, tr), d, false);

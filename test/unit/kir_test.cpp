@@ -447,6 +447,51 @@ TEST_CASE("kir interpret: wide loads give each lane its element, widened as a lo
   }
 }
 
+TEST_CASE("kir interpret: shared wide stores and loads move consecutive words at once") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<float> x = randomFloats(rng, size_t(kW) * 4);
+  // Thread t stores x[4t .. 4t + 3] into the tile in wide runs (the tile
+  // after a 2- or 4-word array, so its offset is a multiple of the width),
+  // reads its own words back one by one (y) and thread t + 1's in wide runs
+  // (z), then overwrites its words after a barrier: z keeps what was read.
+  for (int64_t lead : {2, 4}) {
+    CAPTURE(lead);
+    Builder bl("shared_vec", kW, 1);
+    int32_t in = bl.buffer("x", DType::F32, kW * 4, false), own = bl.buffer("y", DType::F32, kW * 4, true);
+    int32_t next = bl.buffer("z", DType::F32, kW * 4, true);
+    bl.shared("lead", Scalar::F32, lead);
+    int32_t tile = bl.shared("tile", Scalar::F32, kW * 4);
+    int64_t width = lead;
+    V t = bl.local(), base = bl.mul(t, bl.i32(4));
+    for (int64_t e = 0; e < 4; e += width) {
+      std::vector<V> run;
+      for (int64_t c = 0; c < width; ++c) run.push_back(bl.load(in, bl.add(base, bl.i32(e + c))));
+      bl.sharedStoreVec(tile, bl.add(base, bl.i32(e)), run);
+    }
+    bl.barrier();
+    V nb = bl.mul(bl.rem(bl.add(t, bl.i32(1)), bl.i32(kW)), bl.i32(4));
+    std::vector<V> got;
+    for (int64_t e = 0; e < 4; e += width) {
+      std::vector<V> run = bl.sharedLoadVec(tile, bl.add(nb, bl.i32(e)), width);
+      got.insert(got.end(), run.begin(), run.end());
+    }
+    for (int64_t e = 0; e < 4; ++e) bl.store(own, bl.add(base, bl.i32(e)), bl.sharedLoad(tile, bl.add(base, bl.i32(e))));
+    bl.barrier();
+    for (int64_t e = 0; e < 4; ++e) bl.sharedStore(tile, bl.add(base, bl.i32(e)), bl.f32(-1));
+    bl.barrier();
+    for (int64_t e = 0; e < 4; ++e) bl.store(next, bl.add(base, bl.i32(e)), got[size_t(e)]);
+    std::vector<uint8_t> xb = toBytes(x), yb(size_t(kW) * 16, 0xff), zb(size_t(kW) * 16, 0xff);
+    runOk(bl.finish(), 1, {&xb, &yb, &zb});
+    for (size_t j = 0; j < size_t(kW) * 4; ++j) {
+      CAPTURE(j);
+      CHECK(same(at<float>(yb, j), x[j]));
+      CHECK(same(at<float>(zb, j), x[(j + 4) % x.size()]));
+    }
+  }
+}
+
 TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
   SUBCASE("a wide load off its alignment or past the buffer") {
     for (int64_t start : {2, 8}) {
@@ -462,6 +507,23 @@ TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
                               : "(load.vec): elements [8, 12) are not an aligned run in [0, 10) of buffer 0 (x) in "
                                 "workgroup (0, 0) thread 0") != std::string::npos);
     }
+  }
+  SUBCASE("a shared wide load or store off its alignment or past the array") {
+    for (bool load : {true, false})
+      for (int64_t start : {2, 8}) {
+        Builder bl("shared_vec_oob", 2, 1);
+        int32_t out = bl.buffer("y", DType::F32, 2, true), sh = bl.shared("s", Scalar::F32, 10);
+        V at = bl.add(bl.mul(bl.local(), bl.i32(4)), bl.i32(start));
+        if (load) bl.store(out, bl.local(), bl.sharedLoadVec(sh, at, 4)[3]);
+        else bl.sharedStoreVec(sh, at, {bl.f32(1), bl.f32(2), bl.f32(3), bl.f32(4)});
+        std::vector<uint8_t> y(8);
+        std::string e = errorOf(interpret(bl.finish(), 1, {&y}));
+        CAPTURE(e);
+        CHECK(e.find(std::string(load ? "(shared.load.vec)" : "(shared.store.vec)") + ": words [" +
+                     (start == 2 ? "2, 6" : "8, 12") +
+                     ") are not an aligned run in [0, 10) of shared 0 (s) in workgroup (0, 0) thread 0") !=
+              std::string::npos);
+      }
   }
   SUBCASE("a load past the buffer's elements names the kernel, the instruction and the index") {
     Builder bl("oob_load", 8, 1);
@@ -533,16 +595,47 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
       k.body.items.push_back(2);
       return errorOf(verify(k));
     };
-    CHECK(reading(Inst{Opc::Add, Scalar::F32, {1, 1}}) == "kernel vec: %2 (add): reads the load.vec %1 other than through lane");
+    CHECK(reading(Inst{Opc::Add, Scalar::F32, {1, 1}}) == "kernel vec: %2 (add): reads the wide load %1 other than through lane");
     Inst lane{Opc::Lane, Scalar::F32, {1}};
     lane.imm = 4;
     CHECK(reading(lane) == "kernel vec: %2 (lane): lane 4 of a load.vec of 4");
-    CHECK(reading(Inst{Opc::Lane, Scalar::F32, {0}}) == "kernel vec: %2 (lane): operand %0 is not a load.vec");
+    CHECK(reading(Inst{Opc::Lane, Scalar::F32, {0}}) == "kernel vec: %2 (lane): operand %0 is not a wide load");
     CHECK(errorOf(verify(kernel(true, 4, DType::F32))) == "kernel vec: %1 (load.vec): a wide load of written buffer 0 (x)");
     CHECK(errorOf(verify(kernel(false, 8, DType::F32))) ==
           "kernel vec: %1 (load.vec): 8 f32 elements are more than 16 bytes");
     CHECK(errorOf(verify(kernel(false, 3, DType::BF16))) == "kernel vec: %1 (load.vec): width 3 is not 2, 4 or 8");
     CHECK(bool(verify(kernel(false, 8, DType::BF16))));
+  }
+  SUBCASE("a shared wide access too wide, of an array that starts off its width, or short of values") {
+    auto kernel = [](int64_t lead, int64_t width) {
+      Builder bl("svec", 1, 1);
+      bl.shared("lead", Scalar::F32, lead);
+      bl.shared("tile", Scalar::F32, 16);
+      Kernel k = bl.finish();
+      k.insts.push_back(Inst{Opc::Const, Scalar::I32});
+      Inst vec{Opc::SharedLoadVec, Scalar::F32, {0}, 1};
+      vec.imm = width;
+      k.insts.push_back(vec);
+      k.body.items = {0, 1};
+      return errorOf(verify(k));
+    };
+    CHECK(kernel(2, 4) == "kernel svec: %1 (shared.load.vec): shared 1 (tile) starts at word 2, not a multiple of 4");
+    CHECK(kernel(4, 8) == "kernel svec: %1 (shared.load.vec): width 8 is not 2 or 4");
+    // A wide store takes its width's values.
+    Builder st("svec", 1, 1);
+    st.shared("tile", Scalar::F32, 16);
+    Kernel k = st.finish();
+    k.insts.push_back(Inst{Opc::Const, Scalar::I32});
+    Inst store{Opc::SharedStoreVec, Scalar::I32, {0, 0, 0}, 0};
+    store.imm = 4;
+    k.insts.push_back(store);
+    k.body.items = {0, 1};
+    CHECK(errorOf(verify(k)) == "kernel svec: %1 (shared.store.vec): 3 operands, expected 5");
+    Builder ok("svec", 1, 1);
+    ok.shared("lead", Scalar::F32, 2);
+    int32_t tile = ok.shared("tile", Scalar::F32, 16);
+    ok.sharedLoadVec(tile, ok.i32(0), 2);
+    CHECK(bool(verify(ok.finish())));
   }
   SUBCASE("an fma of integers") {
     Builder bl("ifma", 1, 1);

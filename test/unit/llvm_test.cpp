@@ -167,7 +167,8 @@ TEST_CASE("llvm: the ir marks the kernel the target's way and keeps buffers may-
   std::string ptxIr = lowering(Target::Ptx, "sm_90")->llvmIr(k);
   CHECK(ptxIr.find("define ptx_kernel void @all_ops(ptr addrspace(1)") != std::string::npos);
   CHECK(ptxIr.find("!\"maxntidx\", i32 128") != std::string::npos);
-  CHECK(ptxIr.find("addrspace(3) global [128 x float]") != std::string::npos);
+  // Both workgroup arrays (128 f32, 256 i32) in one aligned object.
+  CHECK(ptxIr.find("@poot_shared = internal unnamed_addr addrspace(3) global [1536 x i8] undef, align 16") != std::string::npos);
   CHECK(ptxIr.find("noalias") == std::string::npos);
   CHECK(ptxIr.find("alloca") == std::string::npos);  // variables promoted
   std::string amdIr = lowering(Target::Hsaco, "gfx942")->llvmIr(k);

@@ -210,10 +210,11 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
 TEST_CASE("plan: a prefill tiles its query rows and keys") {
   DeviceProfile h200 = target("nvidia-h200");
   // 64 rows (16 positions of 4 heads) against 64-key tiles: 256 threads of
-  // 4 x 4 scores; (64 * 65 * 2 + 64 * 129 + 64 * 65 + 64 * 16 + 1) words.
+  // 4 x 4 scores; q and weights 64 x 68 each, values 64 x 128, row partials
+  // 64 x 20 and a flag, keys 64 x 65 words.
   Plan p = plan(attention(1, 32, 512, 512, 128, 4), h200);
   CHECK(printSchedule(attentionSchedule(p)) ==
-        "prefill lanes=256 splits=1 workgroup=256 memory=" + std::to_string(4 * (64 * 65 * 2 + 64 * 129 + 64 * 65 + 64 * 16 + 1)) +
+        "prefill lanes=256 splits=1 workgroup=256 memory=" + std::to_string(4 * (64 * 68 * 2 + 64 * 128 + 64 * 20 + 1 + 64 * 65)) +
             " tile=64x64 vector=4 thread=4x4");
   // B * Hkv * ceil(Lq / 16) workgroups.
   CHECK(p.dispatches[0].grid[0] == 8 * 32);
@@ -539,8 +540,8 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
   // the 132 units a workgroup each.
   CHECK(chooseMatMul(1, 64, 4096, 4096, true, DType::F32, DType::F32, h200).schedule.kind == "gemv");
   Schedule g = chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, h200).schedule;
-  CHECK(printSchedule(g) == "gemm lanes=0 splits=1 workgroup=256 memory=8448 tile=64x64x16 vector=4 thread=4x4");
-  CHECK(matmulWorkgroups(g, 1, 512, 4096) == 512);
+  CHECK(printSchedule(g) == "gemm lanes=0 splits=1 workgroup=256 memory=12800 tile=128x64x16 vector=4 thread=8x4");
+  CHECK(matmulWorkgroups(g, 1, 512, 4096) == 256);
   CHECK(chooseMatMul(1, 512, 4096, 128256, true, DType::F32, DType::F32, h200).schedule.tileM == 128);
   // i64 sums do not fold in workgroup memory; 16-byte tiles do not fit 2 KiB.
   MatMulDecision i64 = chooseMatMul(1, 100, 8, 8, true, DType::I64, DType::I64, h200);
@@ -560,7 +561,7 @@ TEST_CASE("plan: a request prints as one line with its types, attributes and sch
   Plan p = plan(attention(1, 4, 16, 256, 64, 2), target("lavapipe"));
   CHECK(printRequest(p.kernels[0].request) ==
         "Attention(f32[1,4,16,64], f32[1,2,256,64], f32[1,2,256,64]) -> f32[1,4,16,64] {scale=0.125, n_rep=2, "
-        "key=dense, mask=none, bound=capacity} schedule=prefill lanes=64 splits=1 workgroup=64 memory=30468 "
+        "key=dense, mask=none, bound=capacity} schedule=prefill lanes=64 splits=1 workgroup=64 memory=32004 "
         "tile=32x32 vector=4 thread=4x4");
   CHECK(p.kernels[0].entry == "attention_prefill_0");
   Graph c = parse(

@@ -328,7 +328,8 @@ void runBoth(const kir::Kernel& k, int64_t gridY, const std::vector<Bytes>& buff
 
   Expected<std::vector<uint32_t>> words = spirv::emit(k);
   REQUIRE(words);
-  REQUIRE(spirv::validate(*words));
+  Status valid = spirv::validate(*words);
+  REQUIRE_MESSAGE(bool(valid), (valid ? "" : valid.error().str()));
   Bytes blob(words->size() * 4);
   std::memcpy(blob.data(), words->data(), blob.size());
   setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
@@ -511,6 +512,28 @@ TEST_CASE("spirv on lavapipe: float results, storage conversions and control flo
     b.barrier();
   });
   of.put(b.sharedLoad(sh, b.i32(0)));
+  // Wide loads (the buffers' vector views) and wide workgroup-memory
+  // stores and loads: thread t's own element picked out of the run that
+  // holds it, and the words a neighbour's wide store left.
+  auto own = [&](const std::vector<V>& run) {
+    V at = b.rem(t, b.i32(int64_t(run.size()))), mine = run[0];
+    for (size_t e = 1; e < run.size(); ++e) mine = b.select(b.eq(at, b.i32(int64_t(e))), run[e], mine);
+    return mine;
+  };
+  auto runOf = [&](int64_t w) { return b.mul(b.div(t, b.i32(w)), b.i32(w)); };
+  of.put(own(b.loadVec(fi, runOf(4), 4)));
+  of.put(own(b.loadVec(gi, runOf(2), 2)));
+  of.put(own(b.loadVec(hi, runOf(8), 8)));
+  of.put(own(b.loadVec(bfi, runOf(4), 4)));
+  oh.put(own(b.loadVec(hi, runOf(2), 2)));
+  b.barrier();
+  b.sharedStore(sh, local, f);
+  b.barrier();
+  of.put(own(b.sharedLoadVec(sh, b.mul(b.div(local, b.i32(4)), b.i32(4)), 4)));
+  b.barrier();
+  b.ifThen(b.eq(b.rem(local, b.i32(2)), b.i32(0)), [&] { b.sharedStoreVec(sh, local, {g, f}); });
+  b.barrier();
+  of.put(b.sharedLoad(sh, local));
   REQUIRE(of.slots <= S);
   REQUIRE(oi.slots <= S);
 

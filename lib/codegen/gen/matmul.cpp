@@ -7,19 +7,20 @@
 //    between them in runs of `vector` keys (lane l takes the runs l,
 //    l + kLanes, ...; `unroll` runs of b loaded before their products), keep
 //    one partial sum per (row, column), then leave them in workgroup memory
-//    for one barrier and a fold of each output's kLanes partials by one
-//    thread. For a transposed b the lanes of a group are adjacent threads,
+//    for one barrier and a fold of each output's kLanes partials in two
+//    levels (about sqrt(kLanes) lanes an output, then one). For a transposed b the lanes of a group are adjacent threads,
 //    so a warp reads a contiguous stretch of one row of b, a run (one wide
 //    load) each; for a plain b the column groups are adjacent, so it reads a
 //    stretch of one row of b across columns.
 //  - gemm: a workgroup owns a tileM x tileN block; for each tileK step of K
 //    its threads stage the a and b tiles in workgroup memory (k-major, each
-//    k row padded by gemmPad words, out-of-range elements as 0; runs of
+//    k row padded by kGemmPad words, out-of-range elements as 0; runs of
 //    `vector` along K where the operand is read along K), loading the next
 //    step's tiles into registers while they compute on this one; each thread
-//    accumulates a threadM x threadN register tile whose rows and columns are
-//    strided by the thread grid, so neighbouring threads read neighbouring
-//    words.
+//    accumulates a threadM x threadN register tile made of runs of up to 4
+//    rows (and columns), the runs strided by the thread grid: one wide
+//    workgroup-memory load a run, neighbouring threads reading neighbouring
+//    runs.
 // Both sum each result in a different order from the oracle (partial sums,
 // then a fold), f32 products fused into their sums; the error bound this
 // keeps is in docs/codegen.md. Integers wrap as in the oracle, in
@@ -94,6 +95,16 @@ std::vector<V> loadRun(Builder& b, int32_t buf, DType t, V index, int64_t width)
   return out;
 }
 
+// How many lanes fold each output's G partials (both powers of two): about
+// sqrt(G), so a chain of G / F sums then one of F replaces one of G, while
+// the group's G lanes cover its outs outputs F ways each; 1 (one lane an
+// output, G sums) when there are more outputs than lanes.
+int64_t foldWays(int64_t G, int64_t outs) {
+  int64_t F = 1;
+  while (F * F < G && F * 2 * outs <= G) F *= 2;
+  return F;
+}
+
 Expected<kir::Kernel> genGemv(const GenInput& in) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
@@ -164,17 +175,36 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
       for (int64_t o = 0; o < outs; ++o) store(b.i32(o / TN), b.i32(o % TN), b.get(acc[size_t(o)]));
       return;
     }
-    // Every thread leaves its partials, one barrier, then lane l of each
-    // column group sums the G partials of outputs l, l + G, ...
+    // Every thread leaves its partials, one barrier, then the G lanes of each
+    // column group fold them (foldWays).
     V slot = b.add(b.mul(cg, b.i32(G)), lane);
     for (int64_t o = 0; o < outs; ++o) b.sharedStore(part, b.add(b.i32(o * stride), slot), b.get(acc[size_t(o)]));
     b.barrier();
-    b.forRange(lane, b.i32(outs), G, [&](V o) {
-      V row = b.add(b.mul(o, b.i32(stride)), b.mul(cg, b.i32(G)));
+    // The partials of output o sum words [first, first + count) of its row,
+    // every `step`-th.
+    auto sumOf = [&](V o, V first, int64_t count, int64_t step) {
+      V row = b.add(b.add(b.mul(o, b.i32(stride)), b.mul(cg, b.i32(G))), first);
       int32_t sum = b.var(t, b.sharedLoad(part, row));
-      b.forRange(b.i32(1), b.i32(G), 1, [&](V g) { b.set(sum, b.add(b.get(sum), b.sharedLoad(part, b.add(row, g)))); });
-      store(divBy(b, o, TN), remBy(b, o, TN), b.get(sum));
+      if (count > 1)
+        b.forRange(b.i32(step), b.i32(count * step), step,
+                   [&](V g) { b.set(sum, b.add(b.get(sum), b.sharedLoad(part, b.add(row, g)))); });
+      return b.get(sum);
+    };
+    int64_t F = foldWays(G, outs);
+    if (F == 1) {  // lane l sums the G partials of outputs l, l + G, ...
+      b.forRange(lane, b.i32(outs), G, [&](V o) { store(divBy(b, o, TN), remBy(b, o, TN), sumOf(o, b.i32(0), G, 1)); });
+      return;
+    }
+    // F lanes an output: lane f of output o sums its words f, f + F, ... and
+    // leaves the sum in word f (which no other lane reads); one barrier; lane
+    // o sums the F words of output o.
+    b.ifThen(b.lt(lane, b.i32(outs * F)), [&] {
+      V o = divBy(b, lane, F), f = remBy(b, lane, F);
+      V sum = sumOf(o, f, G / F, F);
+      b.sharedStore(part, b.add(b.add(b.mul(o, b.i32(stride)), b.mul(cg, b.i32(G))), f), sum);
     });
+    b.barrier();
+    b.ifThen(b.lt(lane, b.i32(outs)), [&] { store(divBy(b, lane, TN), remBy(b, lane, TN), sumOf(lane, b.i32(0), F, 1)); });
   });
   return b.finish();
 }
@@ -187,7 +217,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
   Builder& b = f->b;
   Product p(r);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, TM = s.threadM, TN = s.threadN, W = s.vector;
-  int64_t TX = BN / TN, TY = BM / TM, T = TX * TY, pad = gemmPad(BK);
+  int64_t TX = BN / TN, TY = BM / TM, T = TX * TY, pad = kGemmPad;
   DType at = r.operands[0].dtype, bt = r.operands[1].dtype;
   Scalar t = valueScalar(r.results[0].dtype);
   // k-major tiles, each k row padded so the stores of neighbouring threads
@@ -199,6 +229,12 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
     V tid = b.local();
     V tx = remBy(b, tid, TX), ty = divBy(b, tid, TX);
     V zero = b.constant(t, 0);
+    // Register row i is tile row (i / RM) * TY * RM + ty * RM + i % RM: runs
+    // of RM rows, one wide load each; columns likewise in runs of RN.
+    int64_t RM = Builder::wideRun(TM), RN = Builder::wideRun(TN);
+    V rowAt = b.mul(ty, b.i32(RM)), colAt = b.mul(tx, b.i32(RN));
+    auto tileRow = [&](int64_t i) { return b.add(rowAt, b.i32(i / RM * TY * RM + i % RM)); };
+    auto tileCol = [&](int64_t j) { return b.add(colAt, b.i32(j / RN * TX * RN + j % RN)); };
     // One tile operand: which runs of W elements a thread moves, where each
     // comes from and goes, held in variables between its load (one tile
     // ahead) and its store into workgroup memory.
@@ -263,23 +299,29 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       deposit(sB, wB);
       b.barrier();
       fetch(b.add(k0, b.i32(BK)));  // the next tile's loads fly while this one computes
-      b.forRange(b.i32(0), b.i32(BK), 1, [&](V kk) {
+      // The tileK steps written out: straight-line loads and products, no
+      // loop counter or index arithmetic between them.
+      for (int64_t kk = 0; kk < BK; ++kk) {
         std::vector<V> av, bv;
-        for (int64_t i = 0; i < TM; ++i)
-          av.push_back(b.sharedLoad(as, b.add(b.mul(kk, b.i32(sa)), b.add(ty, b.i32(i * TY)))));
-        for (int64_t j = 0; j < TN; ++j)
-          bv.push_back(b.sharedLoad(bs, b.add(b.mul(kk, b.i32(sb)), b.add(tx, b.i32(j * TX)))));
+        for (int64_t i = 0; i < TM; i += RM) {
+          std::vector<V> run = b.sharedLoadVec(as, b.add(rowAt, b.i32(kk * sa + i / RM * TY * RM)), RM);
+          av.insert(av.end(), run.begin(), run.end());
+        }
+        for (int64_t j = 0; j < TN; j += RN) {
+          std::vector<V> run = b.sharedLoadVec(bs, b.add(colAt, b.i32(kk * sb + j / RN * TX * RN)), RN);
+          bv.insert(bv.end(), run.begin(), run.end());
+        }
         for (int64_t i = 0; i < TM; ++i)
           for (int64_t j = 0; j < TN; ++j) {
             int32_t a = acc[size_t(i * TN + j)];
             b.set(a, multiplyAdd(b, av[size_t(i)], bv[size_t(j)], b.get(a)));
           }
-      });
+      }
       b.barrier();
     });
     for (int64_t i = 0; i < TM; ++i)
       for (int64_t j = 0; j < TN; ++j) {
-        V row = b.add(r0, b.add(ty, b.i32(i * TY))), col = b.add(c0, b.add(tx, b.i32(j * TX)));
+        V row = b.add(r0, tileRow(i)), col = b.add(c0, tileCol(j));
         b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
           b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
         });

@@ -10,17 +10,21 @@
 //     registers they were loaded into to workgroup memory, and the next
 //     tile's are loaded while this one computes (one tile ahead); a key past
 //     the bound is read at the last key in it and scores -inf; barrier;
-//  2. thread (ty, tx) computes the threadM x threadN scores of rows
-//     ty + i * (tileM / threadM) and keys tx + j * (tileN / threadN) by
-//     fused multiply-adds over d, applies scale, softcap and mask
-//     (maskedScore), and leaves
-//     its rows' maxima over its keys in workgroup memory; barrier;
+//  2. thread (ty, tx) computes the threadM x threadN scores of its rows
+//     (runs of 4 consecutive rows, ty * 4 + i, each run read with one wide
+//     load a key dim) and keys tx + j * (tileN / threadN) by fused
+//     multiply-adds over d, applies scale, softcap and mask (maskedScore),
+//     and leaves its rows' maxima over its keys in workgroup memory;
+//     barrier;
 //  3. each row's new maximum from those partials, one rescale of the
 //     thread's running sums, the weights exp(s - m) into workgroup memory
-//     (a -inf score's weight as -0.0, which no exp gives) and into the
-//     thread's share of the row's denominator; barrier;
-//  4. the thread's output block (its rows x columns tx + j * (tileN /
-//     threadN) of the value) gathers weight * value over the tile's keys. A
+//     (key-major, one wide store a key and run of rows; a -inf score's
+//     weight as -0.0, which no exp gives) and into the thread's share of
+//     the row's denominator; barrier;
+//  4. the thread's output block (its rows x its value columns: runs of 4
+//     where the value width splits into whole runs, one wide load a key,
+//     else tx + j * (tileN / threadN)) gathers weight * value over the
+//     tile's keys. A
 //     -inf key's value row must not be used (the oracle never reads it), so
 //     where the value tile holds a non-finite element (its loaders raise a
 //     flag) a weight of -0.0 multiplies 0 instead; with finite values
@@ -37,6 +41,9 @@ namespace poot::attn {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// The scores' key dims and the gather's keys written out this many times a
+// loop step: straight-line wide loads and products between the counters.
+constexpr int64_t kUnrollDims = 8, kUnrollKeys = 4;
 }  // namespace
 
 kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
@@ -49,14 +56,22 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
   Builder b(in.entry, T, in.grid[0]);
   declareOperands(b, r, f);
   int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
+  // The arrays read with wide loads first (each a multiple of 4 words, so
+  // every one starts 16-byte aligned), the key tile last.
   int32_t qs = b.shared("q_tile", kir::Scalar::F32, f.Dk * lay.qStride);
-  int32_t ks = b.shared("k_tile", kir::Scalar::F32, f.Dk * lay.kStride);
-  int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
   int32_t ps = b.shared("weights", kir::Scalar::F32, BN * lay.qStride);
+  int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
   // The rows' partial maxima (then denominators), and past them one word:
   // 1 when this tile's values hold a non-finite element.
-  int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * TX + 1);
-  V flagAt = b.i32(BM * TX);
+  int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * lay.partStride + 1);
+  int32_t ks = b.shared("k_tile", kir::Scalar::F32, f.Dk * lay.kStride);
+  V flagAt = b.i32(BM * lay.partStride);
+  // A thread's rows come in runs of RM (one wide load of q or of the
+  // weights per key dim or key), its value columns in runs of RV where the
+  // value width splits into whole runs for every thread (else one column at
+  // a time, strided by TX, the last clamped into the row).
+  const int64_t RM = Builder::wideRun(TM);
+  const int64_t RV = f.Dv % (4 * TX) == 0 ? 4 : f.Dv % (2 * TX) == 0 ? 2 : 1;
   V wg = b.workgroupId(), tid = b.local();
   b.ifThen(b.lt(wg, b.i32(count)), [&] {
     V blk = b.rem(wg, b.i32(blocks)), grp = b.div(wg, b.i32(blocks));
@@ -88,12 +103,20 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     }
     V last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
     V ty = b.div(tid, b.i32(TX)), tx = b.rem(tid, b.i32(TX));
+    // Row rr's TX partials folded by op (Max or Add), in wide loads.
+    auto rowFold = [&](V rr, kir::Opc op) {
+      V acc = -1, row = b.mul(rr, b.i32(lay.partStride));
+      for (int64_t x = 0; x < TX; x += Builder::wideRun(TX))
+        for (V w : b.sharedLoadVec(part, b.add(row, b.i32(x)), Builder::wideRun(TX))) acc = acc < 0 ? w : b.binary(op, acc, w);
+      return acc;
+    };
 
-    // The q tile, d-major: run e of W elements of row e / (Dk / W).
+    // The q tile, d-major: run e of W elements of row e % BM (neighbouring
+    // threads store neighbouring rows of one d, in distinct banks).
     for (int64_t e0 = 0; e0 < BM * (f.Dk / W); e0 += T) {
       V e = b.add(tid, b.i32(e0));
       b.ifThen(b.lt(e, b.i32(BM * (f.Dk / W))), [&] {
-        V rr = b.div(e, b.i32(f.Dk / W)), d = b.mul(b.rem(e, b.i32(f.Dk / W)), b.i32(W));
+        V rr = b.rem(e, b.i32(BM)), d = b.mul(b.div(e, b.i32(BM)), b.i32(W));
         std::vector<V> x = b.loadVec(f.q, b.add(b.mul(resultRow(rr), b.i32(f.Dk)), d), W);
         for (int64_t c = 0; c < W; ++c) b.sharedStore(qs, b.add(b.mul(b.add(d, b.i32(c)), b.i32(lay.qStride)), rr), x[size_t(c)]);
       });
@@ -117,12 +140,16 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       std::vector<int32_t> vals;
     };
     std::vector<Run> runs;
+    // A key run e is at key e % BN (neighbouring threads store neighbouring
+    // keys of one d, in distinct banks), a value run at key e / per (one
+    // wide store each, neighbouring threads filling one row).
     for (size_t si = 0; si < segs.size(); ++si) {
       int64_t per = segs[si].width / W, total = BN * per;
       for (int64_t e0 = 0; e0 < total; e0 += T) {
         V e = b.add(tid, b.i32(e0));
-        Run run{si, b.div(e, b.i32(per)), b.mul(b.rem(e, b.i32(per)), b.i32(W)),
-                e0 + T <= total ? b.boolean(true) : b.lt(e, b.i32(total)), {}};
+        V key = segs[si].value ? b.div(e, b.i32(per)) : b.rem(e, b.i32(BN));
+        V at = b.mul(segs[si].value ? b.rem(e, b.i32(per)) : b.div(e, b.i32(BN)), b.i32(W));
+        Run run{si, key, at, e0 + T <= total ? b.boolean(true) : b.lt(e, b.i32(total)), {}};
         for (int64_t c = 0; c < W; ++c) run.vals.push_back(b.var(kir::Scalar::F32, b.f32(0)));
         runs.push_back(std::move(run));
       }
@@ -141,27 +168,29 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       for (const Run& run : runs) {
         const Segment& sg = segs[run.seg];
         b.ifThen(run.active, [&] {
-          V bad = b.boolean(false);
-          for (int64_t c = 0; c < W; ++c) {
-            V x = b.get(run.vals[size_t(c)]), d = b.add(run.at, b.i32(sg.offset + c));
-            if (sg.value) {
-              b.sharedStore(vs, b.add(b.mul(run.key, b.i32(lay.vStride)), d), x);
-              bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(x, x), b.f32(0)));
-            } else {
-              b.sharedStore(ks, b.add(b.mul(d, b.i32(lay.kStride)), run.key), x);
-            }
+          std::vector<V> x;
+          for (int64_t c = 0; c < W; ++c) x.push_back(b.get(run.vals[size_t(c)]));
+          if (!sg.value) {
+            for (int64_t c = 0; c < W; ++c)
+              b.sharedStore(ks, b.add(b.mul(b.add(run.at, b.i32(sg.offset + c)), b.i32(lay.kStride)), run.key),
+                            x[size_t(c)]);
+            return;
           }
-          if (sg.value) b.ifThen(bad, [&] { b.sharedStore(part, flagAt, b.f32(1)); });
+          b.sharedStoreVec(vs, b.add(b.mul(run.key, b.i32(lay.vStride)), run.at), x);
+          V bad = b.boolean(false);
+          for (V v : x) bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(v, v), b.f32(0)));
+          b.ifThen(bad, [&] { b.sharedStore(part, flagAt, b.f32(1)); });
         });
       }
     };
 
     // The thread's rows, their running maxima, denominator shares and output
     // block.
-    std::vector<V> rows;
+    std::vector<V> rows, runAt;  // the thread's rows; where each run of RM starts
     std::vector<MaskRow> masks;  // each row's mask, once
+    for (int64_t i = 0; i < TM; i += RM) runAt.push_back(b.add(b.mul(ty, b.i32(RM)), b.i32(i / RM * TY * RM)));
     for (int64_t i = 0; i < TM; ++i) {
-      rows.push_back(b.add(ty, b.i32(i * TY)));
+      rows.push_back(b.add(runAt[size_t(i / RM)], b.i32(i % RM)));
       if (f.masked || f.causal)
         masks.push_back(maskRow(b, f, bi, headOf(rows.back()), b.min(posOf(rows.back()), b.i32(f.Lq - 1))));
     }
@@ -171,8 +200,11 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       lv.push_back(b.var(kir::Scalar::F32, b.f32(0)));
       for (int64_t j = 0; j < CV; ++j) ov.push_back(b.var(kir::Scalar::F32, b.f32(0)));
     }
-    std::vector<V> cols;  // value columns, clamped into the row (a copy past Dv is never stored)
-    for (int64_t j = 0; j < CV; ++j) cols.push_back(b.min(b.add(tx, b.i32(j * TX)), b.i32(f.Dv - 1)));
+    // Value column j: in runs of RV (all inside the row), or strided by TX
+    // and clamped into the row (a copy past Dv is never stored).
+    auto colOf = [&](int64_t j) { return b.add(b.mul(tx, b.i32(RV)), b.i32(j / RV * TX * RV + j % RV)); };
+    std::vector<V> cols;
+    for (int64_t j = 0; j < CV; ++j) cols.push_back(RV > 1 ? colOf(j) : b.min(colOf(j), b.i32(f.Dv - 1)));
 
     b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
     fetch(lo);
@@ -186,9 +218,12 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       // 2. Scores.
       std::vector<int32_t> acc;
       for (int64_t x = 0; x < TM * TN; ++x) acc.push_back(b.var(kir::Scalar::F32, b.f32(0)));
-      b.forRange(b.i32(0), b.i32(f.Dk), 1, [&](V d) {
+      b.forUnrolled(f.Dk, kUnrollDims, [&](V d) {
         std::vector<V> qv, kv;
-        for (int64_t i = 0; i < TM; ++i) qv.push_back(b.sharedLoad(qs, b.add(b.mul(d, b.i32(lay.qStride)), rows[size_t(i)])));
+        for (V at : runAt) {
+          std::vector<V> run = b.sharedLoadVec(qs, b.add(b.mul(d, b.i32(lay.qStride)), at), RM);
+          qv.insert(qv.end(), run.begin(), run.end());
+        }
         for (int64_t j = 0; j < TN; ++j)
           kv.push_back(b.sharedLoad(ks, b.add(b.mul(d, b.i32(lay.kStride)), b.add(tx, b.i32(j * TX)))));
         for (int64_t i = 0; i < TM; ++i)
@@ -208,21 +243,22 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
           sc.push_back(x);
           most = b.max(most, x);
         }
-        b.sharedStore(part, b.add(b.mul(rr, b.i32(TX)), tx), most);
+        b.sharedStore(part, b.add(b.mul(rr, b.i32(lay.partStride)), tx), most);
       }
       b.barrier();
       // 3. Each row's new maximum, the rescale, the weights.
       b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
+      std::vector<V> weights(size_t(TM * TN));
       for (int64_t i = 0; i < TM; ++i) {
-        V rr = rows[size_t(i)], m = b.get(mv[size_t(i)]), mNew = m;
-        for (int64_t x = 0; x < TX; ++x) mNew = b.max(mNew, b.sharedLoad(part, b.add(b.mul(rr, b.i32(TX)), b.i32(x))));
+        V rr = rows[size_t(i)], m = b.get(mv[size_t(i)]);
+        V mNew = b.max(m, rowFold(rr, kir::Opc::Max));
         V rescale = b.select(b.eq(mNew, b.f32(-kInf)), b.f32(1), b.exp(b.sub(m, mNew)));
         V l = b.mul(b.get(lv[size_t(i)]), rescale);
         for (int64_t j = 0; j < TN; ++j) {
           V x = sc[size_t(i * TN + j)];
           V p = b.select(b.eq(x, b.f32(-kInf)), b.f32(-0.0), b.exp(b.sub(x, mNew)));
           l = b.add(l, p);
-          b.sharedStore(ps, b.add(b.mul(b.add(tx, b.i32(j * TX)), b.i32(lay.qStride)), rr), p);
+          weights[size_t(i * TN + j)] = p;
         }
         b.set(lv[size_t(i)], l);
         b.set(mv[size_t(i)], mNew);
@@ -231,13 +267,26 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
           b.set(o, b.mul(b.get(o), rescale));
         }
       }
+      // Key j's weights of each run of rows, one wide store (key-major).
+      for (int64_t j = 0; j < TN; ++j)
+        for (int64_t i = 0; i < TM; i += RM) {
+          std::vector<V> run;
+          for (int64_t e = 0; e < RM; ++e) run.push_back(weights[size_t((i + e) * TN + j)]);
+          b.sharedStoreVec(ps, b.add(b.mul(b.add(tx, b.i32(j * TX)), b.i32(lay.qStride)), runAt[size_t(i / RM)]), run);
+        }
       b.barrier();
       // 4. weight * value over the tile's keys.
       auto gather = [&](bool exact) {
-        b.forRange(b.i32(0), b.i32(BN), 1, [&](V key) {
+        b.forUnrolled(BN, kUnrollKeys, [&](V key) {
           std::vector<V> pv, vv;
-          for (int64_t i = 0; i < TM; ++i) pv.push_back(b.sharedLoad(ps, b.add(b.mul(key, b.i32(lay.qStride)), rows[size_t(i)])));
-          for (int64_t j = 0; j < CV; ++j) vv.push_back(b.sharedLoad(vs, b.add(b.mul(key, b.i32(lay.vStride)), cols[size_t(j)])));
+          for (V at : runAt) {
+            std::vector<V> run = b.sharedLoadVec(ps, b.add(b.mul(key, b.i32(lay.qStride)), at), RM);
+            pv.insert(pv.end(), run.begin(), run.end());
+          }
+          for (int64_t j = 0; j < CV; j += RV) {
+            std::vector<V> run = b.sharedLoadVec(vs, b.add(b.mul(key, b.i32(lay.vStride)), cols[size_t(j)]), RV);
+            vv.insert(vv.end(), run.begin(), run.end());
+          }
           for (int64_t i = 0; i < TM; ++i) {
             V dropped = exact ? b.eq(b.bitcast(pv[size_t(i)], kir::Scalar::I32), b.i32(INT32_MIN)) : -1;
             for (int64_t j = 0; j < CV; ++j) {
@@ -253,17 +302,17 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
 
     // The rows' denominators, then the outputs.
     b.barrier();
-    for (int64_t i = 0; i < TM; ++i) b.sharedStore(part, b.add(b.mul(rows[size_t(i)], b.i32(TX)), tx), b.get(lv[size_t(i)]));
+    for (int64_t i = 0; i < TM; ++i)
+      b.sharedStore(part, b.add(b.mul(rows[size_t(i)], b.i32(lay.partStride)), tx), b.get(lv[size_t(i)]));
     b.barrier();
     for (int64_t i = 0; i < TM; ++i) {
-      V rr = rows[size_t(i)], l = b.f32(0);
-      for (int64_t x = 0; x < TX; ++x) l = b.add(l, b.sharedLoad(part, b.add(b.mul(rr, b.i32(TX)), b.i32(x))));
+      V rr = rows[size_t(i)], l = rowFold(rr, kir::Opc::Add);
       b.ifThen(realRow(rr), [&] {
         V at = b.mul(resultRow(rr), b.i32(f.Dv));
         for (int64_t j = 0; j < CV; ++j) {
-          V c = b.add(tx, b.i32(j * TX));
+          V c = colOf(j);
           auto put = [&] { b.store(out, b.add(at, c), b.div(b.get(ov[size_t(i * CV + j)]), l)); };
-          if ((j + 1) * TX <= f.Dv) put();
+          if (RV > 1 || (j + 1) * TX <= f.Dv) put();
           else b.ifThen(b.lt(c, b.i32(f.Dv)), put);
         }
       });

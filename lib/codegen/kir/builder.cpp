@@ -202,9 +202,37 @@ V Builder::sharedLoad(int32_t array, V index) {
   return emit(Inst{Opc::SharedLoad, k_.shared[size_t(array)].type, {index}, array});
 }
 
+std::vector<V> Builder::sharedLoadVec(int32_t array, V index, int64_t width) {
+  assert(typeOf(index) == Scalar::I32);
+  if (width == 1) return {sharedLoad(array, index)};
+  Scalar t = k_.shared[size_t(array)].type;
+  Inst vec{Opc::SharedLoadVec, t, {index}, array};
+  vec.imm = width;
+  V v = emit(std::move(vec));
+  std::vector<V> out;
+  for (int64_t i = 0; i < width; ++i) {
+    Inst lane{Opc::Lane, t, {v}};
+    lane.imm = i;
+    out.push_back(emit(std::move(lane)));
+  }
+  return out;
+}
+
 void Builder::sharedStore(int32_t array, V index, V value) {
   assert(typeOf(index) == Scalar::I32 && typeOf(value) == k_.shared[size_t(array)].type);
   emit(Inst{Opc::SharedStore, Scalar::I32, {index, value}, array});
+}
+
+void Builder::sharedStoreVec(int32_t array, V index, const std::vector<V>& values) {
+  if (values.size() == 1) return sharedStore(array, index, values[0]);
+  assert(typeOf(index) == Scalar::I32);
+  Inst st{Opc::SharedStoreVec, Scalar::I32, {index}, array};
+  for (V v : values) {
+    assert(typeOf(v) == k_.shared[size_t(array)].type);
+    st.args.push_back(v);
+  }
+  st.imm = int64_t(values.size());
+  emit(std::move(st));
 }
 
 int32_t Builder::var(Scalar type, V init) {
@@ -233,6 +261,15 @@ void Builder::forRange(V lo, V hi, int64_t step, const std::function<void(V)>& b
   f.imm = step;
   V loop = emit(std::move(f));
   fill(&Inst::body, loop, [&] { body(loop); });
+}
+
+void Builder::forUnrolled(int64_t count, int64_t unroll, const std::function<void(V)>& body) {
+  int64_t whole = count / unroll * unroll;
+  if (whole > 0)
+    forRange(i32(0), i32(whole), unroll, [&](V at) {
+      for (int64_t u = 0; u < unroll; ++u) body(u == 0 ? at : add(at, i32(u)));
+    });
+  for (int64_t i = whole; i < count; ++i) body(i32(i));
 }
 
 void Builder::ifThen(V cond, const std::function<void()>& then) { ifElse(cond, then, [] {}); }

@@ -81,13 +81,26 @@ class Builder {
   std::vector<V> loadVec(int32_t buffer, V index, int64_t width);
   void store(int32_t buffer, V index, V value);  // value converted to the buffer's value type first
   V sharedLoad(int32_t array, V index);
+  // Words index .. index + width - 1 of a workgroup array read at once
+  // (kir.h, SharedLoadVec): index and the array's offset multiples of width
+  // (2 or 4); width 1 is a plain sharedLoad.
+  std::vector<V> sharedLoadVec(int32_t array, V index, int64_t width);
   void sharedStore(int32_t array, V index, V value);
+  // values.size() (1, 2 or 4) consecutive words from index at once (kir.h,
+  // SharedStoreVec), under sharedLoadVec's alignment rules.
+  void sharedStoreVec(int32_t array, V index, const std::vector<V>& values);
 
   int32_t var(Scalar type, V init);
   V get(int32_t var);
   void set(int32_t var, V value);
 
   void forRange(V lo, V hi, int64_t step, const std::function<void(V)>& body);
+  // body(i) for i = 0 .. count - 1 (count known here): a loop over whole
+  // groups of `unroll` with the body written unroll times, then the rest
+  // written out with constant i.
+  void forUnrolled(int64_t count, int64_t unroll, const std::function<void(V)>& body);
+  // The widest wide workgroup-memory access, 4, 2 or 1 words, dividing count.
+  static int64_t wideRun(int64_t count) { return count % 4 == 0 ? 4 : count % 2 == 0 ? 2 : 1; }
   void ifThen(V cond, const std::function<void()>& then);
   void ifElse(V cond, const std::function<void()>& then, const std::function<void()>& orelse);
   void barrier();

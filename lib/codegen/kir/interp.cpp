@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <unordered_map>
 
 #include "codegen/kir/verify.h"
 #include "oracle/tensor.h"
@@ -74,6 +75,8 @@ class Machine {
       : k_(k), bufs_(buffers), w_(size_t(k.workgroupSize)), lanes_(k.insts.size() * w_), vars_(k.vars.size() * w_) {
     masks_.assign(size_t(depthOf(k, k.body)) + 1, std::vector<uint8_t>(w_, 0));
     for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems), 0u);
+    for (size_t v = 0; v < k.insts.size(); ++v)
+      if (k.insts[v].op == Opc::SharedLoadVec) wide_[V(v)].assign(size_t(k.insts[v].imm) * w_, 0);
   }
 
   Status run(int64_t gridY) {
@@ -301,10 +304,37 @@ class Machine {
 
   void lane(const uint8_t* m, V v, const Inst& in) {
     const Inst& vec = k_.insts[size_t(in.args[0])];
-    const uint64_t* base = lanes(in.args[0]);
     uint64_t* r = lanes(v);
+    if (vec.op == Opc::SharedLoadVec) {
+      const uint64_t* words = wide_.at(in.args[0]).data() + size_t(in.imm) * w_;
+      for (size_t t = 0; t < w_; ++t)
+        if (m[t]) r[t] = words[t];
+      return;
+    }
+    const uint64_t* base = lanes(in.args[0]);
     for (size_t t = 0; t < w_; ++t)
       if (m[t]) r[t] = element(vec.ref, get<int32_t>(base[t]) + in.imm);
+  }
+
+  // A SharedLoadVec or SharedStoreVec checks each thread's run and its
+  // alignment; a load keeps the words as they are now, for its Lanes.
+  bool sharedWide(const uint8_t* m, V v, const Inst& in) {
+    const Shared& s = k_.shared[size_t(in.ref)];
+    std::vector<uint32_t>& words = shared_[size_t(in.ref)];
+    const uint64_t* idx = lanes(in.args[0]);
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      int64_t i = get<int32_t>(idx[t]);
+      if (i < 0 || i + in.imm > s.elems || i % in.imm != 0)
+        return fail(v, int64_t(t),
+                    "words [" + std::to_string(i) + ", " + std::to_string(i + in.imm) + ") are not an aligned run in [0, " +
+                        std::to_string(s.elems) + ") of shared " + std::to_string(in.ref) + " (" + s.name + ")");
+      for (int64_t e = 0; e < in.imm; ++e) {
+        if (in.op == Opc::SharedLoadVec) wide_.at(v)[size_t(e) * w_ + t] = words[size_t(i + e)];
+        else words[size_t(i + e)] = uint32_t(lanes(in.args[size_t(e) + 1])[t]);
+      }
+    }
+    return true;
   }
 
   bool store(const uint8_t* m, V v, const Inst& in) {
@@ -466,6 +496,10 @@ class Machine {
         case Opc::SharedStore:
           if (!sharedAccess(m, v, in)) return false;
           break;
+        case Opc::SharedLoadVec:
+        case Opc::SharedStoreVec:
+          if (!sharedWide(m, v, in)) return false;
+          break;
         case Opc::GetVar: {
           const uint64_t* x = vars_.data() + size_t(in.ref) * w_;
           for (size_t t = 0; t < w_; ++t)
@@ -506,6 +540,7 @@ class Machine {
   std::vector<uint64_t> vars_;   // variable j's lanes at [j * w_, (j + 1) * w_)
   std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
   std::vector<std::vector<uint32_t>> shared_;
+  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's words: word e of thread t at [e * w_ + t]
   int32_t gx_ = 0, gy_ = 0;
   Error err_{ErrorKind::Verify, {}, ""};
 };

@@ -46,9 +46,18 @@
 //    a read-only buffer from `index`, a multiple of imm (every buffer starts
 //    16-byte aligned, so an emitter may issue one aligned wide access); its
 //    value is only ever read by Lane, which gives element index + Lane's imm,
-//    widened as Load widens. A target without wide accesses (the SPIR-V
-//    writer) lowers each Lane to a scalar load; the read-only rule makes that
-//    the same.
+//    widened as Load widens. The SPIR-V writer, whose logical addressing has
+//    no pointer cast, reads it through a second binding of the buffer typed
+//    as an array of vectors; the read-only rule makes that aliasing safe.
+//  - SharedLoadVec reads `imm` (2 or 4) consecutive words of a workgroup
+//    array from `index`, a multiple of imm, all at once: its Lanes give the
+//    words as they were at the SharedLoadVec, whatever is stored after it.
+//    The array's offset (the words of the arrays declared before it) is a
+//    multiple of imm too, so with every array run starting 16-byte aligned
+//    the access is one aligned wide load; a target without one (the SPIR-V
+//    writer) issues the imm scalar loads where the SharedLoadVec stands.
+//    SharedStoreVec is its store: imm (2 or 4) values into consecutive words
+//    from `index`, under the same alignment rules.
 #pragma once
 
 #include <cstdint>
@@ -80,10 +89,12 @@ enum class Opc : uint8_t {
   Convert, Bitcast,               // (x) -> type
   Load,                           // (index) from buffers[ref] -> valueOf(elem)
   LoadVec,                        // (index) imm elements from buffers[ref]; read only by Lane
-  Lane,                           // (a LoadVec) element imm -> valueOf(elem)
+  Lane,                           // (a LoadVec or SharedLoadVec) element imm
   Store,                          // (index, value) into buffers[ref]
   SharedLoad,                     // (index) from shared[ref]
+  SharedLoadVec,                  // (index) imm words from shared[ref]; read only by Lane
   SharedStore,                    // (index, value) into shared[ref]
+  SharedStoreVec,                 // (index, imm values) into consecutive words of shared[ref]
   GetVar,                         // () -> vars[ref]
   SetVar,                         // (value) into vars[ref]
   For,                            // (lo, hi), step imm > 0; body; its id is i (i32)
@@ -104,7 +115,7 @@ struct Inst {
   Scalar type = Scalar::I32;  // the result type; I32 for statements
   std::vector<V> args;
   int32_t ref = -1;   // buffer, shared array or variable index
-  int64_t imm = 0;    // Const bool/int value; For step; LoadVec width; Lane index
+  int64_t imm = 0;    // Const bool/int value; For step; wide access width; Lane index
   double fimm = 0;    // Const f32 value
   Block body, orelse; // For: body; If: then and else
 };

@@ -75,8 +75,12 @@ class Printer {
         return def + "load.vec" + std::to_string(in.imm) + " b" + std::to_string(in.ref) + ref + typed;
       case Opc::Lane: return def + "lane " + val(in.args.at(0)) + "[" + std::to_string(in.imm) + "]" + typed;
       case Opc::SharedLoad: return def + "shared.load s" + std::to_string(in.ref) + ref + typed;
+      case Opc::SharedLoadVec:
+        return def + "shared.load.vec" + std::to_string(in.imm) + " s" + std::to_string(in.ref) + ref + typed;
       case Opc::Store: return "store b" + std::to_string(in.ref) + ref + ", " + args(in, 1);
       case Opc::SharedStore: return "shared.store s" + std::to_string(in.ref) + ref + ", " + args(in, 1);
+      case Opc::SharedStoreVec:
+        return "shared.store.vec" + std::to_string(in.imm) + " s" + std::to_string(in.ref) + ref + ", " + args(in, 1);
       case Opc::GetVar: return def + "get v" + std::to_string(in.ref) + typed;
       case Opc::SetVar: return "set v" + std::to_string(in.ref) + ", " + args(in, 0);
       case Opc::For:

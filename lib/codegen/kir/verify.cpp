@@ -18,8 +18,11 @@ namespace poot::kir {
 namespace {
 
 bool isStatement(Opc op) {
-  return op == Opc::Store || op == Opc::SharedStore || op == Opc::SetVar || op == Opc::If || op == Opc::Barrier;
+  return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::SetVar || op == Opc::If ||
+         op == Opc::Barrier;
 }
+
+bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec; }
 
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
 bool isNumber(Scalar s) { return s != Scalar::Bool; }
@@ -87,6 +90,17 @@ class Verifier {
   }
 
   // Operand counts, types and references of one instruction.
+  // A wide workgroup-memory access: width 2 or 4, its array's offset a
+  // multiple of it (kir.h, SharedLoadVec).
+  bool wideShared(V v, const Inst& in) {
+    if (in.imm != 2 && in.imm != 4) return fail(v, "width " + std::to_string(in.imm) + " is not 2 or 4");
+    int64_t offset = 0;
+    for (int32_t i = 0; i < in.ref; ++i) offset += k_.shared[size_t(i)].elems;
+    if (offset % in.imm == 0) return true;
+    return fail(v, "shared " + std::to_string(in.ref) + " (" + k_.shared[size_t(in.ref)].name + ") starts at word " +
+                       std::to_string(offset) + ", not a multiple of " + std::to_string(in.imm));
+  }
+
   bool typed(V v, const Inst& in) {
     switch (in.op) {
       case Opc::Const: return arity(v, in, 0);
@@ -146,7 +160,7 @@ class Verifier {
         const Inst& vec = k_.insts[size_t(in.args[0])];
         if (!result(v, in, vec.type)) return false;
         if (in.imm >= 0 && in.imm < vec.imm) return true;
-        return fail(v, "lane " + std::to_string(in.imm) + " of a load.vec of " + std::to_string(vec.imm));
+        return fail(v, "lane " + std::to_string(in.imm) + " of a " + opcName(vec.op) + " of " + std::to_string(vec.imm));
       }
       case Opc::Store: {
         if (!arity(v, in, 2) || !ref(v, in, k_.buffers.size(), "buffer") || !want(v, in, 0, Scalar::I32, "index"))
@@ -159,6 +173,18 @@ class Verifier {
       case Opc::SharedLoad:
         return arity(v, in, 1) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
                result(v, in, k_.shared[size_t(in.ref)].type);
+      case Opc::SharedLoadVec:
+        return arity(v, in, 1) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
+               result(v, in, k_.shared[size_t(in.ref)].type) && wideShared(v, in);
+      case Opc::SharedStoreVec: {
+        if (in.imm != 2 && in.imm != 4) return fail(v, "width " + std::to_string(in.imm) + " is not 2 or 4");
+        if (!arity(v, in, size_t(in.imm) + 1) || !ref(v, in, k_.shared.size(), "shared") ||
+            !want(v, in, 0, Scalar::I32, "index"))
+          return false;
+        for (size_t i = 1; i < in.args.size(); ++i)
+          if (!want(v, in, i, k_.shared[size_t(in.ref)].type, "value")) return false;
+        return wideShared(v, in);
+      }
       case Opc::SharedStore:
         return arity(v, in, 2) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
                want(v, in, 1, k_.shared[size_t(in.ref)].type, "value");
@@ -199,9 +225,9 @@ class Verifier {
         if (a < 0 || size_t(a) >= k_.insts.size()) good = fail(v, "operand %" + std::to_string(a) + " out of range");
         else if (isStatement(k_.insts[size_t(a)].op)) good = fail(v, "operand %" + std::to_string(a) + " is a statement");
         else if (!inScope_[size_t(a)]) good = fail(v, "operand %" + std::to_string(a) + " is not defined before it in scope");
-        else if ((k_.insts[size_t(a)].op == Opc::LoadVec) != (in.op == Opc::Lane))
-          good = fail(v, in.op == Opc::Lane ? "operand %" + std::to_string(a) + " is not a load.vec"
-                                            : "reads the load.vec %" + std::to_string(a) + " other than through lane");
+        else if (isWide(k_.insts[size_t(a)].op) != (in.op == Opc::Lane))
+          good = fail(v, in.op == Opc::Lane ? "operand %" + std::to_string(a) + " is not a wide load"
+                                            : "reads the wide load %" + std::to_string(a) + " other than through lane");
         if (!good) break;
       }
       if (!good || !typed(v, in)) {

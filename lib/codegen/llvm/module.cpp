@@ -12,7 +12,6 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/MDBuilder.h>
 
-#include <cctype>
 #include <string>
 #include <vector>
 
@@ -28,12 +27,6 @@ using llvm::Value;
 
 // The most workgroup memory a PTX kernel may declare statically.
 constexpr int64_t kPtxStaticSharedBytes = 48 * 1024;
-
-std::string symbolName(const std::string& s) {
-  std::string out = "smem_";
-  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
 
 class Writer {
  public:
@@ -73,9 +66,9 @@ class Writer {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> vals_;
   std::vector<llvm::AllocaInst*> vars_;
-  // Each workgroup array: its global, and its byte offset in the dynamic
-  // shared array (-1: a static array of its own).
-  std::vector<std::pair<llvm::GlobalVariable*, int64_t>> shared_;
+  // The workgroup-memory object, and each array's byte offset in it.
+  llvm::GlobalVariable* shared_ = nullptr;
+  std::vector<int64_t> sharedOffsets_;
 };
 
 llvm::Type* Writer::type(Scalar s) {
@@ -130,29 +123,28 @@ void Writer::declare() {
     fn_->addFnAttr("amdgpu-flat-work-group-size", "1," + std::to_string(k_.workgroupSize));
     m_.addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", 500);
   }
-  // Workgroup arrays are static addrspace(3) globals, except on NVPTX past
-  // the 48 KiB a kernel may declare statically: there they are laid end to
-  // end in the one dynamic shared array (`extern .shared`), and whoever
-  // launches the kernel passes its workgroup memory (the plan records it) as
-  // the dynamic shared size, raising the function's limit to match.
-  if (target_ == Target::Ptx && k_.sharedBytes() > kPtxStaticSharedBytes) {
-    auto* ty = llvm::ArrayType::get(b_.getInt8Ty(), 0);
-    auto* g = new llvm::GlobalVariable(m_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
-                                       "poot_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
-    g->setAlignment(llvm::Align(16));
-    int64_t offset = 0;
-    for (const kir::Shared& s : k_.shared) {
-      shared_.push_back({g, offset});
-      offset += s.elems * 4;
-    }
-    return;
-  }
+  // Workgroup arrays are laid end to end, at the word offsets KIR gives
+  // them, in one 16-byte aligned addrspace(3) object, so a wide access at an
+  // offset that is a multiple of its width is aligned (kir.h) and the
+  // object's size is exactly the kernel's workgroup memory: a static array,
+  // except on NVPTX past the 48 KiB a kernel may declare statically, where it
+  // is the dynamic shared array (`extern .shared`) and whoever launches the
+  // kernel passes its workgroup memory (the plan records it) as the dynamic
+  // shared size, raising the function's limit to match.
+  if (k_.shared.empty()) return;
+  int64_t bytes = k_.sharedBytes();
+  bool dynamic = target_ == Target::Ptx && bytes > kPtxStaticSharedBytes;
+  auto* ty = llvm::ArrayType::get(b_.getInt8Ty(), dynamic ? 0 : uint64_t(bytes));
+  shared_ = new llvm::GlobalVariable(m_, ty, false,
+                                     dynamic ? llvm::GlobalValue::ExternalLinkage : llvm::GlobalValue::InternalLinkage,
+                                     dynamic ? nullptr : llvm::UndefValue::get(ty),
+                                     dynamic ? "poot_dynamic_shared" : "poot_shared", nullptr,
+                                     llvm::GlobalValue::NotThreadLocal, 3);
+  shared_->setAlignment(llvm::Align(16));
+  int64_t offset = 0;
   for (const kir::Shared& s : k_.shared) {
-    auto* ty = llvm::ArrayType::get(type(s.type), uint64_t(s.elems));
-    auto* g = new llvm::GlobalVariable(m_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
-                                       symbolName(s.name), nullptr, llvm::GlobalValue::NotThreadLocal, 3);
-    g->setAlignment(llvm::Align(4));
-    shared_.push_back({g, -1});
+    sharedOffsets_.push_back(offset);
+    offset += s.elems * 4;
   }
 }
 
@@ -233,12 +225,23 @@ Status Writer::inst(kir::V v) {
     }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      r = widen(k_.buffers[size_t(vec.ref)].elem, b_.CreateExtractElement(arg(0), uint64_t(in.imm)));
+      r = b_.CreateExtractElement(arg(0), uint64_t(in.imm));
+      if (vec.op == Opc::LoadVec) r = widen(k_.buffers[size_t(vec.ref)].elem, r);
       break;
     }
     case Opc::Store: store(in, arg(0), arg(1)); break;
     case Opc::SharedLoad: r = b_.CreateAlignedLoad(type(in.type), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
+    case Opc::SharedLoadVec:
+      r = b_.CreateAlignedLoad(llvm::FixedVectorType::get(type(in.type), unsigned(in.imm)), sharedAt(in.ref, arg(0)),
+                               llvm::Align(uint64_t(in.imm * 4)));
+      break;
     case Opc::SharedStore: b_.CreateAlignedStore(arg(1), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
+    case Opc::SharedStoreVec: {
+      Value* vec = llvm::PoisonValue::get(llvm::FixedVectorType::get(arg(1)->getType(), unsigned(in.imm)));
+      for (int64_t e = 0; e < in.imm; ++e) vec = b_.CreateInsertElement(vec, arg(size_t(e) + 1), uint64_t(e));
+      b_.CreateAlignedStore(vec, sharedAt(in.ref, arg(0)), llvm::Align(uint64_t(in.imm * 4)));
+      break;
+    }
     case Opc::GetVar: r = b_.CreateLoad(type(in.type), vars_[size_t(in.ref)]); break;
     case Opc::SetVar: b_.CreateStore(arg(0), vars_[size_t(in.ref)]); break;
     case Opc::For: return loop(v);
@@ -365,10 +368,8 @@ void Writer::store(const kir::Inst& in, Value* index, Value* value) {
 }
 
 Value* Writer::sharedAt(int32_t array, Value* index) {
-  auto [g, offset] = shared_[size_t(array)];
-  if (offset < 0) return b_.CreateInBoundsGEP(g->getValueType(), g, {b_.getInt32(0), index});
-  Value* byte = b_.CreateAdd(b_.getInt32(uint32_t(offset)), b_.CreateMul(index, b_.getInt32(4)));
-  return b_.CreateInBoundsGEP(b_.getInt8Ty(), g, {byte});
+  Value* byte = b_.CreateAdd(b_.getInt32(uint32_t(sharedOffsets_[size_t(array)])), b_.CreateMul(index, b_.getInt32(4)));
+  return b_.CreateInBoundsGEP(b_.getInt8Ty(), shared_, {byte});
 }
 
 void Writer::barrier() {

@@ -1,6 +1,7 @@
 // The emitter's frame: capabilities from legalize, one StorageBuffer variable
 // per binding (a Block struct per element type, NonWritable when never
-// stored), Workgroup arrays, the WorkgroupId and LocalInvocationIndex
+// stored) and, for a buffer read by wide loads, a second one at its binding
+// viewing it as vectors of 2 or 4 elements, Workgroup arrays, the WorkgroupId and LocalInvocationIndex
 // builtins on first use, one GLCompute entry point whose interface lists every
 // global, and the function body. Control flow stays structured: a For is a
 // loop whose header holds the induction OpPhi and the exit test, whose body
@@ -9,6 +10,8 @@
 // empty else branches straight to the merge. Function variables open the
 // first block, as SPIR-V requires.
 #include <spirv/unified1/GLSL.std.450.h>
+
+#include <string>
 
 #include "codegen/spirv/emitter.h"
 #include "codegen/spirv/spirv.h"
@@ -61,6 +64,25 @@ void Emitter::declareGlobals() {
     m_.decorate(var, SpvDecorationBinding, {uint32_t(i)});
     if (!b.written) m_.decorate(var, SpvDecorationNonWritable);
     buffers_.push_back(var);
+    interface_.push_back(var);
+  }
+  // A read-only buffer read by wide loads is also bound as an array of
+  // vectors of 2 or 4 elements (a second variable at its binding), one
+  // vector an aligned run: logical addressing has no pointer cast, and
+  // aliasing is safe because nothing writes the buffer.
+  for (const kir::Inst& in : k_.insts) {
+    if (in.op != Opc::LoadVec) continue;
+    uint32_t n = uint32_t(viewLanes(in.imm));
+    if (views_.count({in.ref, n})) continue;
+    const kir::Buffer& b = k_.buffers[size_t(in.ref)];
+    Id vec = m_.vectorType(elemType(b.elem), n);
+    Id block = m_.blockType(vec, n * uint32_t(kir::elemBytes(b.elem)));
+    Id var = m_.variable(m_.pointerType(SpvStorageClassStorageBuffer, block), SpvStorageClassStorageBuffer);
+    m_.name(var, b.name + "_x" + std::to_string(n));
+    m_.decorate(var, SpvDecorationDescriptorSet, {0});
+    m_.decorate(var, SpvDecorationBinding, {uint32_t(in.ref)});
+    m_.decorate(var, SpvDecorationNonWritable);
+    views_[{in.ref, n}] = var;
     interface_.push_back(var);
   }
   for (const kir::Shared& s : k_.shared) {
@@ -134,8 +156,11 @@ Id Emitter::load(int32_t ref, Id index) {
   Id t = elemType(b.elem);
   Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassStorageBuffer, t),
               {buffers_[size_t(ref)], m_.constant(i32(), 0), index});
-  Id raw = op(SpvOpLoad, t, {ptr});
-  switch (b.elem) {
+  return widen(b.elem, op(SpvOpLoad, t, {ptr}));
+}
+
+Id Emitter::widen(Elem e, Id raw) {
+  switch (e) {
     case Elem::U8:
     case Elem::U16: return op(SpvOpBitcast, i32(), {op(SpvOpUConvert, u32(), {raw})});
     case Elem::F16: return op(SpvOpFConvert, f32(), {raw});
@@ -210,16 +235,57 @@ void Emitter::inst(kir::V v) {
       return;
     }
     case Opc::Load: r = load(in.ref, val(in.args[0])); return;
-    // No wide access: the vector is its index, each lane a scalar load
-    // (docs/codegen.md, SPIR-V writer).
-    case Opc::LoadVec: r = val(in.args[0]); return;
+    // One or two vector loads through the buffer's vector view (an aligned
+    // run of imm elements is vectors index / n .. of n elements).
+    case Opc::LoadVec: {
+      const kir::Buffer& b = k_.buffers[size_t(in.ref)];
+      uint32_t n = uint32_t(viewLanes(in.imm));
+      Id vec = m_.vectorType(elemType(b.elem), n);
+      Id first = op(SpvOpSDiv, i32(), {val(in.args[0]), m_.constant(i32(), n)});
+      for (uint32_t part = 0; part < uint32_t(in.imm) / n; ++part) {
+        Id at = part == 0 ? first : op(SpvOpIAdd, i32(), {first, m_.constant(i32(), part)});
+        Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassStorageBuffer, vec),
+                    {views_.at({in.ref, n}), m_.constant(i32(), 0), at});
+        Id raw = op(SpvOpLoad, vec, {ptr});
+        // 8- and 16-bit components cannot be extracted without Int8,
+        // Int16 or Float16, but whole vectors convert under the storage
+        // capabilities: to f32 (f16) or u32 (u8, u16), exactly as a scalar
+        // load widens.
+        if (b.elem == Elem::F16) raw = op(SpvOpFConvert, m_.vectorType(f32(), n), {raw});
+        if (b.elem == Elem::U8 || b.elem == Elem::U16) raw = op(SpvOpUConvert, m_.vectorType(u32(), n), {raw});
+        wide_[v].push_back(raw);
+      }
+      return;
+    }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      Id at = in.imm == 0 ? val(in.args[0]) : op(SpvOpIAdd, i32(), {val(in.args[0]), m_.constant(i32(), uint32_t(in.imm))});
-      r = load(vec.ref, at);
+      const std::vector<Id>& words = wide_.at(in.args[0]);
+      if (vec.op == Opc::SharedLoadVec) {
+        r = words[size_t(in.imm)];
+        return;
+      }
+      Elem e = k_.buffers[size_t(vec.ref)].elem;
+      int64_t n = viewLanes(vec.imm);
+      bool narrowInt = e == Elem::U8 || e == Elem::U16;
+      Id part = words[size_t(in.imm / n)];
+      r = op(SpvOpCompositeExtract, narrowInt ? u32() : e == Elem::F16 ? f32() : elemType(e), {part, uint32_t(in.imm % n)});
+      if (narrowInt) r = op(SpvOpBitcast, i32(), {r});
       return;
     }
     case Opc::Store: store(in); return;
+    // Workgroup arrays are arrays of scalars: the words load (or store) one
+    // by one, all here, so the Lanes see them as they were (kir.h).
+    case Opc::SharedLoadVec:
+    case Opc::SharedStoreVec: {
+      Scalar t = k_.shared[size_t(in.ref)].type;
+      for (int64_t e = 0; e < in.imm; ++e) {
+        Id at = e == 0 ? val(in.args[0]) : op(SpvOpIAdd, i32(), {val(in.args[0]), m_.constant(i32(), uint32_t(e))});
+        Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassWorkgroup, scalar(t)), {shared_[size_t(in.ref)], at});
+        if (in.op == Opc::SharedLoadVec) wide_[v].push_back(op(SpvOpLoad, scalar(t), {ptr}));
+        else put(m_.s.functions, SpvOpStore, {ptr, val(in.args[size_t(e) + 1])});
+      }
+      return;
+    }
     case Opc::SharedLoad:
     case Opc::SharedStore: {
       Scalar t = k_.shared[size_t(in.ref)].type;

@@ -2,9 +2,12 @@
 // module's interface (buffers, workgroup arrays, builtins, the entry point),
 // memory access and structured control flow; arith.cpp lowers the scalar
 // opcodes (binary, unary, compare, select, convert, bitcast). One Emitter
-// writes one kernel into one Module; every KIR value maps to one result id.
+// writes one kernel into one Module; every KIR value maps to one result id
+// (a wide load to its vectors or words).
 #pragma once
 
+#include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "codegen/kir/kir.h"
@@ -30,6 +33,12 @@ class Emitter {
   Id groupId(uint32_t component);
   // Element `index` (an i32 id) of buffer `ref`, widened to its value type.
   Id load(int32_t ref, Id index);
+  // A loaded storage element as its value type (kir.h: f16 -> f32, u8 and
+  // u16 zero-extended to i32).
+  Id widen(kir::Elem e, Id raw);
+  // The elements of a buffer's vector view a wide load of `width` reads
+  // through: vectors of 4 (two of them for 8) or 2.
+  static int64_t viewLanes(int64_t width) { return width >= 4 ? 4 : width; }
   void store(const kir::Inst& in);
 
   // arith.cpp
@@ -60,6 +69,9 @@ class Emitter {
   std::vector<Id> buffers_;  // binding -> StorageBuffer variable
   std::vector<Id> shared_;   // array -> Workgroup variable
   std::vector<Id> vars_;     // variable -> Function variable
+  std::map<std::pair<int32_t, uint32_t>, Id> views_;   // (binding, lanes) -> its vector view's variable
+  std::unordered_map<kir::V, std::vector<Id>> wide_;  // LoadVec -> its vectors; SharedLoadVec -> its words
+
   Words interface_;          // every global variable, for OpEntryPoint
   Id workgroupId_ = 0, localIndex_ = 0;  // builtin variables, on first use
   Id current_ = 0;                       // the block being filled
