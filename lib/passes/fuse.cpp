@@ -11,7 +11,9 @@
 //      a group roots a new one, and the producer of each of a member's
 //      operands joins when the group still keeps the rules with it (every
 //      reader of its result is a member or runs after the root; shapes;
-//      dtypes). A producer that is refused is remarked with the rule.
+//      dtypes) and its kernel still binds no more storage buffers (inputs
+//      and outputs) than the device allows. A producer that is refused is
+//      remarked with the rule.
 // A group of one eqn stays plain unless it is a reduction (the row kernel
 // sums in parallel), and so does a group of index maps only (a view or a
 // copy either way). A graph that already has groups (read back from
@@ -113,10 +115,14 @@ Expected<bool> runFuse(Graph& g, PassContext& ctx) {
       if (p < 0 || groupOf[size_t(p)] >= 0 || !candidate(c, g.eqns[size_t(p)])) continue;
       FusionGroup tried = grp;
       tried.members.insert(std::lower_bound(tried.members.begin(), tried.members.end(), p), p);
-      if (auto s = completeGroup(c, tried); !s) {
+      std::string why;
+      if (auto s = completeGroup(c, tried); !s) why = s.error().message;
+      else if (int64_t n = int64_t(tried.inputs.size() + tried.outputs.size()); n > ctx.maxBindings)
+        why = "its kernel would bind " + std::to_string(n) + " storage buffers, more than the device's " +
+              std::to_string(ctx.maxBindings);
+      if (!why.empty()) {
         ctx.remark("fuse", g, g.eqns[size_t(p)],
-                   "not fused into the kernel of %" + g.value(g.eqns[size_t(grp.root())].results[0]).name + ": " +
-                       s.error().message);
+                   "not fused into the kernel of %" + g.value(g.eqns[size_t(grp.root())].results[0]).name + ": " + why);
         continue;
       }
       grp = std::move(tried);

@@ -30,6 +30,7 @@ struct Remark {
 // sink for remarks.
 struct PassContext {
   int64_t gridLimits[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+  int64_t maxBindings = INT64_MAX;  // storage buffers one kernel may bind (fuse keeps every group within it)
   std::vector<Remark> remarks;
   // Value ranges of the graph, computed by the ranges pass for the passes
   // after it (attention-rewrite proves live lengths and paged read maps with

@@ -84,6 +84,7 @@ TEST_CASE("codegen examples: every kernel of every example graph on every profil
       Graph g = loadGraphFile(graphPath);
       PassContext ctx;
       for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
+      ctx.maxBindings = d.max_bindings;
       if (auto s = runPipeline(g, ctx, {}); !s) {
         FAIL_CHECK(s.error().str());
         continue;

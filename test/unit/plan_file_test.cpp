@@ -21,7 +21,6 @@
 #include "ir/hash.h"
 #include "ir/io.h"
 #include "ir/text.h"
-#include "passes/pass.h"
 #include "plan/buffers.h"
 #include "plan/plan_file.h"
 #include "plan/planner.h"
@@ -45,10 +44,7 @@ Plan compiledPlan(const std::string& example) {
   auto g = parseGraph(*text, example);
   REQUIRE(bool(g));
   DeviceProfile d = lavapipe();
-  PassContext ctx;
-  for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
-  auto s = runPipeline(*g, ctx, {});
-  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  testing::runPasses(*g, d);
   auto p = planGraph(*g, d);
   REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
   p->target = d.target;

@@ -105,10 +105,12 @@ inline DeviceProfile loadTarget(const std::string& name) {
   return p.take();
 }
 
-// g through the pass pipeline with d's grid limits, as pootc compile runs it.
+// g through the pass pipeline with d's grid and binding limits, as pootc
+// compile runs it.
 inline void runPasses(Graph& g, const DeviceProfile& d) {
   PassContext ctx;
   for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = d.grid_limits[i];
+  ctx.maxBindings = d.max_bindings;
   auto s = runPipeline(g, ctx, {});
   REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
 }

@@ -154,6 +154,7 @@ int runCompile(const CompileOptions& opts) {
 
   PassContext ctx;
   for (int i = 0; i < 3; ++i) ctx.gridLimits[i] = profile->grid_limits[i];
+  ctx.maxBindings = profile->max_bindings;
   PipelineOptions popts;
   popts.stopAfter = opts.stopAfter;
   popts.afterPass = [&](const Pass& p, const Graph& g, bool changed) {
