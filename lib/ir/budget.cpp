@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <new>
+#include <stdexcept>
 
 namespace poot {
 
@@ -29,7 +31,12 @@ Expected<int64_t> hostMemoryBudget() {
   return int64_t(pages) > INT64_MAX / page ? INT64_MAX : int64_t(pages) * page;
 }
 
-Error outOfHostMemory() {
+Expected<int> catchingOutOfMemory(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
   return makeError(ErrorKind::Memory, {},
                    "out of host memory: an allocation failed (the system had less free memory than the host memory "
                    "budget; POOT_HOST_MEMORY_BYTES sets a lower one)");

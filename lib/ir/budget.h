@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ir/diag.h"
@@ -22,9 +23,10 @@ Expected<int64_t> hostMemoryBudget();
 // "WHAT needs N bytes of host memory, more than the budget of B bytes (...)".
 Status checkHostBytes(int64_t bytes, const std::string& what, Loc loc = {});
 
-// What a tool reports when a host allocation fails despite the budget (the
-// system had less to give): a Memory error.
-Error outOfHostMemory();
+// body()'s exit code, or, when a host allocation in it fails despite the
+// budget (std::bad_alloc, std::length_error: the system had less to give),
+// a Memory error for the tool to report.
+Expected<int> catchingOutOfMemory(const std::function<int()>& body);
 
 // a + b and n * size, or INT64_MAX where they would pass it (all
 // non-negative).

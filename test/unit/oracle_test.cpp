@@ -19,9 +19,11 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "ir/budget.h"
 #include "ir/text.h"
 #include "oracle/interp.h"
 #include "oracle/params.h"
@@ -1105,6 +1107,21 @@ TEST_CASE("oracle: work past the host memory budget is refused before anything i
   REQUIRE(!usage);
   CHECK(usage.error().kind == ErrorKind::Usage);
   CHECK(usage.error().message == "POOT_HOST_MEMORY_BYTES='12GB' is not a positive integer of bytes");
+}
+
+TEST_CASE("budget: a failed host allocation becomes a Memory error, any other exit code passes through") {
+  for (int which : {0, 1}) {
+    auto code = catchingOutOfMemory([&]() -> int {
+      if (which == 0) throw std::bad_alloc();
+      throw std::length_error("vector");
+    });
+    REQUIRE(!code);
+    CHECK(code.error().kind == ErrorKind::Memory);
+    CHECK(code.error().message.rfind("out of host memory: an allocation failed", 0) == 0);
+  }
+  auto three = catchingOutOfMemory([] { return 3; });
+  REQUIRE(three);
+  CHECK(*three == 3);
 }
 
 TEST_CASE("oracle: gatherBound follows a value through the ops that move its elements") {

@@ -91,13 +91,10 @@ int main(int argc, char** argv) {
                                         "dispatches one by one instead of replaying its recording"));
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
-  try {
+  auto code = poot::catchingOutOfMemory([&] {
     if (*run) return poot::runRun(ropts);
     if (*probe) return poot::runProbe(popts);
-  } catch (const std::bad_alloc&) {
-    return poot::report(poot::outOfHostMemory());
-  } catch (const std::length_error&) {
-    return poot::report(poot::outOfHostMemory());
-  }
-  return 2;
+    return 2;
+  });
+  return code ? *code : poot::report(code.error());
 }

@@ -107,15 +107,12 @@ int main(int argc, char** argv) {
 
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
-  try {
+  auto code = poot::catchingOutOfMemory([&] {
     if (*compile) return poot::runCompile(copts);
     if (*inspect) return poot::runInspect(iopts);
     if (*eval) return poot::runEval(eopts);
     if (*trace) return poot::runTrace(topts);
-  } catch (const std::bad_alloc&) {
-    return poot::report(poot::outOfHostMemory());
-  } catch (const std::length_error&) {
-    return poot::report(poot::outOfHostMemory());
-  }
-  return 2;
+    return 2;
+  });
+  return code ? *code : poot::report(code.error());
 }
