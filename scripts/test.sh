@@ -15,15 +15,17 @@ ctest --test-dir build --output-on-failure -j2
 echo "== build (address and undefined-behavior sanitizers) =="
 bash scripts/build.sh build-asan -DPOOT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 echo "== tests under sanitizers =="
-# All but the three broadest sweeps, which run above: every kernel of every
+# All but the four broadest sweeps, which run above: every kernel of every
 # example on every profile through its target's checks, every schedule at
-# three value widths, and the prefill tiles at every value-column run. Their
-# host code (generators, writers, lowering) is the same the other tests
-# drive under the sanitizers; their time is mostly lavapipe's and LLVM's,
-# several times slower in this Debug build.
+# three value widths, the prefill tiles at every value-column run, and every
+# tiny example graph at three pipeline stages through the primitive
+# generators. Their host code (generators, writers, lowering) is the same
+# the other tests drive under the sanitizers; their time is mostly
+# lavapipe's, LLVM's and the KIR interpreter's, several times slower in this
+# Debug build (the last alone took 319 s of it).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2 \
-  -E '^(codegen examples: every kernel|attention gen: dense value widths|attention gen: prefill value columns)'
+  -E '^(codegen examples: every kernel|attention gen: dense value widths|attention gen: prefill value columns|gen: tiny graphs on the generated kernels)'
 
 echo "== fuzzing (bounded) =="
 bash scripts/fuzz.sh 30
