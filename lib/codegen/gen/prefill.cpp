@@ -106,8 +106,9 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     // Row rr's TX partials folded by op (Max or Add), in wide loads.
     auto rowFold = [&](V rr, kir::Opc op) {
       V acc = -1, row = b.mul(rr, b.i32(lay.partStride));
-      for (int64_t x = 0; x < TX; x += Builder::wideRun(TX))
-        for (V w : b.sharedLoadVec(part, b.add(row, b.i32(x)), Builder::wideRun(TX))) acc = acc < 0 ? w : b.binary(op, acc, w);
+      int64_t run = Builder::wideRun(TX);
+      for (int64_t x = 0; x < TX; x += run)
+        for (V w : b.sharedLoadVec(part, b.add(row, b.i32(x)), run)) acc = acc < 0 ? w : b.binary(op, acc, w);
       return acc;
     };
 
