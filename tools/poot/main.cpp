@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
   run->add_option("--input", ropts.inputs, "NAME=FILE.npy: bind an input or a state's first value (repeatable)");
   run->add_option("--slot", ropts.slots, "NAME=VALUE or NAME=FILE.npy: bind a slot (repeatable)");
   run->add_option("--output-dir", ropts.outputDir, "where to write one NAME.npy per output (default: .)");
+  run->add_option("--save-states", ropts.saveStates,
+                  "also write every state's new value (after one step from its first value) into DIR as NAME.npy; "
+                  "--input NAME=DIR/NAME.npy binds it as the next step's first value");
   run->add_option("--seed", ropts.seed, "seed of the generator for unnamed parameters (default: 0)");
   run->add_option("--iterations", ropts.iterations,
                   "steps to run; with more than one the medians below are printed (default: 1)")

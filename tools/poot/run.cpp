@@ -187,12 +187,23 @@ int runRun(const RunOptions& opts) {
     bool outputsOk = compare(result->outputs, oracle->outputs);
     if (!(compare(deviceStates, oracle->states) && outputsOk)) return 1;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(opts.outputDir, ec);
-  if (ec) return report(makeError(ErrorKind::Io, {opts.outputDir}, "cannot create the output directory: " + ec.message()));
-  for (const auto& [name, t] : result->outputs)
-    if (auto w = writeNpy((std::filesystem::path(opts.outputDir) / (name + ".npy")).string(), t); !w)
-      return report(w.error());
+  // Every state is read back before anything is written, so a failed read
+  // writes nothing.
+  std::map<std::string, Tensor> newStates;
+  if (!opts.saveStates.empty())
+    for (const auto& [name, t] : states) {
+      auto state = s.readState(name);
+      if (!state) return report(state.error());
+      newStates[name] = state.take();
+    }
+  for (const auto& [dir, tensors] : {std::pair{&opts.outputDir, &result->outputs}, std::pair{&opts.saveStates, &newStates}}) {
+    if (dir->empty()) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(*dir, ec);
+    if (ec) return report(makeError(ErrorKind::Io, {*dir}, "cannot create the directory: " + ec.message()));
+    for (const auto& [name, t] : *tensors)
+      if (auto w = writeNpy((std::filesystem::path(*dir) / (name + ".npy")).string(), t); !w) return report(w.error());
+  }
   return 0;
 }
 

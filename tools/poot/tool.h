@@ -21,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> inputs;   // NAME=FILE.npy (inputs and states)
   std::vector<std::string> slots;    // NAME=VALUE or NAME=FILE.npy
   std::string outputDir = ".";
+  std::string saveStates;            // where to write each state's new value; empty: nowhere
   uint64_t seed = 0;
   int64_t iterations = 1;
   bool check = false;
