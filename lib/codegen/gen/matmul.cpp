@@ -233,8 +233,8 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
     // of RM rows, one wide load each; columns likewise in runs of RN.
     int64_t RM = Builder::wideRun(TM), RN = Builder::wideRun(TN);
     V rowAt = b.mul(ty, b.i32(RM)), colAt = b.mul(tx, b.i32(RN));
-    auto tileRow = [&](int64_t i) { return b.add(rowAt, b.i32(i / RM * TY * RM + i % RM)); };
-    auto tileCol = [&](int64_t j) { return b.add(colAt, b.i32(j / RN * TX * RN + j % RN)); };
+    auto rowOffset = [&](int64_t i) { return i / RM * TY * RM + i % RM; };  // from rowAt
+    auto colOffset = [&](int64_t j) { return j / RN * TX * RN + j % RN; };  // from colAt
     // One tile operand: which runs of W elements a thread moves, where each
     // comes from and goes, held in variables between its load (one tile
     // ahead) and its store into workgroup memory.
@@ -304,11 +304,11 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       for (int64_t kk = 0; kk < BK; ++kk) {
         std::vector<V> av, bv;
         for (int64_t i = 0; i < TM; i += RM) {
-          std::vector<V> run = b.sharedLoadVec(as, b.add(rowAt, b.i32(kk * sa + i / RM * TY * RM)), RM);
+          std::vector<V> run = b.sharedLoadVec(as, b.add(rowAt, b.i32(kk * sa + rowOffset(i))), RM);
           av.insert(av.end(), run.begin(), run.end());
         }
         for (int64_t j = 0; j < TN; j += RN) {
-          std::vector<V> run = b.sharedLoadVec(bs, b.add(colAt, b.i32(kk * sb + j / RN * TX * RN)), RN);
+          std::vector<V> run = b.sharedLoadVec(bs, b.add(colAt, b.i32(kk * sb + colOffset(j))), RN);
           bv.insert(bv.end(), run.begin(), run.end());
         }
         for (int64_t i = 0; i < TM; ++i)
@@ -321,7 +321,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
     });
     for (int64_t i = 0; i < TM; ++i)
       for (int64_t j = 0; j < TN; ++j) {
-        V row = b.add(r0, tileRow(i)), col = b.add(c0, tileCol(j));
+        V row = b.add(r0, b.add(rowAt, b.i32(rowOffset(i)))), col = b.add(c0, b.add(colAt, b.i32(colOffset(j))));
         b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
           b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
         });
