@@ -146,7 +146,7 @@ Expected<std::set<int32_t>> eosIds(const GenerateOptions& o) {
 }
 
 // One plan, opened on the backend, its weights bound.
-Expected<std::unique_ptr<rt::Session>> open(const GenerateOptions& o, rt::PlanFile plan, const BoundParams& params) {
+Expected<std::unique_ptr<rt::Session>> openPlan(const GenerateOptions& o, rt::PlanFile plan, const BoundParams& params) {
   Graph graph = plan.source;
   auto backend = rt::openBackend(o.backend, o.device);
   if (!backend) return backend.error();
@@ -155,6 +155,12 @@ Expected<std::unique_ptr<rt::Session>> open(const GenerateOptions& o, rt::PlanFi
   auto load = (*session)->bindWeights(weightBytes(graph, params));
   if (!load) return load.error();
   return session.take();
+}
+
+Tensor i32(Shape shape, const std::vector<int32_t>& words) {
+  Tensor t(Type{DType::I32, std::move(shape)});
+  for (size_t i = 0; i < words.size(); ++i) t.set(int64_t(i), words[i]);
+  return t;
 }
 
 std::string perSecond(int64_t n, double seconds) {
@@ -199,9 +205,9 @@ int runGenerate(const GenerateOptions& o) {
   // maps are the driver's), so only they count in the notice.
   std::erase_if(params->generated, [&](ValueId id) { return prefillPlan->source.value(id).storage != Storage::Weight; });
   for (const std::string& line : bindNotices(prefillPlan->source, *params)) std::fprintf(stderr, "%s\n", line.c_str());
-  auto prefill = open(o, prefillPlan.take(), *params);
+  auto prefill = openPlan(o, prefillPlan.take(), *params);
   if (!prefill) return report(prefill.error());
-  auto decode = open(o, decodePlan.take(), *params);
+  auto decode = openPlan(o, decodePlan.take(), *params);
   if (!decode) return report(decode.error());
 
   std::vector<Sampler> samplers;
@@ -226,11 +232,6 @@ int runGenerate(const GenerateOptions& o) {
     }
     const kv::StepMaps& m = step.maps;
     std::map<std::string, Tensor> inputs;
-    auto i32 = [](Shape shape, const std::vector<int32_t>& words) {
-      Tensor t(Type{DType::I32, std::move(shape)});
-      for (size_t i = 0; i < words.size(); ++i) t.set(int64_t(i), words[i]);
-      return t;
-    };
     int32_t pos = 0;
     for (int32_t r = 0; r < m.rows; ++r)
       if (m.seqs[r] != kv::kPadding) pos = m.pos[r];
