@@ -6,7 +6,8 @@
 // decode plan one token a row), the prompts file must parse, every prompt
 // must fit the capacity and the pool alone. Then both plans open a Session
 // on the backend, the weights are bound in each (a checkpoint, else the
-// generator's seed 0, as `poot run` draws them), and the batcher
+// generator's seed 0, as `poot run` draws them; with --adapter, those it
+// targets merged with it), and the batcher
 // (kv/batch.h) plans each step: its maps become the step's tokens, pos,
 // read and write, the sampled tokens go back to it. The two sessions hold
 // their own copies of the pools; before a step, the pools move from the
@@ -20,6 +21,7 @@
 #include <fstream>
 
 #include "kv/batch.h"
+#include "oracle/lora.h"
 #include "oracle/params.h"
 #include "prompts.h"
 #include "runtime/backends/backends.h"
@@ -145,14 +147,22 @@ Expected<std::set<int32_t>> eosIds(const GenerateOptions& o) {
   return std::set<int32_t>{};
 }
 
-// One plan, opened on the backend, its weights bound.
-Expected<std::unique_ptr<rt::Session>> openPlan(const GenerateOptions& o, rt::PlanFile plan, const BoundParams& params) {
+// One plan, opened on the backend, its weights bound: the adapter's merged
+// ones in place of those it targets.
+Expected<std::unique_ptr<rt::Session>> openPlan(const GenerateOptions& o, rt::PlanFile plan, const BoundParams& params,
+                                                const std::map<std::string, Tensor>& merged) {
   Graph graph = plan.source;
   auto backend = rt::openBackend(o.backend, o.device);
   if (!backend) return backend.error();
   auto session = rt::Session::create(std::move(plan), backend.take(), {o.allowOtherDevice});
   if (!session) return session.error();
-  auto load = (*session)->bindWeights(weightBytes(graph, params));
+  std::vector<rt::WeightBytes> weights = weightBytes(graph, params);
+  for (rt::WeightBytes& w : weights)
+    if (auto it = merged.find(w.name); it != merged.end()) {
+      w.data = it->second.bytes.data();
+      w.bytes = int64_t(it->second.bytes.size());
+    }
+  auto load = (*session)->bindWeights(weights);
   if (!load) return load.error();
   return session.take();
 }
@@ -194,7 +204,7 @@ int runGenerate(const GenerateOptions& o) {
                               .decodeRows = int32_t(d->rows),
                               .maxNew = int32_t(o.maxNew),
                               .eos = *eos,
-                              .identity = 1});  // the base model (adapters are not there yet)
+                              .identity = o.adapter.empty() ? 1u : 2u});  // the base model, or the adapter
   for (const Prompt& prompt : *prompts)
     if (auto s = batcher.submit(prompt.tokens); !s) return report(kvError(s.error(), {o.prompts, prompt.line, 1}));
 
@@ -205,9 +215,17 @@ int runGenerate(const GenerateOptions& o) {
   // maps are the driver's), so only they count in the notice.
   std::erase_if(params->generated, [&](ValueId id) { return prefillPlan->source.value(id).storage != Storage::Weight; });
   for (const std::string& line : bindNotices(prefillPlan->source, *params)) std::fprintf(stderr, "%s\n", line.c_str());
-  auto prefill = openPlan(o, prefillPlan.take(), *params);
+  std::map<std::string, Tensor> merged;
+  if (!o.adapter.empty()) {
+    auto adapter = loadAdapter(o.adapter);
+    if (!adapter) return report(adapter.error());
+    auto m = mergeAdapter(prefillPlan->source, *params, *adapter);
+    if (!m) return report(m.error());
+    merged = m.take();
+  }
+  auto prefill = openPlan(o, prefillPlan.take(), *params, merged);
   if (!prefill) return report(prefill.error());
-  auto decode = openPlan(o, decodePlan.take(), *params);
+  auto decode = openPlan(o, decodePlan.take(), *params, merged);
   if (!decode) return report(decode.error());
 
   std::vector<Sampler> samplers;
