@@ -14,12 +14,13 @@
 // session that wrote them last to the one that runs (a read back and an
 // upload of every pool, at a phase change only). A progress line goes to
 // stderr as prompts finish (and at least every 5 s); the summary to stdout; --output is
-// written once every prompt is done.
+// written once every prompt is done, atomically.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
+#include "ir/io.h"
 #include "kv/batch.h"
 #include "oracle/lora.h"
 #include "oracle/params.h"
@@ -195,6 +196,12 @@ int runGenerate(const GenerateOptions& o) {
   if (!eos) return report(eos.error());
   auto prompts = readPrompts(o.prompts, p->vocab);
   if (!prompts) return report(prompts.error());
+  if (!o.output.empty()) {
+    // Refused now, not after the whole run: a folder that is not there.
+    auto parent = std::filesystem::absolute(o.output).parent_path();
+    if (!std::filesystem::is_directory(parent))
+      return report(makeError(ErrorKind::Io, {o.output}, "cannot write the output: no directory " + parent.string()));
+  }
 
   kv::KvCache cache({.numBlocks = int32_t(p->poolSlots / kv::kBlockSize),
                      .capacity = int32_t(p->capacity),
@@ -289,13 +296,13 @@ int runGenerate(const GenerateOptions& o) {
               (long long)st.generated, (long long)batcher.requests(), seconds, perSecond(st.generated, seconds).c_str(),
               (long long)st.prefillSteps, (long long)st.decodeSteps);
   if (!o.output.empty()) {
-    std::ofstream out(o.output, std::ios::binary);
-    for (size_t i = 0; i < batcher.outputs().size() && out; ++i) {
+    std::ostringstream out;
+    for (size_t i = 0; i < batcher.outputs().size(); ++i) {
       out << "{\"index\": " << i << ", \"tokens\": [";
       for (size_t k = 0; k < batcher.outputs()[i].size(); ++k) out << (k ? ", " : "") << batcher.outputs()[i][k];
       out << "]}\n";
     }
-    if (!out) return report(makeError(ErrorKind::Io, {o.output}, "cannot write the output"));
+    if (auto w = writeFileAtomic(o.output, out.str()); !w) return report(w.error());
   }
   return 0;
 }
