@@ -126,6 +126,8 @@ KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sam
                                              std::to_string(sampled.size()) + " sampled tokens"};
   if (auto c = cache_.commit(step.maps); !c) return c.error();
   ++(step.prefill ? stats_.prefillSteps : stats_.decodeSteps);
+  if (!step.prefill)
+    stats_.decodeRowsUsed += std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; });
   for (size_t r = 0; r < step.sampleAt.size(); ++r) {
     if (step.sampleAt[r] < 0) continue;
     SeqId seq = step.maps.seqs[r];

@@ -51,6 +51,7 @@ struct BatchStats {
   int64_t skippedTokens = 0;   // prompt tokens whose prefill was skipped
   int32_t peakBlocks = 0;      // blocks held by live sequences, at the most
   int64_t prefillSteps = 0, decodeSteps = 0;
+  int64_t decodeRowsUsed = 0;  // sequences over all decode steps (rows that were not padding)
   int64_t generated = 0;       // tokens generated over all requests
 };
 

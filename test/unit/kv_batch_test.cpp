@@ -78,6 +78,7 @@ Outcome runAll(const std::vector<std::vector<int32_t>>& prompts, const BatchConf
   Batcher batcher(cache, cfg);
   for (const auto& p : prompts) REQUIRE(batcher.submit(p));
   std::vector<uint64_t> pool(size_t(kv.numBlocks) * kBlockSize, 0);
+  int64_t decodeRows = 0;
   for (int guard = 0; guard < 100000; ++guard) {
     auto step = batcher.next();
     REQUIRE_MESSAGE(step, step.error().message);
@@ -88,6 +89,8 @@ Outcome runAll(const std::vector<std::vector<int32_t>>& prompts, const BatchConf
     // One position for the whole step, as the paged plans take it.
     for (int32_t r = 0; r < s.maps.rows; ++r)
       if (s.maps.seqs[r] != kPadding) REQUIRE(s.maps.pos[r] == s.maps.pos[0]);
+    if (!s.prefill)
+      for (int32_t r = 0; r < s.maps.rows; ++r) decodeRows += s.maps.seqs[r] != kPadding;
     std::vector<int32_t> sampled = runStep(s, pool);
     REQUIRE(batcher.complete(s, sampled));
     REQUIRE(int32_t(cache.sequences().size()) <= cfg.decodeRows);
@@ -96,6 +99,7 @@ Outcome runAll(const std::vector<std::vector<int32_t>>& prompts, const BatchConf
   REQUIRE(batcher.finished() == int64_t(prompts.size()));
   for (int32_t b = 0; b < cache.pool().size(); ++b) REQUIRE(cache.pool().refs(b) == 0);
   REQUIRE(batcher.stats().peakBlocks <= kv.numBlocks);
+  REQUIRE(batcher.stats().decodeRowsUsed == decodeRows);
   return {batcher.outputs(), batcher.stats()};
 }
 

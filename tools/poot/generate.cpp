@@ -295,6 +295,9 @@ int runGenerate(const GenerateOptions& o) {
   std::printf("generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill and %lld decode steps)\n",
               (long long)st.generated, (long long)batcher.requests(), seconds, perSecond(st.generated, seconds).c_str(),
               (long long)st.prefillSteps, (long long)st.decodeSteps);
+  if (st.decodeSteps > 0)
+    std::printf("decode steps used %.2f of %lld rows on average\n", double(st.decodeRowsUsed) / double(st.decodeSteps),
+                (long long)d->rows);
   if (!o.output.empty()) {
     std::ostringstream out;
     for (size_t i = 0; i < batcher.outputs().size(); ++i) {

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
               "  prefix cache: H of N prompts hit, S prefill tokens skipped\n"
               "  peak kv blocks in use: B of P\n"
               "  generated T tokens for N prompts in X s: R tokens/s (... prefill and ... decode steps)\n"
+              "  decode steps used U of D rows on average   (the decode plan's D rows; sequences at other positions wait)\n"
               "Weights not in --weights come from the generator with seed 0, as 'poot run' and 'pootc eval' draw them.\n"
               "Bad input (the plans, the prompts file, a prompt too long for the capacity or the pool) is refused\n"
               "before anything runs, and --output is written only when every prompt is done.\n"
