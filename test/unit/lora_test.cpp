@@ -21,8 +21,18 @@ Tensor f32(Shape shape, std::vector<double> values) {
   return t;
 }
 
-std::string writeAdapter(const std::string& name, const std::string& config, const TensorMap& tensors) {
+// The adapters' folders, removed when the test case ends.
+struct TempDirs {
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+
+std::string writeAdapter(TempDirs& temps, const std::string& name, const std::string& config, const TensorMap& tensors) {
   auto dir = std::filesystem::temp_directory_path() / ("poot-lora-test-" + name);
+  temps.dirs.push_back(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "adapter_config.json") << config;
   std::ofstream(dir / "adapter_model.safetensors", std::ios::binary) << safetensorsBytes(tensors);
@@ -44,11 +54,12 @@ Graph oneWeight() {
 }  // namespace
 
 TEST_CASE("lora: the merge is W + lora_alpha / r * B A, or / sqrt(r) with rsLoRA") {
+  TempDirs temps;
   Graph g = oneWeight();
   BoundParams base;
   base.tensors["proj.weight"] = f32({2, 3}, {1, 0, -1, 0.5, 0.25, 0});
   for (bool rs : {false, true}) {
-    std::string dir = writeAdapter(rs ? "rs" : "plain",
+    std::string dir = writeAdapter(temps, rs ? "rs" : "plain",
                                    std::string("{\"r\": 1, \"lora_alpha\": 4") + (rs ? ", \"use_rslora\": true}" : "}"),
                                    rankOne());
     auto a = loadAdapter(dir);
@@ -63,17 +74,18 @@ TEST_CASE("lora: the merge is W + lora_alpha / r * B A, or / sqrt(r) with rsLoRA
   }
   TensorMap rank4{{"base_model.model.proj.lora_A.weight", f32({4, 3}, std::vector<double>(12, 1))},
                   {"base_model.model.proj.lora_B.weight", f32({2, 4}, std::vector<double>(8, 1))}};
-  auto rs = loadAdapter(writeAdapter("rs4", "{\"r\": 4, \"lora_alpha\": 4, \"use_rslora\": true}", rank4));
+  auto rs = loadAdapter(writeAdapter(temps, "rs4", "{\"r\": 4, \"lora_alpha\": 4, \"use_rslora\": true}", rank4));
   REQUIRE(rs);
   CHECK(rs->scale == 2.0);
-  auto plain = loadAdapter(writeAdapter("plain4", "{\"r\": 4, \"lora_alpha\": 4}", rank4));
+  auto plain = loadAdapter(writeAdapter(temps, "plain4", "{\"r\": 4, \"lora_alpha\": 4}", rank4));
   REQUIRE(plain);
   CHECK(plain->scale == 1.0);
 }
 
 TEST_CASE("lora: malformed adapters are refused") {
-  auto refused = [](const std::string& name, const std::string& config, const TensorMap& t, const std::string& what) {
-    auto a = loadAdapter(writeAdapter(name, config, t));
+  TempDirs temps;
+  auto refused = [&temps](const std::string& name, const std::string& config, const TensorMap& t, const std::string& what) {
+    auto a = loadAdapter(writeAdapter(temps, name, config, t));
     REQUIRE_FALSE(a);
     CHECK_MESSAGE(a.error().message.find(what) != std::string::npos, a.error().str());
   };
@@ -91,7 +103,7 @@ TEST_CASE("lora: malformed adapters are refused") {
   base.tensors["proj.weight"] = f32({2, 3}, {0, 0, 0, 0, 0, 0});
   TensorMap wide{{"base_model.model.proj.lora_A.weight", f32({1, 4}, {1, 1, 1, 1})},
                  {"base_model.model.proj.lora_B.weight", f32({2, 1}, {1, 1})}};
-  auto a = loadAdapter(writeAdapter("wide", "{\"r\": 1, \"lora_alpha\": 1}", wide));
+  auto a = loadAdapter(writeAdapter(temps, "wide", "{\"r\": 1, \"lora_alpha\": 1}", wide));
   REQUIRE(a);
   auto m = mergeAdapter(g, base, *a);
   REQUIRE_FALSE(m);
