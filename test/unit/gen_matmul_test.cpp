@@ -123,12 +123,14 @@ TEST_CASE("gen matmul: every gemm tile and the gemv fallback, chosen by the prof
     const char* tile;  // the 133-row product's tile, "gemv" for none
   };
   // One compute unit takes the largest tile (128x128: 4 workgroups for 133 x
-  // 141); 6 units the next (128x64: 6), 8 the 64x64 (9), 12 the 32x64 (15); a
-  // million the smallest that fits; 64 threads only the 16x16 tile; 1 KiB of
+  // 141); 6 units the next (128x64: 6), 8 the 64x64 (9), 12 the 32x64 (15),
+  // 20 the 16x64 (27); a million the smallest that fits (K = 29 is too short
+  // to split); 64 threads only the 16x16 tile; 1 KiB of
   // workgroup memory none, so gemv (whose partials then do not fit either:
   // one lane a column).
   for (Variant v : {Variant{1, 1024, 32768, "128x128"}, Variant{6, 1024, 32768, "128x64"},
                     Variant{8, 1024, 32768, "64x64"}, Variant{12, 1024, 32768, "32x64"},
+                    Variant{20, 1024, 32768, "16x64"},
                     Variant{1000000, 1024, 32768, "16x16"}, Variant{1, 64, 32768, "16x16"},
                     Variant{1, 1024, 1024, "gemv"}}) {
     DeviceProfile d = base;
@@ -144,6 +146,38 @@ TEST_CASE("gen matmul: every gemm tile and the gemv fallback, chosen by the prof
       run(plain2d(3, 29, 141, tr), d, false);
     }
   }
+}
+
+// Split K: with many compute units the chunks of K cover the device. K of
+// 1100, 3000 and 5000 are multiples of no chunk (576 + 524; 768 * 3 + 696;
+// 320 * 15 + 200), the rows and columns of no tile; both layouts, a bf16
+// weight (runs of 8), a batch; the partials add up in chunk order.
+TEST_CASE("gen matmul: split-K gemm and its combine") {
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  d.bf16 = d.f16;
+  d.compute_units = 1000;
+  struct Split {
+    int64_t m, k, n, splits;
+  };
+  for (Split c : {Split{33, 1100, 70, 2}, Split{20, 3000, 100, 4}, Split{9, 5000, 37, 8}, Split{70, 8192, 33, 16}}) {
+    CAPTURE(c.m);
+    CAPTURE(c.k);
+    Schedule s = chooseMatMul(1, c.m, c.k, c.n, true, DType::F32, DType::F32, d).schedule;
+    CHECK(s.kind == "gemm");
+    CHECK(s.splits == c.splits);
+    CHECK((c.k - 1) / gemmChunkKeys(s, c.k) + 1 == c.splits);  // every chunk holds keys
+    for (bool tr : {false, true}) run(plain2d(c.m, c.k, c.n, tr), d, !tr);
+    run(plain2d(c.m, c.k, c.n, true, "bf16"), d, true);
+  }
+  CHECK(run(Case{"f32[2,1,40,2048]", "f32[3,40,2048]", "f32[2,3,40,40]", true}, d, true) == "gemm");
+  auto p = planGraph(testing::parse(graphText(plain2d(33, 1100, 70, true), false)), d);
+  REQUIRE(bool(p));
+  REQUIRE(p->kernels.size() == 2);
+  CHECK(p->kernels[1].request.schedule.kind == "matmul-combine");
+  REQUIRE(p->scratch.size() == 1);
+  CHECK(p->scratch[0].floats == 2 * 33 * 70);
+  // An f16 product is never split (its partials would be f32 scratch).
+  CHECK(chooseMatMul(1, 33, 8192, 70, true, DType::F16, DType::F16, d).schedule.splits == 1);
 }
 
 TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {
