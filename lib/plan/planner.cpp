@@ -406,12 +406,12 @@ Status checkScratch(const Plan& plan, const DeviceProfile& d) {
     if (s.eqn >= 0 && size_t(s.eqn) < plan.source.eqns.size()) {
       const Eqn& e = plan.source.eqns[size_t(s.eqn)];
       loc = e.loc;
-      const Shape& q = plan.source.type(e.operands[0]).shape;
       const Shape& r = plan.source.type(e.results[0]).shape;
       if (e.op == Op::MatMul) {
         what = "split-K scratch of " + str(s.bytes()) + " bytes (" + str(s.floats / numel(r)) + " splits * " +
                str(numel(r)) + " result elements)";
       } else {
+        const Shape& q = plan.source.type(e.operands[0]).shape;
         int64_t rows = q[0] * q[1], dv = r.back();
         what = "split-kv scratch of " + str(s.bytes()) + " bytes (" + str(rows) + " rows * " +
                str(s.floats / (rows * (dv + 2))) + " splits * (value width " + str(dv) + " + 2) floats)";

@@ -185,7 +185,8 @@ constexpr int64_t kThreadsPerUnit = 1024;
 // short ones, for products of few rows, 128 threads with a 4x4 (or 2x4)
 // register tile, so each wide workgroup-memory load still serves 4 products,
 // and a K step of 32, so each thread has 6 runs of 4 in flight as it
-// computes; the last (64 threads) is for devices that hold no other.
+// computes; the last (64 threads) is for devices that hold no other, and
+// the smallest when no tile gives every compute unit a workgroup.
 struct GemmTile {
   int64_t m, n, k, tm, tn;
   int64_t threads() const { return (m / tm) * (n / tn); }
@@ -257,11 +258,14 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
                 str(m) + " rows: one read of b serves " + str(std::min(m, kGemvRows)) + " of them");
   if (a == DType::I64) return gemv(batch, m, k, n, transposedB, a, b, d, str(m) + " rows of i64");
   // A tile taller than the rows rounded up to a power of two (16 at least)
-  // would mostly compute rows that do not exist. K splits, for an f32 result
-  // only (the partials are f32 scratch), while the launch has fewer than
-  // kThreadsPerUnit threads a compute unit: a tile's loads are one step
-  // ahead of its products, so its latency is covered by other workgroups.
+  // would compute more rows that do not exist than rows that do. K splits,
+  // for an f32 result only (the partials are f32 scratch), while the launch
+  // has fewer than kThreadsPerUnit threads a compute unit (a tile's loads
+  // are one step ahead of its products, so other workgroups cover their
+  // latency) and the partials still fit one buffer and i32 indices.
   int64_t tallest = std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m))));
+  int64_t count = batch * m * n;
+  auto splitFits = [&](int64_t s) { return s * count * 4 <= d.max_buffer_bytes && s * count <= INT32_MAX; };
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
   for (const GemmTile& t : kGemmTiles) {
@@ -269,8 +273,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     pick = &t;
     workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
     while (a == DType::F32 && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
-           splits * 2 <= kMaxGemmSplits &&
-           k / (splits * 2) >= kMinGemmSplitKeys)
+           splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2))
       splits *= 2;
     if (workgroups * splits >= d.compute_units) break;
   }

@@ -128,12 +128,14 @@ Schedule fusedSchedule(bool rows, int64_t n, int64_t partialBytes, const DeviceP
 
 // The MatMul schedule for a [batch..., m, k] x [k, n] (or transposed [n, k])
 // product (a and b of those dtypes), and the reason it was chosen. Up to
-// kGemvMaxRows rows a "gemv", reading b once for every kGemvRows of them;
-// more rows a "gemm": the largest tile no taller than the rows need that,
-// with K split into at most kMaxGemmSplits chunks of at least
-// kMinGemmSplitKeys keys, gives every compute unit a workgroup. A split gemm
-// writes its partial sums to the eqn's scratch and a "matmul-combine" adds
-// them. The rules, in words, are in docs/planner.md.
+// kGemvMaxRows rows a "gemv", reading b once for all of them (an i64
+// product, or one no gemm tile fits, is a gemv of any rows, reading b once
+// for every kGemvRows); more rows a "gemm": the largest tile no taller than
+// the rows need that, with K split into at most kMaxGemmSplits chunks of at
+// least kMinGemmSplitKeys keys (partials within one buffer), gives every
+// compute unit a workgroup. A split gemm writes its partial sums to the
+// eqn's scratch and a "matmul-combine" adds them. The rules, in words, are
+// in docs/planner.md.
 constexpr int64_t kGemvRows = 16;
 constexpr int64_t kGemvMaxRows = 8;
 constexpr int64_t kMaxGemmSplits = 16;

@@ -562,6 +562,11 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
   CHECK(printSchedule(g) == "gemm lanes=0 splits=8 workgroup=256 memory=16896 tile=128x128x16 vector=4 thread=8x8");
   CHECK(matmulWorkgroups(g, 1, 512, 4096) == 1024);
   CHECK(chooseMatMul(1, 512, 4096, 14336, true, DType::F32, DType::F32, h200).schedule.splits == 2);
+  // The partials stay within one buffer: under a 20 MiB limit q_proj's 8
+  // chunks of 8 MiB would not fit, 2 do.
+  DeviceProfile oneBuffer = h200;
+  oneBuffer.max_buffer_bytes = 20 << 20;
+  CHECK(chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, oneBuffer).schedule.splits == 2);
   // 4096 rows fill the device unsplit.
   CHECK(chooseMatMul(1, 4096, 4096, 4096, true, DType::F32, DType::F32, h200).schedule.splits == 1);
   CHECK(chooseMatMul(1, 512, 4096, 128256, true, DType::F32, DType::F32, h200).schedule.tileM == 128);

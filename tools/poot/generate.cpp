@@ -138,10 +138,11 @@ Error kvError(const kv::KvError& e, Loc loc = {}) {
 Expected<std::set<int32_t>> eosIds(const GenerateOptions& o) {
   if (!o.eos.empty()) return std::set<int32_t>(o.eos.begin(), o.eos.end());
   if (!o.config.empty()) return readEosIds(o.config);
-  if (!o.weights.empty() && std::filesystem::is_directory(o.weights))
+  std::error_code ec;  // an unreadable folder reads as none
+  if (!o.weights.empty() && std::filesystem::is_directory(o.weights, ec))
     for (const char* name : {"generation_config.json", "config.json"}) {
       auto path = std::filesystem::path(o.weights) / name;
-      if (!std::filesystem::exists(path)) continue;
+      if (!std::filesystem::exists(path, ec)) continue;
       auto ids = readEosIds(path.string());
       if (!ids || !ids->empty()) return ids;
     }
@@ -198,8 +199,9 @@ int runGenerate(const GenerateOptions& o) {
   if (!prompts) return report(prompts.error());
   if (!o.output.empty()) {
     // Refused now, not after the whole run: a folder that is not there.
-    auto parent = std::filesystem::absolute(o.output).parent_path();
-    if (!std::filesystem::is_directory(parent))
+    std::error_code ec;
+    auto parent = std::filesystem::absolute(o.output, ec).parent_path();
+    if (ec || !std::filesystem::is_directory(parent, ec))
       return report(makeError(ErrorKind::Io, {o.output}, "cannot write the output: no directory " + parent.string()));
   }
 

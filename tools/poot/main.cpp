@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
                   "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
   gen->add_option("--adapter", gopts.adapter,
                   "a LoRA adapter as PEFT saves it (adapter_config.json, adapter_model.safetensors), merged into "
-                  "the weights it targets; its K/V never meet the base model's in the prefix cache");
+                  "the weights it targets (the prefix cache of the run is the adapter's)");
   gen->add_option("--config", gopts.config, "a config.json or generation_config.json whose eos_token_id ends a prompt");
   gen->add_option("--eos", gopts.eos, "an end-of-sequence id (repeatable; wins over any config)");
   gen->add_option("--max-new", gopts.maxNew, "tokens to generate a prompt (default: 16)")
