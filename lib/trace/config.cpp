@@ -279,7 +279,7 @@ Status readRopeFields(const ConfigFields& f, RopeConfig& rope) {
 }
 
 Expected<std::vector<double>> ropeInvFreq(const ModelConfig& cfg, int64_t dim) {
-  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequencies of head_dim " + std::to_string(dim),
+  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequency table of head_dim " + std::to_string(dim),
                               Loc{cfg.file});
       !s)
     return s.error();
