@@ -73,6 +73,11 @@ Expected<ConfigFields> ConfigFields::parse(const std::string& text, const std::s
   } catch (const json::parse_error& e) {
     auto [line, col] = lineCol(text, e.byte > 0 ? e.byte - 1 : 0);
     return makeError(ErrorKind::Syntax, Loc{file, line, col}, jsonMessage(e.what()));
+  } catch (const json::exception& e) {
+    // A number past a double's range (out_of_range 406) comes with no place.
+    std::string what = e.what();
+    size_t tag = what.find("] ");
+    return makeError(ErrorKind::Syntax, Loc{file}, "invalid JSON: " + (tag == std::string::npos ? what : what.substr(tag + 2)));
   }
   if (!j.is_object()) return makeError(ErrorKind::Syntax, Loc{file}, "expected a JSON object at the top level");
   return A::make(std::move(j), file, "");
