@@ -59,7 +59,12 @@ namespace poot {
 //                        computes a tileM x tileN block of the result,
 //                        stepping K by tileK through tiles of a and b staged
 //                        in workgroup memory; each thread keeps a threadM x
-//                        threadN register tile
+//                        threadN register tile. With splits > 1 each block
+//                        has one workgroup per chunk of K (gemmChunkKeys),
+//                        chunk-major, writing its partial sums to the eqn's
+//                        Scratch
+//   "matmul-combine"     a split gemm's sum: one thread per result element
+//                        adds its `splits` partials in chunk order
 //   "fused"              a fusion group without reductions (ir/fusion.h):
 //                        one thread per element of the root's shape
 //                        computes every member it needs and stores each
@@ -73,7 +78,7 @@ namespace poot {
 struct Schedule {
   std::string kind;            // "streaming", "split-kv-partials", "elementwise", ...
   int64_t lanes = 0;           // attention: threads per workgroup
-  int64_t splits = 1;          // split-KV: chunks of the key range
+  int64_t splits = 1;          // split-KV: chunks of the key range; gemm: of K
   int64_t workgroupSize = 0;   // threads per workgroup
   int64_t workgroupMemory = 0; // bytes of workgroup memory
   // MatMul tiling; 0 in every kind that has none.
@@ -158,10 +163,12 @@ struct Dispatch {
   std::vector<Access> writes;
 };
 
-// Plan-local scratch an eqn declares (split-KV partials): `floats` f32
-// elements, rows * splits * (dv + 2), laid out as (o[dv], m, l) per
-// (row * splits + split). Written by the eqn's partials dispatch, read by its
-// combine, dead after it: never an export, never initialized.
+// Plan-local scratch an eqn declares: `floats` f32 elements. Split-KV
+// partials: rows * splits * (dv + 2), laid out as (o[dv], m, l) per
+// (row * splits + split). Split-K MatMul partials: splits * the result's
+// elements, chunk-major, each chunk laid out as the result. Written by the
+// eqn's first dispatch, read by its combine, dead after it: never an
+// export, never initialized.
 struct Scratch {
   int32_t eqn;
   int64_t floats;

@@ -257,10 +257,23 @@ class Planner {
     MatMulDecision c =
         chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
                      g_.type(e.operands[1]).dtype, d_);
-    int64_t groups = matmulWorkgroups(c.schedule, batch, m, n);
+    int64_t groups = matmulWorkgroups(c.schedule, batch, m, n), splits = c.schedule.splits;
     auto grid = gridFor(e, "op MatMul", groups, c.schedule.kind + " workgroups");
     if (!grid) return grid.error();
-    dispatch(kernel(request(e, std::move(c.schedule)), i, c.reason), i, *grid, operands(e), results(e));
+    if (splits == 1) {
+      dispatch(kernel(request(e, std::move(c.schedule)), i, c.reason), i, *grid, operands(e), results(e));
+      return ok();
+    }
+    // Split K: the chunks' partial sums go to the scratch, then one thread an
+    // element adds them in chunk order.
+    int64_t count = numel(os);
+    int32_t scratch = int32_t(plan_.scratch.size());
+    plan_.scratch.push_back(Scratch{i, splits * count});
+    dispatch(kernel(request(e, std::move(c.schedule)), i, c.reason), i, *grid, operands(e), {Access{-1, scratch}});
+    Schedule sum = matmulCombineSchedule(splits, d_);
+    auto sumGrid = gridFor(e, "op MatMul", ceilDiv(count, sum.workgroupSize), "split-K combine workgroups");
+    if (!sumGrid) return sumGrid.error();
+    dispatch(kernel(request(e, sum)), i, *sumGrid, {Access{-1, scratch}}, results(e));
     return ok();
   }
 
@@ -389,18 +402,22 @@ Status checkScratch(const Plan& plan, const DeviceProfile& d) {
   for (const Scratch& s : plan.scratch) {
     if (s.bytes() <= d.max_buffer_bytes) continue;
     Loc loc;
-    std::string shape;
+    std::string what = "scratch";
     if (s.eqn >= 0 && size_t(s.eqn) < plan.source.eqns.size()) {
       const Eqn& e = plan.source.eqns[size_t(s.eqn)];
       loc = e.loc;
       const Shape& q = plan.source.type(e.operands[0]).shape;
-      int64_t rows = q[0] * q[1], dv = plan.source.type(e.results[0]).shape.back();
-      shape = " (" + str(rows) + " rows * " + str(s.floats / (rows * (dv + 2))) + " splits * (value width " + str(dv) +
-              " + 2) floats)";
+      const Shape& r = plan.source.type(e.results[0]).shape;
+      if (e.op == Op::MatMul) {
+        what = "split-K scratch of " + str(s.bytes()) + " bytes (" + str(s.floats / numel(r)) + " splits * " +
+               str(numel(r)) + " result elements)";
+      } else {
+        int64_t rows = q[0] * q[1], dv = r.back();
+        what = "split-kv scratch of " + str(s.bytes()) + " bytes (" + str(rows) + " rows * " +
+               str(s.floats / (rows * (dv + 2))) + " splits * (value width " + str(dv) + " + 2) floats)";
+      }
     }
-    return refuse("ScratchBytes", loc,
-                  "split-kv scratch of " + str(s.bytes()) + " bytes" + shape +
-                      " exceeds the device's single-buffer limit of " + str(d.max_buffer_bytes) + " bytes");
+    return refuse("ScratchBytes", loc, what + " exceeds the device's single-buffer limit of " + str(d.max_buffer_bytes) + " bytes");
   }
   return ok();
 }

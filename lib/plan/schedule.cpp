@@ -4,6 +4,7 @@
 #include "plan/schedule.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace poot {
 
@@ -179,16 +180,19 @@ namespace {
 // in flight for a streaming read (Little's law at about 4 TB/s and 1 us).
 constexpr int64_t kThreadsPerUnit = 1024;
 
-// The gemm tilings, largest first: every one has 256 threads but the last
-// (64), a K step of 16, and (tileM + tileN + 2 pads) * tileK f32 of
-// workgroup memory.
+// The gemm tilings, largest first, and (tileM + tileN + 2 pads) * tileK f32
+// of workgroup memory each. The 128- and 64-row tiles have 256 threads; the
+// short ones, for products of few rows, 128 threads with a 4x4 (or 2x4)
+// register tile, so each wide workgroup-memory load still serves 4 products,
+// and a K step of 32, so each thread has 6 runs of 4 in flight as it
+// computes; the last (64 threads) is for devices that hold no other.
 struct GemmTile {
   int64_t m, n, k, tm, tn;
   int64_t threads() const { return (m / tm) * (n / tn); }
   int64_t memory() const { return (m + n + 2 * kGemmPad) * k * 4; }
 };
-constexpr GemmTile kGemmTiles[] = {
-    {128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4}, {32, 64, 16, 2, 4}, {16, 16, 16, 2, 2}};
+constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4},
+                                   {32, 64, 32, 4, 4},   {16, 64, 32, 2, 4},  {16, 16, 16, 2, 2}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every
 // row of a and b (and so every run) aligned to it; 1 for a plain b, whose
@@ -252,26 +256,50 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows: one read of b serves " + str(std::min(m, kGemvRows)) + " of them");
   if (a == DType::I64) return gemv(batch, m, k, n, transposedB, a, b, d, str(m) + " rows of i64");
+  // A tile taller than the rows rounded up to a power of two (16 at least)
+  // would mostly compute rows that do not exist. K splits, for an f32 result
+  // only (the partials are f32 scratch), while the launch has fewer than
+  // kThreadsPerUnit threads a compute unit: a tile's loads are one step
+  // ahead of its products, so its latency is covered by other workgroups.
+  int64_t tallest = std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m))));
   const GemmTile* pick = nullptr;
+  int64_t workgroups = 0, splits = 1;
   for (const GemmTile& t : kGemmTiles) {
-    if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes) continue;
+    if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes || t.m > tallest) continue;
     pick = &t;
-    if (batch * ceilDiv(m, t.m) * ceilDiv(n, t.n) >= d.compute_units) break;
+    workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
+    while (a == DType::F32 && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
+           splits * 2 <= kMaxGemmSplits &&
+           k / (splits * 2) >= kMinGemmSplitKeys)
+      splits *= 2;
+    if (workgroups * splits >= d.compute_units) break;
   }
   if (!pick)
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
                     " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  Schedule s{"gemm", 0, 1, pick->threads(), pick->memory()};
+  Schedule s{"gemm", 0, splits, pick->threads(), pick->memory()};
   s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
   s.vector = vectorOf(k, transposedB, b);
-  return {s, str(m) + " rows: the largest tile giving " + str(d.compute_units) + " compute units a workgroup each (" +
-                 str(matmulWorkgroups(s, batch, m, n)) + " workgroups), or the smallest that fits"};
+  std::string why = str(m) + " rows: the largest tile no taller than " + str(tallest) + " rows giving " +
+                    str(d.compute_units) + " compute units a workgroup each (" + str(workgroups) + " workgroups";
+  if (splits > 1)
+    why += " times " + str(splits) + " chunks of K=" + str(k) + ", " + str(gemmChunkKeys(s, k)) + " keys each, for " +
+           str(kThreadsPerUnit) + " threads a unit";
+  return {s, why + "), or the smallest that fits"};
 }
 
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n) {
-  if (s.kind == "gemm") return batch * ceilDiv(m, s.tileM) * ceilDiv(n, s.tileN);
+  if (s.kind == "gemm") return batch * ceilDiv(m, s.tileM) * ceilDiv(n, s.tileN) * s.splits;
   return batch * ceilDiv(m, s.threadM) * ceilDiv(n, s.workgroupSize / s.kLanes * s.threadN);
+}
+
+int64_t gemmChunkKeys(const Schedule& s, int64_t k) { return ceilDiv(ceilDiv(k, s.splits), s.tileK) * s.tileK; }
+
+Schedule matmulCombineSchedule(int64_t splits, const DeviceProfile& d) {
+  Schedule s = plainSchedule("matmul-combine", d);
+  s.splits = splits;
+  return s;
 }
 
 std::string printSchedule(const Schedule& s) {

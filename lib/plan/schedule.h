@@ -129,10 +129,15 @@ Schedule fusedSchedule(bool rows, int64_t n, int64_t partialBytes, const DeviceP
 // The MatMul schedule for a [batch..., m, k] x [k, n] (or transposed [n, k])
 // product (a and b of those dtypes), and the reason it was chosen. Up to
 // kGemvMaxRows rows a "gemv", reading b once for every kGemvRows of them;
-// more rows a "gemm", whose tile is the largest that still gives every
-// compute unit a workgroup. The rules, in words, are in docs/planner.md.
+// more rows a "gemm": the largest tile no taller than the rows need that,
+// with K split into at most kMaxGemmSplits chunks of at least
+// kMinGemmSplitKeys keys, gives every compute unit a workgroup. A split gemm
+// writes its partial sums to the eqn's scratch and a "matmul-combine" adds
+// them. The rules, in words, are in docs/planner.md.
 constexpr int64_t kGemvRows = 16;
-constexpr int64_t kGemvMaxRows = 64;
+constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kMaxGemmSplits = 16;
+constexpr int64_t kMinGemmSplitKeys = 512;
 struct MatMulDecision {
   Schedule schedule;
   std::string reason;
@@ -148,8 +153,15 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // the stores of neighbouring threads (neighbouring k) spread over half the
 // banks rather than a quarter.
 constexpr int64_t kGemmPad = 4;
-// The workgroups a MatMul schedule launches for that product.
+// The workgroups a MatMul schedule launches for that product (a split gemm:
+// every split's).
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n);
+// The keys of each chunk of a split gemm: K over its splits, rounded up to
+// the tile's K step (the last chunk may be shorter).
+int64_t gemmChunkKeys(const Schedule& s, int64_t k);
+// The combine of a split gemm's `splits` partials: one thread an element of
+// the result, in plain workgroups.
+Schedule matmulCombineSchedule(int64_t splits, const DeviceProfile& d);
 
 // "streaming lanes=64 splits=1 workgroup=64 memory=16896": the kind, then
 // every field, always in this order; the tiling fields follow only in the

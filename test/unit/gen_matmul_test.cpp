@@ -123,12 +123,14 @@ TEST_CASE("gen matmul: every gemm tile and the gemv fallback, chosen by the prof
     const char* tile;  // the 133-row product's tile, "gemv" for none
   };
   // One compute unit takes the largest tile (128x128: 4 workgroups for 133 x
-  // 141); 6 units the next (128x64: 6), 8 the 64x64 (9), 12 the 32x64 (15); a
-  // million the smallest that fits; 64 threads only the 16x16 tile; 1 KiB of
+  // 141); 6 units the next (128x64: 6), 8 the 64x64 (9), 12 the 32x64 (15),
+  // 20 the 16x64 (27); a million the smallest that fits (K = 29 is too short
+  // to split); 64 threads only the 16x16 tile; 1 KiB of
   // workgroup memory none, so gemv (whose partials then do not fit either:
   // one lane a column).
   for (Variant v : {Variant{1, 1024, 32768, "128x128"}, Variant{6, 1024, 32768, "128x64"},
                     Variant{8, 1024, 32768, "64x64"}, Variant{12, 1024, 32768, "32x64"},
+                    Variant{20, 1024, 32768, "16x64"},
                     Variant{1000000, 1024, 32768, "16x16"}, Variant{1, 64, 32768, "16x16"},
                     Variant{1, 1024, 1024, "gemv"}}) {
     DeviceProfile d = base;
@@ -144,6 +146,49 @@ TEST_CASE("gen matmul: every gemm tile and the gemv fallback, chosen by the prof
       run(plain2d(3, 29, 141, tr), d, false);
     }
   }
+}
+
+// Split K: the chunks of K give the compute units a workgroup each, on every
+// tile: K of 2100, 1100, 3000 and 5000 are multiples of no chunk (528 * 3 +
+// 516; 560 + 540; 768 * 3 + 696; 640 * 7 + 520; 8192 is 16 chunks of 512),
+// the rows and columns of no tile; both layouts, a bf16 weight (runs of 8), a
+// batch; the partials add up in chunk order.
+TEST_CASE("gen matmul: split-K gemm and its combine") {
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  d.bf16 = d.f16;
+  struct Split {
+    int64_t m, k, n, units, splits;
+    const char* tile;
+    bool lavapipe;
+  };
+  for (Split c : {Split{70, 2100, 9, 4, 4, "128x128", false}, Split{33, 1100, 70, 4, 2, "64x64", true},
+                  Split{20, 3000, 40, 4, 4, "32x64", true}, Split{9, 5000, 37, 8, 8, "16x64", true},
+                  Split{20, 8192, 9, 1000, 16, "16x16", false}}) {
+    CAPTURE(c.m);
+    CAPTURE(c.k);
+    d.compute_units = c.units;
+    Schedule s = chooseMatMul(1, c.m, c.k, c.n, true, DType::F32, DType::F32, d).schedule;
+    CHECK(s.kind == "gemm");
+    CHECK(std::to_string(s.tileM) + "x" + std::to_string(s.tileN) == c.tile);
+    CHECK(s.splits == c.splits);
+    CHECK((c.k - 1) / gemmChunkKeys(s, c.k) + 1 == c.splits);  // every chunk holds keys
+    // Every run on the interpreter; the plain and bf16 ones of three tiles
+    // on lavapipe too (building the unrolled kernels is what takes it long).
+    run(plain2d(c.m, c.k, c.n, false), d, c.lavapipe);
+    run(plain2d(c.m, c.k, c.n, true), d, false);
+    run(plain2d(c.m, c.k, c.n, true, "bf16"), d, c.lavapipe);
+  }
+  d.compute_units = 1000;
+  CHECK(run(Case{"f32[2,1,20,1024]", "f32[3,9,1024]", "f32[2,3,20,9]", true}, d, true) == "gemm");
+  CHECK(chooseMatMul(6, 20, 1024, 9, true, DType::F32, DType::F32, d).schedule.splits == 2);
+  auto p = planGraph(testing::parse(graphText(plain2d(33, 1100, 70, true), false)), d);
+  REQUIRE(bool(p));
+  REQUIRE(p->kernels.size() == 2);
+  CHECK(p->kernels[1].request.schedule.kind == "matmul-combine");
+  REQUIRE(p->scratch.size() == 1);
+  CHECK(p->scratch[0].floats == 2 * 33 * 70);
+  // An f16 product is never split (its partials would be f32 scratch).
+  CHECK(chooseMatMul(1, 33, 8192, 70, true, DType::F16, DType::F16, d).schedule.splits == 1);
 }
 
 TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {

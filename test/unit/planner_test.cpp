@@ -455,6 +455,16 @@ TEST_CASE("plan: ScratchBytes refuses a scratch the device cannot bind") {
   CHECK(st.error().str() ==
         "t.pg:5:8: error: split-kv scratch of 266240 bytes (32 rows * 16 splits * (value width 128 + 2) floats) exceeds "
         "the device's single-buffer limit of 100000 bytes");
+  // A split-K MatMul's partials: q_proj of 512 rows in 8 chunks.
+  Plan mm = plan(testing::parse("graph g\ninput %x : f32[512,4096]\ninput %w : f32[4096,4096]\n"
+                                "%y = MatMul(%x, %w) {transpose_b=true} : f32[512,4096]\noutput %y\n"),
+                 target("nvidia-h200"));
+  REQUIRE(mm.scratch.size() == 1);
+  auto big = checkScratch(mm, s.make());
+  REQUIRE(!big);
+  CHECK(big.error().capability == "ScratchBytes");
+  CHECK(big.error().str().find("split-K scratch of 67108864 bytes (8 splits * 2097152 result elements) exceeds") !=
+        std::string::npos);
 }
 
 TEST_CASE("plan: MemoryBudget counts the arena and every buffer outside it") {
@@ -536,12 +546,24 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
   CHECK(plain.kLanes <= 32);
   CHECK(plain.threadM == 8);
   CHECK(plain.threadN == 4);
-  // 64 rows are still a gemv (four reads of b); 65 a gemm whose tile gives
-  // the 132 units a workgroup each.
-  CHECK(chooseMatMul(1, 64, 4096, 4096, true, DType::F32, DType::F32, h200).schedule.kind == "gemv");
+  // 8 rows are still a gemv; 9 a gemm of the 16-row tile, whose 64
+  // workgroups of 128 threads take 8 chunks of K (of 512 keys, the least)
+  // toward 1024 threads a compute unit.
+  CHECK(chooseMatMul(1, 8, 4096, 4096, true, DType::F32, DType::F32, h200).schedule.kind == "gemv");
+  MatMulDecision nine = chooseMatMul(1, 9, 4096, 4096, true, DType::F32, DType::F32, h200);
+  CHECK(printSchedule(nine.schedule) ==
+        "gemm lanes=0 splits=8 workgroup=128 memory=11264 tile=16x64x32 vector=4 thread=2x4");
+  CHECK(nine.reason ==
+        "9 rows: the largest tile no taller than 16 rows giving 132 compute units a workgroup each (64 workgroups "
+        "times 8 chunks of K=4096, 512 keys each, for 1024 threads a unit), or the smallest that fits");
+  CHECK(matmulWorkgroups(nine.schedule, 1, 9, 4096) == 512);
+  // 512 rows: the 128x128 tile, 8 chunks of K for q_proj, 2 for gate_proj.
   Schedule g = chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, h200).schedule;
-  CHECK(printSchedule(g) == "gemm lanes=0 splits=1 workgroup=256 memory=12800 tile=128x64x16 vector=4 thread=8x4");
-  CHECK(matmulWorkgroups(g, 1, 512, 4096) == 256);
+  CHECK(printSchedule(g) == "gemm lanes=0 splits=8 workgroup=256 memory=16896 tile=128x128x16 vector=4 thread=8x8");
+  CHECK(matmulWorkgroups(g, 1, 512, 4096) == 1024);
+  CHECK(chooseMatMul(1, 512, 4096, 14336, true, DType::F32, DType::F32, h200).schedule.splits == 2);
+  // 4096 rows fill the device unsplit.
+  CHECK(chooseMatMul(1, 4096, 4096, 4096, true, DType::F32, DType::F32, h200).schedule.splits == 1);
   CHECK(chooseMatMul(1, 512, 4096, 128256, true, DType::F32, DType::F32, h200).schedule.tileM == 128);
   // i64 sums do not fold in workgroup memory; 16-byte tiles do not fit 2 KiB.
   MatMulDecision i64 = chooseMatMul(1, 100, 8, 8, true, DType::I64, DType::I64, h200);

@@ -41,7 +41,7 @@ Expected<kir::Kernel> genSelectedAttention(const GenInput& in);
 Expected<kir::Kernel> genElementwise(const GenInput& in);
 Expected<kir::Kernel> genReduce(const GenInput& in);   // ReduceSum/Max/Min
 Expected<kir::Kernel> genFused(const GenInput& in);    // fusion groups: fused, fused-rows
-Expected<kir::Kernel> genMatMul(const GenInput& in);   // gemv, gemm
+Expected<kir::Kernel> genMatMul(const GenInput& in);   // gemv, gemm, matmul-combine
 Expected<kir::Kernel> genRows(const GenInput& in);     // TopK, BlockTopK
 Expected<kir::Kernel> genGuard(const GenInput& in);    // IndexGuard
 

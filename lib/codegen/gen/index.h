@@ -81,14 +81,19 @@ inline Status checkIndexWidth(const GenInput& gi, int64_t extra = 0) {
 }
 
 // Opens the kernel of `gi`: every binding gets a buffer of its type's element
-// count.
-inline Expected<Frame> openKernel(const GenInput& gi) {
+// count. With scratchFloats > 0 the results' bindings are instead one f32
+// buffer of that many elements (a split kernel's partials, plan.h Scratch).
+inline Expected<Frame> openKernel(const GenInput& gi, int64_t scratchFloats = 0) {
   const KernelRequest& r = gi.request;
   int64_t wg = r.schedule.workgroupSize;
-  if (auto s = checkIndexWidth(gi); !s) return s.error();
+  if (auto s = checkIndexWidth(gi, scratchFloats); !s) return s.error();
   Frame f{Builder(gi.entry, wg, gi.grid[0]), {}, {}};
   for (size_t i = 0; i < r.operands.size(); ++i)
     f.in.push_back(f.b.buffer("operand" + std::to_string(i), r.operands[i].dtype, numel(r.operands[i].shape), false));
+  if (scratchFloats > 0) {
+    f.out.push_back(f.b.buffer("scratch", DType::F32, scratchFloats, true));
+    return f;
+  }
   for (size_t i = 0; i < r.results.size(); ++i)
     f.out.push_back(f.b.buffer("result" + std::to_string(i), r.results[i].dtype, numel(r.results[i].shape), true));
   return f;

@@ -20,7 +20,9 @@
 //    accumulates a threadM x threadN register tile made of runs of up to 4
 //    rows (and columns), the runs strided by the thread grid: one wide
 //    workgroup-memory load a run, neighbouring threads reading neighbouring
-//    runs.
+//    runs. A split gemm (splits > 1) gives each block one workgroup per chunk
+//    of K, whose partial sums go to the scratch, chunk-major;
+//  - matmul-combine then adds each element's partials in chunk order.
 // Both sum each result in a different order from the oracle (partial sums,
 // then a fold), f32 products fused into their sums; the error bound this
 // keeps is in docs/codegen.md. Integers wrap as in the oracle, in
@@ -63,17 +65,18 @@ struct Product {
   }
 };
 
-// Workgroup `wid` of `count` as (batch, row block, column block), column
-// blocks fastest; runs body only for wid < count (workgroup-uniform, so the
-// body may hold barriers).
-void perWorkgroup(Builder& b, const Product& p, int64_t rowBlock, int64_t colBlock,
-                  const std::function<void(V bi, V r0, V c0)>& body) {
-  int64_t nb = ceilDiv(p.n, colBlock), mb = ceilDiv(p.m, rowBlock);
+// Workgroup `wid` of `count` as (split, batch, row block, column block),
+// column blocks fastest; runs body only for wid < count (workgroup-uniform,
+// so the body may hold barriers).
+void perWorkgroup(Builder& b, const Product& p, int64_t rowBlock, int64_t colBlock, int64_t splits,
+                  const std::function<void(V bi, V r0, V c0, V split)>& body) {
+  int64_t nb = ceilDiv(p.n, colBlock), mb = ceilDiv(p.m, rowBlock), blocks = p.batches * mb * nb;
   V wid = b.workgroupId();
-  b.ifThen(b.lt(wid, b.i32(p.batches * mb * nb)), [&] {
-    V c0 = b.mul(remBy(b, wid, nb), b.i32(colBlock));
-    V r0 = b.mul(remBy(b, divBy(b, wid, nb), mb), b.i32(rowBlock));
-    body(divBy(b, wid, nb * mb), r0, c0);
+  b.ifThen(b.lt(wid, b.i32(blocks * splits)), [&] {
+    V block = splits > 1 ? remBy(b, wid, blocks) : wid;
+    V c0 = b.mul(remBy(b, block, nb), b.i32(colBlock));
+    V r0 = b.mul(remBy(b, divBy(b, block, nb), mb), b.i32(rowBlock));
+    body(divBy(b, block, nb * mb), r0, c0, splits > 1 ? divBy(b, wid, blocks) : b.i32(0));
   });
 }
 
@@ -117,7 +120,7 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
   Scalar t = valueScalar(r.results[0].dtype);
   int64_t outs = TM * TN, stride = T + 1;  // a partial row, padded against bank conflicts
   int32_t part = G > 1 ? b.shared("partials", t, outs * stride) : -1;
-  perWorkgroup(b, p, TM, CG * TN, [&](V bi, V r0, V c0) {
+  perWorkgroup(b, p, TM, CG * TN, 1, [&](V bi, V r0, V c0, V) {
     auto [aBase, bBase, oBase] = p.bases(b, bi);
     V tid = b.local();
     V lane = p.transposed ? remBy(b, tid, G) : divBy(b, tid, CG);
@@ -212,10 +215,11 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
 Expected<kir::Kernel> genGemm(const GenInput& in) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
-  auto f = openKernel(in);
+  Product p(r);
+  int64_t S = s.splits, chunk = gemmChunkKeys(s, p.k), count = p.batches * p.m * p.n;
+  auto f = openKernel(in, S > 1 ? S * count : 0);
   if (!f) return f.error();
   Builder& b = f->b;
-  Product p(r);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, TM = s.threadM, TN = s.threadN, W = s.vector;
   int64_t TX = BN / TN, TY = BM / TM, T = TX * TY, pad = kGemmPad;
   DType at = r.operands[0].dtype, bt = r.operands[1].dtype;
@@ -224,8 +228,11 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
   // (neighbouring k) fall in different banks.
   int64_t sa = BM + pad, sb = BN + pad;
   int32_t as = b.shared("a_tile", t, BK * sa), bs = b.shared("b_tile", t, BK * sb);
-  perWorkgroup(b, p, BM, BN, [&](V bi, V r0, V c0) {
+  perWorkgroup(b, p, BM, BN, S, [&](V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase] = p.bases(b, bi);
+    // This workgroup's keys [kLo, kHi): one chunk of K, or all of it.
+    V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
+    if (S > 1) oBase = b.add(oBase, b.mul(split, b.i32(count)));
     V tid = b.local();
     V tx = remBy(b, tid, TX), ty = divBy(b, tid, TX);
     V zero = b.constant(t, 0);
@@ -261,14 +268,14 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
     };
     Staged sA = stage(f->in[0], as, BM, sa, true), sB = stage(f->in[1], bs, BN, sb, p.transposed);
     int64_t wB = p.transposed ? W : 1;
-    // Load the tile at k0 into the variables: out-of-range elements are 0,
-    // their index clamped to 0 (K is a multiple of W, so a run is all in or
-    // all out).
+    // Load the tile at k0 into the variables: out-of-range elements (and
+    // keys past the chunk) are 0, their index clamped to 0 (K and the chunk
+    // are multiples of W, so a run is all in or all out).
     auto fetch = [&](V k0) {
       for (size_t u = 0; u < sA.runs.size(); ++u) {
         auto [i, kk] = sA.runs[u];
         V row = b.add(r0, i), key = b.add(k0, kk);
-        V ok = b.binary(Opc::And, sA.active[u], b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(key, b.i32(p.k))));
+        V ok = b.binary(Opc::And, sA.active[u], b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(key, kHi)));
         V at0 = b.select(ok, b.add(aBase, b.add(b.mul(row, b.i32(p.k)), key)), b.i32(0));
         std::vector<V> v = loadRun(b, sA.buf, at, at0, W);
         for (int64_t x = 0; x < W; ++x) b.set(sA.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
@@ -276,7 +283,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       for (size_t u = 0; u < sB.runs.size(); ++u) {
         auto [j, kk] = sB.runs[u];
         V col = b.add(c0, j), key = b.add(k0, kk);
-        V ok = b.binary(Opc::And, sB.active[u], b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, b.i32(p.k))));
+        V ok = b.binary(Opc::And, sB.active[u], b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, kHi)));
         std::vector<V> v = loadRun(b, sB.buf, bt, b.select(ok, p.bAt(b, bBase, key, col), b.i32(0)), wB);
         for (int64_t x = 0; x < wB; ++x) b.set(sB.vals[u * size_t(wB) + size_t(x)], b.select(ok, v[size_t(x)], zero));
       }
@@ -293,8 +300,8 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
     };
     std::vector<int32_t> acc;
     for (int64_t i = 0; i < TM * TN; ++i) acc.push_back(b.var(t, zero));
-    fetch(b.i32(0));
-    b.forRange(b.i32(0), b.i32(p.k), BK, [&](V k0) {
+    fetch(kLo);
+    b.forRange(kLo, kHi, BK, [&](V k0) {
       deposit(sA, W);
       deposit(sB, wB);
       b.barrier();
@@ -332,8 +339,27 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
 
 }  // namespace
 
+// A split gemm's sum: thread id adds element id of every chunk's partials,
+// chunk 0 first, and stores it.
+Expected<kir::Kernel> genCombine(const GenInput& in) {
+  const KernelRequest& r = in.request;
+  int64_t S = r.schedule.splits, count = numel(r.results[0].shape);
+  if (auto s = checkIndexWidth(in, S * count); !s) return s.error();
+  Builder b(in.entry, r.schedule.workgroupSize, in.grid[0]);
+  int32_t scratch = b.buffer("scratch", DType::F32, S * count, false);
+  int32_t out = b.buffer("result0", r.results[0].dtype, count, true);
+  perThread(b, r.schedule.workgroupSize, count, [&](V id) {
+    int32_t sum = b.var(Scalar::F32, b.load(scratch, id));
+    for (int64_t c = 1; c < S; ++c) b.set(sum, b.add(b.get(sum), b.load(scratch, b.add(id, b.i32(c * count)))));
+    b.store(out, id, b.get(sum));
+  });
+  return b.finish();
+}
+
 Expected<kir::Kernel> genMatMul(const GenInput& in) {
-  if (in.request.schedule.kind == "gemm") return genGemm(in);
+  const std::string& kind = in.request.schedule.kind;
+  if (kind == "gemm") return genGemm(in);
+  if (kind == "matmul-combine") return genCombine(in);
   return genGemv(in);
 }
 
