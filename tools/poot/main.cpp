@@ -10,7 +10,7 @@
 #include "tool.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"poot: runs plans compiled by pootc on a GPU, and describes the GPU for pootc.\n"
+  CLI::App app{"poot: runs plans compiled by pootc on a GPU, generates tokens with them, and describes the GPU for pootc.\n"
                "Exit codes: 0 ok, 1 a diagnostic about the input (a bad bind, a failed validation,\n"
                "a --check out of tolerance), 2 bad usage, 3 a capability refusal (no driver, another device)."};
   app.require_subcommand(1);
@@ -72,6 +72,52 @@ int main(int argc, char** argv) {
   run->add_flag("--no-replay", ropts.noReplay,
                 "cuda: launch the dispatches in order at every step instead of replaying a CUDA graph");
 
+  poot::GenerateOptions gopts;
+  CLI::App* gen = app.add_subcommand(
+      "generate", "generate tokens for a file of prompts over a paged prefill plan and a paged decode plan");
+  gen->footer("Both plans come from one model: pootc trace --kv paged, --phase prefill (any --tokens) and\n"
+              "--phase decode, the same --capacity and pool, compiled for the device (docs/runtime.md,\n"
+              "'Generating tokens'). Each prompt line is token ids separated by spaces. Prompts run as the plans'\n"
+              "batch rows; a new one is admitted as soon as another finishes and the pool can hold it to its\n"
+              "last token. The rows of one step share a position, so each step serves the prompts furthest behind.\n"
+              "A prompt stops after --max-new tokens or at an end-of-sequence id (kept in its output): --eos, else\n"
+              "eos_token_id of --config, else of generation_config.json or config.json in a --weights directory.\n"
+              "A prompt whose first blocks of 16 tokens were computed before (the same tokens and weights) reuses\n"
+              "their K/V and skips their prefill. A progress line goes to stderr as prompts finish (at least every 5 s), then:\n"
+              "  prefix cache: H of N prompts hit, S prefill tokens skipped\n"
+              "  peak kv blocks in use: B of P\n"
+              "  generated T tokens for N prompts in X s: R tokens/s (... prefill and ... decode steps)\n"
+              "  decode steps used U of D rows on average   (the decode plan's D rows; sequences at other positions wait)\n"
+              "Weights not in --weights come from the generator with seed 0, as 'poot run' and 'pootc eval' draw them.\n"
+              "Bad input (the plans, the prompts file, a prompt too long for the capacity or the pool) is refused\n"
+              "before anything runs, and --output is written only when every prompt is done.\n"
+              "Examples:\n"
+              "  poot generate p.plan d.plan --prompts prompts.txt --max-new 32 --output out.jsonl\n"
+              "  poot generate p.plan d.plan --prompts prompts.txt --weights model/ --temperature 0.8 --top-p 0.95 --seed 7");
+  gen->add_option("PREFILL_PLAN", gopts.prefillPlan, "paged prefill plan")->required();
+  gen->add_option("DECODE_PLAN", gopts.decodePlan, "paged decode plan (one token a row)")->required();
+  gen->add_option("--prompts", gopts.prompts, "the prompts: one a line, token ids separated by spaces")->required();
+  gen->add_option("--weights", gopts.weights,
+                  "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
+  gen->add_option("--adapter", gopts.adapter,
+                  "a LoRA adapter as PEFT saves it (adapter_config.json, adapter_model.safetensors), merged into "
+                  "the weights it targets; its K/V never meet the base model's in the prefix cache");
+  gen->add_option("--config", gopts.config, "a config.json or generation_config.json whose eos_token_id ends a prompt");
+  gen->add_option("--eos", gopts.eos, "an end-of-sequence id (repeatable; wins over any config)");
+  gen->add_option("--max-new", gopts.maxNew, "tokens to generate a prompt (default: 16)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  gen->add_flag("--no-prefix-cache", gopts.noPrefixCache, "compute every prompt's prefill, reuse no cached K/V");
+  gen->add_option("--temperature", gopts.temperature, "0 is greedy (default); above 0, seeded sampling")
+      ->check(CLI::Range(0.0, 1e6));
+  gen->add_option("--top-p", gopts.topP, "sample from the most likely tokens of this much probability (default: 1)")
+      ->check(CLI::Range(1e-9, 1.0));
+  gen->add_option("--seed", gopts.seed, "seed of sampling; each prompt draws from its own generator (default: 0)");
+  gen->add_option("--output", gopts.output, "FILE.jsonl: one line per prompt, {\"index\": I, \"tokens\": [...]}");
+  gen->add_option("--backend", gopts.backend, "vulkan (spirv plans) or cuda (ptx plans) (default: vulkan)")
+      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
+  gen->add_option("--device", gopts.device, "which device: an index or a piece of its name");
+  gen->add_flag("--allow-other-device", gopts.allowOtherDevice, "run plans built for another device of the same target");
+
   poot::ProbeOptions popts;
   CLI::App* probe = app.add_subcommand("probe", "write a device profile (docs/device-profile.md) of a live device");
   probe->footer("Examples:\n"
@@ -96,6 +142,7 @@ int main(int argc, char** argv) {
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
   auto code = poot::catchingOutOfMemory([&] {
     if (*run) return poot::runRun(ropts);
+    if (*gen) return poot::runGenerate(gopts);
     if (*probe) return poot::runProbe(popts);
     return 2;
   });

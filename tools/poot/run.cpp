@@ -26,6 +26,7 @@
 #include "runtime/backends/backends.h"
 #include "runtime/session.h"
 #include "tool.h"
+#include "weights.h"
 
 namespace poot {
 
@@ -101,16 +102,13 @@ int runRun(const RunOptions& opts) {
 
   // Weights go to the device once each, the checkpoint's straight from its
   // mapped files, in the order they lie on disk; the rest from host tensors.
-  std::vector<rt::WeightBytes> weights;
-  for (const auto& [name, t] : params->fromCheckpoint.weights) weights.push_back({name, t->type, t->data, t->bytes});
+  std::vector<rt::WeightBytes> weights = weightBytes(graph, *params);
   std::map<std::string, Tensor> states, perCall;
   for (ValueId id : graph.params) {
     const Value& p = graph.value(id);
     auto it = params->tensors.find(p.name);
-    if (it == params->tensors.end()) continue;  // from the checkpoint
-    const Tensor& t = it->second;
-    if (p.storage == Storage::Weight) weights.push_back({p.name, t.type, t.bytes.data(), int64_t(t.bytes.size())});
-    else (p.storage == Storage::State ? states : perCall)[p.name] = t;
+    if (it == params->tensors.end() || p.storage == Storage::Weight) continue;  // bound above
+    (p.storage == Storage::State ? states : perCall)[p.name] = it->second;
   }
   int64_t total = 0;
   for (const rt::WeightBytes& w : weights) total += w.bytes;

@@ -30,6 +30,26 @@ struct RunOptions {
 
 int runRun(const RunOptions& opts);
 
+struct GenerateOptions {
+  std::string prefillPlan, decodePlan;  // paged plans of one model (pootc trace --kv paged)
+  std::string prompts;                  // one prompt a line, token ids separated by spaces
+  std::string weights;                  // a checkpoint (file, index or directory), optional
+  std::string config;                   // a config.json or generation_config.json for eos_token_id
+  std::string adapter;                  // a PEFT LoRA adapter directory; empty: the base model
+  std::vector<int32_t> eos;             // end-of-sequence ids; they win over any config
+  int64_t maxNew = 16;                  // tokens to generate a prompt
+  bool noPrefixCache = false;
+  double temperature = 0;               // 0: greedy
+  double topP = 1;
+  uint64_t seed = 0;                    // of sampling
+  std::string output;                   // FILE.jsonl; empty: none
+  std::string backend = "vulkan";
+  std::string device;
+  bool allowOtherDevice = false;
+};
+
+int runGenerate(const GenerateOptions& opts);
+
 struct ProbeOptions {
   std::string backend = "vulkan";
   std::string device;

@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   trace->add_option_function<int64_t>("--tokens", given(topts.tokens),
                                       "tokens per step (default: 1 for decode, 16 for prefill)");
   trace->add_option_function<int64_t>("--capacity", given(topts.capacity), "KV positions held per row (default: 256)");
+  trace->add_option_function<int64_t>("--pool-slots", given(topts.poolSlots),
+                                      "with --kv paged: slots of each layer's K and V pool, shared by the rows "
+                                      "(default: batch * capacity)");
   trace->add_option("--weights-dtype", topts.weightsDtype,
                     "the dtype weights are declared in, as the checkpoint stores them; activations and the KV cache "
                     "stay f32 (default: the config's torch_dtype or dtype, else f32)")

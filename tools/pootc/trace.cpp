@@ -1,7 +1,9 @@
 // pootc trace: read a model config (a Hugging Face config.json as
 // published), trace the model into a graph with lib/trace, and write it as
 // text (standard output or -o FILE) or, for a .pgb output, in the binary form.
-// Weights are declared in --weights-dtype, by default the dtype the config
+// --pool-slots sizes a paged graph's pools apart from its rows (`poot
+// generate` pairs a prefill and a decode plan of one pool). Weights are
+// declared in --weights-dtype, by default the dtype the config
 // says its checkpoint stores (torch_dtype or dtype), else f32.
 // The graph goes to stdout and nothing else does; errors are typed and exit 1
 // (2 for a bad option), and a failed trace writes no file.
@@ -21,12 +23,17 @@ trace::TraceOptions traceOptions(const TraceOptions& o) {
   t.batch = o.batch;
   t.tokens = o.tokens;
   t.capacity = o.capacity;
+  t.poolSlots = o.poolSlots.value_or(0);
   return t;
 }
 
 }  // namespace
 
 int runTrace(const TraceOptions& opts) {
+  if (opts.poolSlots && opts.kv != "paged")
+    return report(makeError(ErrorKind::Usage, {}, "--pool-slots needs --kv paged: a fixed cache has no pool"));
+  if (opts.poolSlots && *opts.poolSlots < 1)
+    return report(makeError(ErrorKind::Usage, {}, "--pool-slots must be at least 1, got " + std::to_string(*opts.poolSlots)));
   auto cfg = trace::loadConfig(opts.config);
   if (!cfg) return report(cfg.error());
   trace::TraceOptions t = traceOptions(opts);

@@ -1,0 +1,151 @@
+// The batcher: admission against the blocks every live sequence may still
+// take (its prompt plus maxNew - 1 tokens, rounded up to blocks, minus what
+// it holds), a wait for a shared prefix still being computed (so the prefix
+// cache can serve it once committed), and steps of the sequences furthest
+// behind, ties broken by sequence id, so the same requests always give the
+// same steps.
+#include "kv/batch.h"
+
+#include <algorithm>
+#include <string>
+
+namespace poot::kv {
+namespace {
+
+int32_t blocksFor(int64_t length) { return int32_t((length + kBlockSize - 1) / kBlockSize); }
+
+// Full blocks two token lists share from their start.
+int32_t sharedBlocks(std::span<const int32_t> a, std::span<const int32_t> b) {
+  size_t n = std::min(a.size(), b.size()), i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return int32_t(i / kBlockSize);
+}
+
+}  // namespace
+
+Batcher::Batcher(KvCache& cache, BatchConfig config) : cache_(cache), config_(std::move(config)) {}
+
+int32_t Batcher::finalBlocks(int64_t request) const {
+  return blocksFor(int64_t(prompts_[request].size()) + config_.maxNew - 1);
+}
+
+int32_t Batcher::reservedBlocks() const {
+  int32_t reserved = 0;
+  for (const auto& [seq, request] : live_)
+    reserved += finalBlocks(request) - int32_t(cache_.sequence(seq)->blocks.size());
+  return reserved;
+}
+
+void Batcher::notePeak() {
+  stats_.peakBlocks = std::max(stats_.peakBlocks, cache_.pool().size() - cache_.pool().available());
+}
+
+KvResult<int64_t> Batcher::submit(std::vector<int32_t> prompt) {
+  if (prompt.empty()) return KvError{KvErrorKind::EmptyPrompt, "a sequence starts with at least one token"};
+  int64_t length = int64_t(prompt.size()) + config_.maxNew - 1;
+  if (length > cache_.config().capacity)
+    return KvError{KvErrorKind::Capacity, "a prompt of " + std::to_string(prompt.size()) + " tokens and " +
+                                              std::to_string(config_.maxNew - 1) +
+                                              " more to compute passes the capacity of " +
+                                              std::to_string(cache_.config().capacity)};
+  if (blocksFor(length) > cache_.pool().size())
+    return KvError{KvErrorKind::OutOfBlocks, "a prompt of " + std::to_string(prompt.size()) + " tokens needs " +
+                                                 std::to_string(blocksFor(length)) + " kv blocks, the pool has " +
+                                                 std::to_string(cache_.pool().size())};
+  prompts_.push_back(std::move(prompt));
+  outputs_.emplace_back();
+  queue_.push_back(int64_t(prompts_.size()) - 1);
+  return int64_t(prompts_.size()) - 1;
+}
+
+KvStatus Batcher::admit() {
+  while (!queue_.empty() && int32_t(live_.size()) < config_.decodeRows) {
+    int64_t request = queue_.front();
+    const std::vector<int32_t>& prompt = prompts_[request];
+    if (cache_.pool().available() - reservedBlocks() < finalBlocks(request)) return KvOk{};
+    // A prefix another live sequence is still computing: wait for its commit.
+    if (cache_.config().prefixCache) {
+      int32_t lookable = int32_t(prompt.size() - 1) / kBlockSize;
+      for (const auto& [seq, other] : live_) {
+        const Sequence* s = cache_.sequence(seq);
+        int32_t shared = std::min(lookable, sharedBlocks(prompt, s->tokens));
+        if (shared > 0 && s->written < shared * kBlockSize) return KvOk{};
+      }
+    }
+    auto started = cache_.startSequence(prompt, config_.identity);
+    if (!started) return started.error();
+    queue_.pop_front();
+    live_.emplace(started->seq, request);
+    if (started->cachedTokens > 0) ++stats_.hits;
+    stats_.skippedTokens += started->cachedTokens;
+    notePeak();
+  }
+  return KvOk{};
+}
+
+KvResult<std::optional<PlannedStep>> Batcher::next() {
+  if (auto a = admit(); !a) return a.error();
+  if (live_.empty()) return std::optional<PlannedStep>{};
+  const int32_t capacity = cache_.config().capacity;
+  // The prefill candidates, else every live sequence (each has a token to compute).
+  std::vector<std::pair<int32_t, SeqId>> prefill, decode;  // (written, seq)
+  for (const auto& [seq, request] : live_) {
+    const Sequence* s = cache_.sequence(seq);
+    int32_t pending = int32_t(s->tokens.size()) - s->written;
+    decode.push_back({s->written, seq});
+    if (pending > 1 && s->written <= capacity - config_.prefillTokens) prefill.push_back({s->written, seq});
+  }
+  bool usePrefill = !prefill.empty();
+  auto& candidates = usePrefill ? prefill : decode;
+  std::sort(candidates.begin(), candidates.end());
+  int32_t rows = usePrefill ? config_.prefillRows : config_.decodeRows;
+  int32_t tokens = usePrefill ? config_.prefillTokens : 1;
+  std::vector<SeqId> layout;
+  for (const auto& [written, seq] : candidates)
+    if (written == candidates.front().first && int32_t(layout.size()) < rows) layout.push_back(seq);
+  layout.resize(size_t(rows), kPadding);
+
+  auto maps = cache_.buildStep(layout, tokens);
+  if (!maps) return maps.error();
+  PlannedStep step;
+  step.prefill = usePrefill;
+  step.maps = std::move(*maps);
+  for (int32_t r = 0; r < rows; ++r) {
+    SeqId seq = layout[size_t(r)];
+    step.requests.push_back(seq == kPadding ? -1 : live_.at(seq));
+    bool last = seq != kPadding &&
+                step.maps.pos[r] + step.maps.count[r] == int32_t(cache_.sequence(seq)->tokens.size());
+    step.sampleAt.push_back(last ? step.maps.count[r] - 1 : -1);
+  }
+  return std::optional<PlannedStep>(std::move(step));
+}
+
+KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sampled) {
+  if (sampled.size() != step.sampleAt.size())
+    return KvError{KvErrorKind::BadStep, "a step of " + std::to_string(step.sampleAt.size()) + " rows got " +
+                                             std::to_string(sampled.size()) + " sampled tokens"};
+  if (auto c = cache_.commit(step.maps); !c) return c.error();
+  ++(step.prefill ? stats_.prefillSteps : stats_.decodeSteps);
+  if (!step.prefill)
+    stats_.decodeRowsUsed += std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; });
+  for (size_t r = 0; r < step.sampleAt.size(); ++r) {
+    if (step.sampleAt[r] < 0) continue;
+    SeqId seq = step.maps.seqs[r];
+    int64_t request = step.requests[r];
+    int32_t token = sampled[r];
+    outputs_[request].push_back(token);
+    ++stats_.generated;
+    if (config_.eos.count(token) || int32_t(outputs_[request].size()) >= config_.maxNew) {
+      if (auto f = cache_.finish(seq); !f) return f.error();
+      live_.erase(seq);
+      ++finished_;
+      continue;
+    }
+    int32_t one[1] = {token};
+    if (auto a = cache_.appendTokens(seq, one); !a) return a.error();
+  }
+  notePeak();
+  return KvOk{};
+}
+
+}  // namespace poot::kv

@@ -1,0 +1,313 @@
+// poot generate: token generation over a paged prefill plan and a paged
+// decode plan with the KV driver (lib/kv). Everything that can be checked
+// before a step runs is checked first, so bad input writes nothing: the two
+// plans must fit together (the paged slots tokens, pos, read and write, the
+// output logits, the same capacity, vocabulary, pools and weights; the
+// decode plan one token a row), the prompts file must parse, every prompt
+// must fit the capacity and the pool alone. Then both plans open a Session
+// on the backend, the weights are bound in each (a checkpoint, else the
+// generator's seed 0, as `poot run` draws them; with --adapter, those it
+// targets merged with it), and the batcher
+// (kv/batch.h) plans each step: its maps become the step's tokens, pos,
+// read and write, the sampled tokens go back to it. The two sessions hold
+// their own copies of the pools; before a step, the pools move from the
+// session that wrote them last to the one that runs (a read back and an
+// upload of every pool, at a phase change only). A progress line goes to
+// stderr as prompts finish (and at least every 5 s); the summary to stdout; --output is
+// written once every prompt is done, atomically.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "ir/io.h"
+#include "kv/batch.h"
+#include "oracle/lora.h"
+#include "oracle/params.h"
+#include "prompts.h"
+#include "runtime/backends/backends.h"
+#include "runtime/session.h"
+#include "sample.h"
+#include "tool.h"
+#include "weights.h"
+
+namespace poot {
+namespace {
+
+// What poot generate needs to know of a paged plan's source graph.
+struct PagedShape {
+  int64_t rows = 0, tokens = 0, capacity = 0, vocab = 0, poolSlots = 0;
+  std::map<std::string, Type> states, weights;
+};
+
+Error planError(const std::string& plan, std::string message) {
+  return makeError(ErrorKind::Bind, {plan}, std::move(message));
+}
+
+const Value* param(const Graph& g, const std::string& name) {
+  for (ValueId id : g.params)
+    if (g.value(id).name == name) return &g.value(id);
+  return nullptr;
+}
+
+Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
+  auto need = [&](const std::string& name, Storage storage, DType dtype, size_t rank) -> Expected<const Value*> {
+    const Value* v = param(g, name);
+    if (!v || v->storage != storage || v->type.dtype != dtype || v->type.rank() != rank)
+      return planError(plan, "not a paged step plan: it has no " + std::string(storageName(storage)) + " %" + name +
+                                 " : " + dtypeName(dtype) + " of rank " + std::to_string(rank) +
+                                 " (trace it with --kv paged)");
+    return v;
+  };
+  auto tokens = need("tokens", Storage::Input, DType::I32, 2);
+  if (!tokens) return tokens.error();
+  auto pos = need("pos", Storage::Slot, DType::I32, 0);
+  if (!pos) return pos.error();
+  auto read = need("read", Storage::Slot, DType::I32, 2);
+  if (!read) return read.error();
+  auto write = need("write", Storage::Slot, DType::I32, 1);
+  if (!write) return write.error();
+  PagedShape s;
+  s.rows = (*tokens)->type.shape[0];
+  s.tokens = (*tokens)->type.shape[1];
+  s.capacity = (*read)->type.shape[1];
+  s.poolSlots = (*write)->hi + 1;
+  if ((*read)->type.shape[0] != s.rows || (*write)->type.shape[0] != s.rows * s.tokens)
+    return planError(plan, "its read and write maps do not match its tokens' " + std::to_string(s.rows) + " rows of " +
+                               std::to_string(s.tokens));
+  if (s.poolSlots % kv::kBlockSize != 0 || (*read)->hi + 1 != s.poolSlots)
+    return planError(plan, "its pool of " + std::to_string(s.poolSlots) + " slots is not whole blocks of " +
+                               std::to_string(kv::kBlockSize) + " named by both maps");
+  for (ValueId id : g.params) {
+    const Value& v = g.value(id);
+    if (v.storage == Storage::Weight) s.weights[v.name] = v.type;
+    else if (v.storage == Storage::State) s.states[v.name] = v.type;
+    else if (v.name != "tokens" && v.name != "pos" && v.name != "read" && v.name != "write")
+      return planError(plan, "its " + std::string(storageName(v.storage)) + " %" + v.name +
+                                 " is not one poot generate binds (tokens, pos, read, write)");
+  }
+  for (const auto& [name, t] : s.states)
+    if (t.rank() < 1 || t.shape[0] != s.poolSlots)
+      return planError(plan, "its state %" + name + " is not a pool of " + std::to_string(s.poolSlots) + " slots");
+  for (const Export& o : g.outputs)
+    if (g.value(o.value).name == "logits") {
+      const Type& t = g.value(o.value).type;
+      if (t.dtype != DType::F32 || t.rank() != 3 || t.shape[0] != s.rows || t.shape[1] != s.tokens)
+        return planError(plan, "its logits are " + t.str() + ", not f32[" + std::to_string(s.rows) + "," +
+                                   std::to_string(s.tokens) + ",vocab]");
+      s.vocab = t.shape[2];
+    }
+  if (s.vocab == 0) return planError(plan, "it has no output %logits");
+  return s;
+}
+
+// The decode plan against the prefill plan: the same pools, weights,
+// capacity and vocabulary, one token a row.
+Status fitTogether(const PagedShape& p, const PagedShape& d, const std::string& decodePlan) {
+  if (d.tokens != 1)
+    return planError(decodePlan, "a decode plan takes one token a row, this one " + std::to_string(d.tokens));
+  auto figure = [&](const char* what, int64_t a, int64_t b) -> Status {
+    if (a == b) return ok();
+    return planError(decodePlan, std::string("its ") + what + " is " + std::to_string(b) + ", the prefill plan's " +
+                                     std::to_string(a));
+  };
+  if (auto f = figure("capacity", p.capacity, d.capacity); !f) return f;
+  if (auto f = figure("vocabulary", p.vocab, d.vocab); !f) return f;
+  if (auto f = figure("pool (slots)", p.poolSlots, d.poolSlots); !f) return f;
+  for (const auto& [what, a, b] : {std::tuple{"state", &p.states, &d.states}, std::tuple{"weight", &p.weights, &d.weights}})
+    for (const auto& [name, t] : *a) {
+      auto it = b->find(name);
+      if (it == b->end()) return planError(decodePlan, std::string("it has no ") + what + " %" + name + " of the prefill plan");
+      if (it->second != t)
+        return planError(decodePlan, std::string("its ") + what + " %" + name + " is " + it->second.str() +
+                                         ", the prefill plan's " + t.str());
+    }
+  for (const auto& [what, a, b] : {std::tuple{"state", &d.states, &p.states}, std::tuple{"weight", &d.weights, &p.weights}})
+    for (const auto& [name, t] : *a)
+      if (!b->count(name)) return planError(decodePlan, std::string("its ") + what + " %" + name + " is not in the prefill plan");
+  return ok();
+}
+
+Error kvError(const kv::KvError& e, Loc loc = {}) {
+  bool range = e.kind == kv::KvErrorKind::Capacity || e.kind == kv::KvErrorKind::OutOfBlocks;
+  return makeError(range ? ErrorKind::Range : ErrorKind::Bind, std::move(loc), e.message);
+}
+
+// The end-of-sequence ids: --eos, else --config, else the weights
+// directory's generation_config.json, else its config.json, else none.
+Expected<std::set<int32_t>> eosIds(const GenerateOptions& o) {
+  if (!o.eos.empty()) return std::set<int32_t>(o.eos.begin(), o.eos.end());
+  if (!o.config.empty()) return readEosIds(o.config);
+  if (!o.weights.empty() && std::filesystem::is_directory(o.weights))
+    for (const char* name : {"generation_config.json", "config.json"}) {
+      auto path = std::filesystem::path(o.weights) / name;
+      if (!std::filesystem::exists(path)) continue;
+      auto ids = readEosIds(path.string());
+      if (!ids || !ids->empty()) return ids;
+    }
+  return std::set<int32_t>{};
+}
+
+// One plan, opened on the backend, its weights bound: the adapter's merged
+// ones in place of those it targets.
+Expected<std::unique_ptr<rt::Session>> openPlan(const GenerateOptions& o, rt::PlanFile plan, const BoundParams& params,
+                                                const std::map<std::string, Tensor>& merged) {
+  Graph graph = plan.source;
+  auto backend = rt::openBackend(o.backend, o.device);
+  if (!backend) return backend.error();
+  auto session = rt::Session::create(std::move(plan), backend.take(), {o.allowOtherDevice});
+  if (!session) return session.error();
+  std::vector<rt::WeightBytes> weights = weightBytes(graph, params);
+  for (rt::WeightBytes& w : weights)
+    if (auto it = merged.find(w.name); it != merged.end()) {
+      w.data = it->second.bytes.data();
+      w.bytes = int64_t(it->second.bytes.size());
+    }
+  auto load = (*session)->bindWeights(weights);
+  if (!load) return load.error();
+  return session.take();
+}
+
+Tensor i32(Shape shape, const std::vector<int32_t>& words) {
+  Tensor t(Type{DType::I32, std::move(shape)});
+  for (size_t i = 0; i < words.size(); ++i) t.set(int64_t(i), words[i]);
+  return t;
+}
+
+std::string perSecond(int64_t n, double seconds) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", seconds > 0 ? double(n) / seconds : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+int runGenerate(const GenerateOptions& o) {
+  auto prefillPlan = rt::loadPlanFile(o.prefillPlan);
+  if (!prefillPlan) return report(prefillPlan.error());
+  auto decodePlan = rt::loadPlanFile(o.decodePlan);
+  if (!decodePlan) return report(decodePlan.error());
+  auto p = pagedShape(prefillPlan->source, o.prefillPlan);
+  if (!p) return report(p.error());
+  auto d = pagedShape(decodePlan->source, o.decodePlan);
+  if (!d) return report(d.error());
+  if (auto f = fitTogether(*p, *d, o.decodePlan); !f) return report(f.error());
+  auto eos = eosIds(o);
+  if (!eos) return report(eos.error());
+  auto prompts = readPrompts(o.prompts, p->vocab);
+  if (!prompts) return report(prompts.error());
+  if (!o.output.empty()) {
+    // Refused now, not after the whole run: a folder that is not there.
+    auto parent = std::filesystem::absolute(o.output).parent_path();
+    if (!std::filesystem::is_directory(parent))
+      return report(makeError(ErrorKind::Io, {o.output}, "cannot write the output: no directory " + parent.string()));
+  }
+
+  kv::KvCache cache({.numBlocks = int32_t(p->poolSlots / kv::kBlockSize),
+                     .capacity = int32_t(p->capacity),
+                     .prefixCache = !o.noPrefixCache});
+  kv::Batcher batcher(cache, {.prefillRows = int32_t(p->rows),
+                              .prefillTokens = int32_t(p->tokens),
+                              .decodeRows = int32_t(d->rows),
+                              .maxNew = int32_t(o.maxNew),
+                              .eos = *eos,
+                              .identity = o.adapter.empty() ? 1u : 2u});  // the base model, or the adapter
+  for (const Prompt& prompt : *prompts)
+    if (auto s = batcher.submit(prompt.tokens); !s) return report(kvError(s.error(), {o.prompts, prompt.line, 1}));
+
+  // Weights: the checkpoint's, the rest from the generator (seed 0).
+  auto params = bindParamArgs(prefillPlan->source, ParamArgs{{}, {}, o.weights, 0});
+  if (!params) return report(params.error());
+  // Only the weights are bound from here (the pools start as zeros, the
+  // maps are the driver's), so only they count in the notice.
+  std::erase_if(params->generated, [&](ValueId id) { return prefillPlan->source.value(id).storage != Storage::Weight; });
+  for (const std::string& line : bindNotices(prefillPlan->source, *params)) std::fprintf(stderr, "%s\n", line.c_str());
+  std::map<std::string, Tensor> merged;
+  if (!o.adapter.empty()) {
+    auto adapter = loadAdapter(o.adapter);
+    if (!adapter) return report(adapter.error());
+    auto m = mergeAdapter(prefillPlan->source, *params, *adapter);
+    if (!m) return report(m.error());
+    merged = m.take();
+  }
+  auto prefill = openPlan(o, prefillPlan.take(), *params, merged);
+  if (!prefill) return report(prefill.error());
+  auto decode = openPlan(o, decodePlan.take(), *params, merged);
+  if (!decode) return report(decode.error());
+
+  std::vector<Sampler> samplers;
+  for (int64_t i = 0; i < batcher.requests(); ++i) samplers.emplace_back(SampleOptions{o.temperature, o.topP, o.seed}, i);
+  rt::Session* owner = prefill->get();  // the session whose pools are current (both start as zeros)
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  double lastProgress = 0;
+  for (;;) {
+    auto planned = batcher.next();
+    if (!planned) return report(kvError(planned.error()));
+    if (!*planned) break;
+    const kv::PlannedStep& step = **planned;
+    rt::Session& s = step.prefill ? **prefill : **decode;
+    if (owner != &s) {
+      for (const auto& [name, t] : p->states) {
+        auto pool = owner->readState(name);
+        if (!pool) return report(pool.error());
+        if (auto set = s.setState(name, *pool); !set) return report(set.error());
+      }
+      owner = &s;
+    }
+    const kv::StepMaps& m = step.maps;
+    std::map<std::string, Tensor> inputs;
+    int32_t pos = 0;
+    for (int32_t r = 0; r < m.rows; ++r)
+      if (m.seqs[r] != kv::kPadding) pos = m.pos[r];
+    inputs["tokens"] = i32({m.rows, m.tokens}, m.tokenIds);
+    inputs["pos"] = i32({}, {pos});
+    inputs["read"] = i32({m.rows, m.capacity}, m.read);
+    inputs["write"] = i32({m.rows * m.tokens}, m.write);
+    auto result = s.step(inputs);
+    if (!result) return report(result.error());
+    const Tensor& logits = result->outputs.at("logits");
+    std::vector<int32_t> sampled(m.rows, -1);
+    std::vector<float> row(size_t(p->vocab));
+    for (int32_t r = 0; r < m.rows; ++r) {
+      if (step.sampleAt[r] < 0) continue;
+      int64_t base = (int64_t(r) * m.tokens + step.sampleAt[r]) * p->vocab;
+      for (int64_t v = 0; v < p->vocab; ++v) row[v] = float(logits.get(base + v));
+      sampled[r] = samplers[step.requests[r]].next(row);
+    }
+    int64_t finishedBefore = batcher.finished();
+    if (auto c = batcher.complete(step, sampled); !c) return report(kvError(c.error()));
+    if (batcher.finished() != finishedBefore || elapsed() - lastProgress >= 5) {
+      lastProgress = elapsed();
+      std::fprintf(stderr, "generate: %lld of %lld prompts done, %lld tokens, %s tokens/s\n",
+                   (long long)batcher.finished(), (long long)batcher.requests(),
+                   (long long)batcher.stats().generated, perSecond(batcher.stats().generated, elapsed()).c_str());
+    }
+  }
+  double seconds = elapsed();
+
+  const kv::BatchStats& st = batcher.stats();
+  if (o.noPrefixCache) std::printf("prefix cache: off\n");
+  else
+    std::printf("prefix cache: %lld of %lld prompts hit, %lld prefill tokens skipped\n", (long long)st.hits,
+                (long long)batcher.requests(), (long long)st.skippedTokens);
+  std::printf("peak kv blocks in use: %d of %d\n", st.peakBlocks, cache.pool().size());
+  std::printf("generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill and %lld decode steps)\n",
+              (long long)st.generated, (long long)batcher.requests(), seconds, perSecond(st.generated, seconds).c_str(),
+              (long long)st.prefillSteps, (long long)st.decodeSteps);
+  if (st.decodeSteps > 0)
+    std::printf("decode steps used %.2f of %lld rows on average\n", double(st.decodeRowsUsed) / double(st.decodeSteps),
+                (long long)d->rows);
+  if (!o.output.empty()) {
+    std::ostringstream out;
+    for (size_t i = 0; i < batcher.outputs().size(); ++i) {
+      out << "{\"index\": " << i << ", \"tokens\": [";
+      for (size_t k = 0; k < batcher.outputs()[i].size(); ++k) out << (k ? ", " : "") << batcher.outputs()[i][k];
+      out << "]}\n";
+    }
+    if (auto w = writeFileAtomic(o.output, out.str()); !w) return report(w.error());
+  }
+  return 0;
+}
+
+}  // namespace poot

@@ -1,0 +1,78 @@
+// The prompts file is read whole and split by hand (from_chars, so "1e3",
+// "+4" or "0x10" are refused rather than half read); the config with
+// nlohmann/json, whose exceptions become Format errors naming the file.
+#include "prompts.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace poot {
+
+Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(ErrorKind::Io, {path}, "cannot read the prompts file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string text = buf.str();
+  std::vector<Prompt> prompts;
+  size_t at = 0;
+  for (int line = 1; at < text.size(); ++line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string_view row(text.data() + at, end - at);
+    if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
+    Prompt p{{}, line};
+    size_t i = 0;
+    while (i < row.size()) {
+      if (row[i] == ' ' || row[i] == '\t') { ++i; continue; }
+      size_t j = i;
+      while (j < row.size() && row[j] != ' ' && row[j] != '\t') ++j;
+      std::string_view word = row.substr(i, j - i);
+      Loc loc{path, line, int(i) + 1};
+      int64_t id = 0;
+      auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
+      if (ec != std::errc() || ptr != word.data() + word.size())
+        return makeError(ErrorKind::Syntax, loc, "'" + std::string(word) + "' is not a token id (a decimal integer)");
+      if (id < 0 || id >= vocab)
+        return makeError(ErrorKind::Range, loc, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                                    std::to_string(vocab) + ")");
+      p.tokens.push_back(int32_t(id));
+      i = j;
+    }
+    if (p.tokens.empty()) return makeError(ErrorKind::Syntax, {path, line, 1}, "an empty prompt (a line with no token id)");
+    prompts.push_back(std::move(p));
+    at = end + 1;
+  }
+  if (prompts.empty()) return makeError(ErrorKind::Syntax, {path}, "the prompts file has no prompt");
+  return prompts;
+}
+
+Expected<std::set<int32_t>> readEosIds(const std::string& configPath) {
+  std::ifstream in(configPath, std::ios::binary);
+  if (!in) return makeError(ErrorKind::Io, {configPath}, "cannot read the model config");
+  std::set<int32_t> ids;
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (!j.is_object()) return makeError(ErrorKind::Format, {configPath}, "a model config is a JSON object");
+    auto it = j.find("eos_token_id");
+    if (it == j.end() || it->is_null()) return ids;
+    auto add = [&](const nlohmann::json& v) -> bool {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) return false;
+      ids.insert(int32_t(v.get<int64_t>()));
+      return true;
+    };
+    bool fine = it->is_array() ? std::all_of(it->begin(), it->end(), add) : add(*it);
+    if (!fine)
+      return makeError(ErrorKind::Format, {configPath}, "eos_token_id is neither a token id nor a list of them");
+  } catch (const nlohmann::json::exception& e) {
+    return makeError(ErrorKind::Format, {configPath}, std::string("malformed model config: ") + e.what());
+  }
+  return ids;
+}
+
+}  // namespace poot

@@ -1,0 +1,47 @@
+// Greedy is an arg-max with the lowest index winning ties. Sampling sorts
+// the tokens by probability (ties by index, so the order is deterministic),
+// keeps the nucleus and draws with the prompt's own mt19937_64, whose
+// seed mixes the seed and the prompt index (SplitMix64's finalizer).
+#include "sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace poot {
+namespace {
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Sampler::Sampler(SampleOptions opts, int64_t prompt) : opts_(opts), rng_(splitmix(opts.seed ^ splitmix(uint64_t(prompt)))) {}
+
+int32_t Sampler::next(std::span<const float> logits) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < int32_t(logits.size()); ++i)
+    if (logits[i] > logits[best]) best = i;
+  if (opts_.temperature <= 0) return best;
+  std::vector<double> p(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) p[i] = std::exp((double(logits[i]) - logits[best]) / opts_.temperature);
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+  double total = std::accumulate(p.begin(), p.end(), 0.0), kept = 0;
+  size_t n = 0;
+  while (n < order.size() && (n == 0 || kept < opts_.topP * total)) kept += p[order[n++]];
+  double u = std::uniform_real_distribution<double>(0, kept)(rng_);
+  for (size_t i = 0; i < n; ++i) {
+    u -= p[order[i]];
+    if (u < 0) return order[i];
+  }
+  return order[n - 1];
+}
+
+}  // namespace poot

@@ -1,0 +1,32 @@
+// How `poot generate` picks a token from one row of logits: greedy (the
+// first largest logit) when the temperature is 0, else seeded nucleus
+// sampling: softmax of logits / temperature, the smallest set of most
+// likely tokens whose probability reaches top_p, one drawn from it in
+// proportion. Each prompt has its own generator, seeded from the seed and
+// the prompt's index, so a prompt's tokens do not depend on which others
+// share its steps.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+
+namespace poot {
+
+struct SampleOptions {
+  double temperature = 0;  // 0: greedy
+  double topP = 1;         // in (0, 1]
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  Sampler(SampleOptions opts, int64_t prompt);
+  int32_t next(std::span<const float> logits);
+
+ private:
+  SampleOptions opts_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace poot
