@@ -7,12 +7,13 @@
 # when one is out of tolerance. The configs cover every attention form: GQA
 # (llama, qwen2, mistral), softcap and sliding window (gemma2), ALiBi (bloom),
 # the split MLA key (deepseek_v2) and the block-selected form (sparse).
-# Usage: test/e2e/matrix.sh BUILD_DIR [CONFIG_GLOB]. A fresh seed each run
+# Usage: test/e2e/matrix.sh BUILD_DIR [CONFIG_GLOBS] (space-separated,
+# default every tiny-* config). A fresh seed each run
 # (printed, so a failure can be replayed with E2E_SEED=N).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=$1
-glob=${2:-tiny-*}
+globs=${2:-tiny-*}
 pootc=$build/tools/pootc/pootc
 poot=$build/tools/poot/poot
 seed=${E2E_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
@@ -22,7 +23,7 @@ export MESA_SHADER_CACHE_DIR=$build/mesa-shader-cache
 echo "seed $seed"
 
 failed=0 ran=0
-for config in examples/models/$glob.json; do
+for config in $(for g in $globs; do echo examples/models/$g.json; done); do
   name=$(basename "$config" .json)
   for phase in decode prefill; do
     for kv in fixed paged; do
