@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs every test
 # (doctest unit tests and the lit suite, through ctest), then builds again
-# with AddressSanitizer and UndefinedBehaviorSanitizer and runs them all again.
+# with AddressSanitizer and UndefinedBehaviorSanitizer and runs them all again,
+# compares the two trees' plans, and fuzzes each input reader for 20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,10 +23,19 @@ echo "== tests under sanitizers =="
 # generators. Their host code (generators, writers, lowering) is the same
 # the other tests drive under the sanitizers; their time is mostly
 # lavapipe's, LLVM's and the KIR interpreter's, several times slower in this
-# Debug build (the last alone took 319 s of it).
+# Debug build (the last alone took 319 s of it). plans-identical runs once
+# below instead, comparing this tree's plans with the optimized tree's.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2 \
-  -E '^(codegen examples: every kernel|attention gen: dense value widths|attention gen: prefill value columns|gen: tiny graphs on the generated kernels)'
+  -E '^(codegen examples: every kernel|attention gen: dense value widths|attention gen: prefill value columns|gen: tiny graphs on the generated kernels|plans-identical)'
+
+echo "== plans identical across build types =="
+# Every example graph, compiled by the optimized tree's pootc and by the
+# sanitizer tree's (a Debug build), for one profile of each target: the same
+# bytes. This replaces the sanitizer tree's own run of plans-identical
+# (excluded above: every profile twice in that build is minutes more).
+PROFILES="lavapipe nvidia-h200 amd-mi300x" \
+  bash scripts/plans-identical.sh build/tools/pootc/pootc build-asan/tools/pootc/pootc
 
 echo "== fuzzing (bounded) =="
-bash scripts/fuzz.sh 30
+bash scripts/fuzz.sh 20

@@ -225,6 +225,8 @@ std::string writeBinaryGraph(const Graph& g) {
 Expected<Graph> loadGraph(const std::string& path) {
   auto bytes = readFile(path);
   if (!bytes) return bytes.error();
+  if (bytes->size() >= 8 && bytes->compare(4, 4, "PPLN") == 0)
+    return makeError(ErrorKind::Format, {path}, "not a graph: the file is a plan (pootc inspect reads plans)");
   auto g = isBinaryGraph(*bytes) ? readBinaryGraph(*bytes, path) : parseGraph(*bytes, path);
   if (!g) return g.error();
   if (auto s = verify(*g); !s) return s.error();

@@ -3,7 +3,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -11,6 +13,9 @@
 namespace poot {
 
 Expected<std::string> readFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return makeError(ErrorKind::Io, {path}, std::string("cannot open file: ") + std::strerror(EISDIR));
   std::ifstream in(path, std::ios::binary);
   if (!in) return makeError(ErrorKind::Io, {path}, std::string("cannot open file: ") + std::strerror(errno));
   std::ostringstream buf;
@@ -31,6 +36,17 @@ Status writeFileAtomic(const std::string& path, const std::string& bytes) {
     return makeError(ErrorKind::Io, {path}, "cannot write output: " + why);
   }
   return ok();
+}
+
+std::string printable(std::string_view text) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (char ch : text) {
+    auto c = uint8_t(ch);
+    if (c >= 0x20 && c < 0x7f) out += ch;
+    else out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+  }
+  return out;
 }
 
 }  // namespace poot

@@ -5,12 +5,18 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "ir/diag.h"
 
 namespace poot {
 
+// A directory is refused as a file that cannot be opened.
 Expected<std::string> readFile(const std::string& path);
 Status writeFileAtomic(const std::string& path, const std::string& bytes);
+
+// Text read from an input file, fit to quote in a diagnostic: every byte
+// outside printable ASCII written as \xHH.
+std::string printable(std::string_view text);
 
 }  // namespace poot

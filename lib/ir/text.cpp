@@ -9,6 +9,8 @@
 #include <cmath>
 #include <map>
 
+#include "ir/io.h"
+
 namespace poot {
 
 namespace {
@@ -89,7 +91,7 @@ class Parser {
       } else if (std::string_view("()[]{},=:").find(c) != std::string_view::npos) {
         toks_.push_back({Tok::Punct, std::string(1, c), col});
       } else {
-        return err(col, std::string("unexpected character '") + c + "'");
+        return err(col, "unexpected character '" + printable(std::string(1, c)) + "'");
       }
       i = j;
     }

@@ -115,10 +115,9 @@ Expected<std::string> resolveDirectory(const std::string& dir) {
                        kIndexName + ": name the index, or one file");
 }
 
-// The index's weight_map: tensor name -> shard file name, as written.
-Expected<std::map<std::string, std::string>> readIndex(const std::string& path) {
-  auto text = readFile(path);
-  if (!text) return text.error();
+}  // namespace
+
+Expected<std::map<std::string, std::string>> parseShardIndex(const std::string& text, const std::string& path) {
   auto bad = [&](const std::string& msg) { return makeError(ErrorKind::Format, {path}, "malformed index: " + msg); };
   std::string top;  // the top-level key being parsed
   std::set<std::string> seen;
@@ -132,7 +131,7 @@ Expected<std::map<std::string, std::string>> readIndex(const std::string& path) 
   };
   json j;
   try {
-    j = json::parse(*text, onEvent);
+    j = json::parse(text, onEvent);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     size_t at = what.find("column ");
@@ -156,8 +155,6 @@ Expected<std::map<std::string, std::string>> readIndex(const std::string& path) 
   if (map.empty()) return bad("'weight_map' names no tensor");
   return map;
 }
-
-}  // namespace
 
 struct Checkpoint::Impl {
   std::string path;
@@ -186,7 +183,9 @@ Expected<Checkpoint> Checkpoint::open(const std::string& path) {
   std::map<std::string, std::string> index;  // tensor -> shard file name
   std::vector<std::string> names;            // shard file names as the index writes them
   if (endsWith(file, ".json")) {
-    auto read = readIndex(file);
+    auto text = readFile(file);
+    if (!text) return text.error();
+    auto read = parseShardIndex(*text, file);
     if (!read) return read.error();
     index = read.take();
     std::set<std::string> distinct;

@@ -72,6 +72,11 @@ class Checkpoint {
   std::shared_ptr<const Impl> impl_;
 };
 
+// The weight_map of a shard index's text (tensor name -> shard file name, as
+// written), checked as Checkpoint::open describes; `file` is used in
+// diagnostics only.
+Expected<std::map<std::string, std::string>> parseShardIndex(const std::string& text, const std::string& file);
+
 // What a graph takes from a checkpoint: every weight it declares, checked
 // (checkWeight: the exact dtype and shape), in the order their bytes lie on
 // disk (shard, then offset), and the checkpoint's tensors no weight names,

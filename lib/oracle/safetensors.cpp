@@ -90,7 +90,7 @@ Expected<std::vector<SafetensorsEntry>> parseSafetensorsHeader(const uint8_t* by
       if (!strings) return err("'__metadata__' must be an object of strings");
       continue;
     }
-    auto bad = [&](const std::string& msg) { return err("tensor '" + name + "': " + msg); };
+    auto bad = [&, &name = name](const std::string& msg) { return err("tensor '" + name + "': " + msg); };
     if (!info.is_object()) return bad("entry is not an object");
     for (const char* key : {"dtype", "shape", "data_offsets"})
       if (!info.contains(key)) return bad(std::string("entry has no '") + key + "'");

@@ -362,7 +362,7 @@ Expected<DeviceProfile> parseProfile(const std::string& text, const std::string&
     // library's boundary, so the message is what identifies it).
     if (ex.msg == "bad file")
       return makeError(ErrorKind::Syntax, place(file, ex.mark), "invalid yaml: nested too deeply");
-    std::string msg = ex.msg;
+    std::string msg = printable(ex.msg);
     for (char& c : msg) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return makeError(ErrorKind::Syntax, place(file, ex.mark), "invalid yaml: " + msg);
   }

@@ -14,6 +14,8 @@
 #include <set>
 #include <string_view>
 
+#include "ir/budget.h"
+
 namespace poot::rt {
 
 namespace {
@@ -73,7 +75,7 @@ Expected<BlobFacts> checkSpirv(const std::vector<uint8_t>& blob, const std::stri
       found = true;
     }
     if (op == SpvOpExecutionMode && count >= 6 && w[i + 2] == SpvExecutionModeLocalSize)
-      localSizes.emplace_back(w[i + 1], int64_t(w[i + 3]) * w[i + 4] * w[i + 5]);
+      localSizes.emplace_back(w[i + 1], mulBytes(mulBytes(w[i + 3], w[i + 4]), w[i + 5]));  // saturating
     if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationBinding) bindings.insert(w[i + 3]);
     i = end;
   }

@@ -73,6 +73,11 @@ Expected<ConfigFields> ConfigFields::parse(const std::string& text, const std::s
   } catch (const json::parse_error& e) {
     auto [line, col] = lineCol(text, e.byte > 0 ? e.byte - 1 : 0);
     return makeError(ErrorKind::Syntax, Loc{file, line, col}, jsonMessage(e.what()));
+  } catch (const json::exception& e) {
+    // A number past a double's range (out_of_range 406) comes with no place.
+    std::string what = e.what();
+    size_t tag = what.find("] ");
+    return makeError(ErrorKind::Syntax, Loc{file}, "invalid JSON: " + (tag == std::string::npos ? what : what.substr(tag + 2)));
   }
   if (!j.is_object()) return makeError(ErrorKind::Syntax, Loc{file}, "expected a JSON object at the top level");
   return A::make(std::move(j), file, "");
@@ -279,7 +284,7 @@ Status readRopeFields(const ConfigFields& f, RopeConfig& rope) {
 }
 
 Expected<std::vector<double>> ropeInvFreq(const ModelConfig& cfg, int64_t dim) {
-  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequencies of head_dim " + std::to_string(dim),
+  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequency table of head_dim " + std::to_string(dim),
                               Loc{cfg.file});
       !s)
     return s.error();

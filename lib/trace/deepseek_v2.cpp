@@ -90,7 +90,7 @@ Status yarn(const ModelConfig& cfg, const ConfigFields& p, int64_t dim, DsParams
   high = std::min(high, double(dim - 1));
   if (low == high) high += 0.001;
   ds.invFreq.clear();
-  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequencies of qk_rope_head_dim " + std::to_string(dim),
+  if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequency table of qk_rope_head_dim " + std::to_string(dim),
                               Loc{cfg.file});
       !s)
     return s;

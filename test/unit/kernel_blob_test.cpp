@@ -5,6 +5,7 @@
 // is refused with its own Format message.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -122,6 +123,24 @@ TEST_CASE("kernel blob: generated SPIR-V passes and gives its bindings and workg
     }
   REQUIRE(renumbered);
   CHECK(no(b) == "the spir-v module's 3 storage buffer bindings are not numbered 0 to 2");
+}
+
+// Found by fuzz_plan: three LocalSize words of 2^32 - 1 overflowed int64_t
+// in their product (undefined behaviour); it saturates, and so disagrees with
+// any record instead of wrapping to a small workgroup.
+TEST_CASE("kernel blob: a SPIR-V LocalSize past 64 bits saturates") {
+  Compiled k = addKernel("lavapipe");
+  std::vector<uint8_t> b = k.blob;
+  bool set = false;
+  for (size_t i = 5; i < b.size() / 4 && !set; i += word(b, i) >> 16)
+    if (word(b, i) == ((6u << 16) | 16u) && word(b, i + 2) == 17) {  // OpExecutionMode LocalSize x y z
+      for (size_t a = 3; a < 6; ++a) setWord(b, i + a, 0xffffffffu);
+      set = true;
+    }
+  REQUIRE(set);
+  auto facts = rt::checkKernelBlob(rt::Target::Spirv, b, k.entry, k.arch);
+  REQUIRE_MESSAGE(bool(facts), (facts ? "" : facts.error().str()));
+  CHECK(facts->workgroupSize == INT64_MAX);
 }
 
 TEST_CASE("kernel blob: generated PTX passes and gives its parameters; broken text is refused") {

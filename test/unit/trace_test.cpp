@@ -375,7 +375,7 @@ TEST_CASE("trace: a config past the host memory budget is refused, not traced un
   std::string huge = configError(
       "{\"model_type\": \"llama\", \"hidden_size\": 1099511627776, \"intermediate_size\": 128, "
       "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 256}");
-  CHECK(huge.rfind("config.json: error: the rotary frequencies of head_dim 274877906944 needs 1099511627776 bytes of "
+  CHECK(huge.rfind("config.json: error: the rotary frequency table of head_dim 274877906944 needs 1099511627776 bytes of "
                    "host memory, more than the budget of ",
                    0) == 0);
   // A billion layers: refused once the first is traced.
