@@ -2,7 +2,7 @@
 # The test command: installs what is missing, builds, and runs every test
 # (doctest unit tests and the lit suite, through ctest), then builds again
 # with AddressSanitizer and UndefinedBehaviorSanitizer and runs them all again,
-# compares the two trees' plans, and fuzzes each input reader for 20 s.
+# compares the two trees' plans, and fuzzes each input reader for 10 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +38,4 @@ PROFILES="lavapipe nvidia-h200 amd-mi300x" \
   bash scripts/plans-identical.sh build/tools/pootc/pootc build-asan/tools/pootc/pootc
 
 echo "== fuzzing (bounded) =="
-bash scripts/fuzz.sh 20
+bash scripts/fuzz.sh 10
