@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kv/batch.h"
+#include "testing.h"
 
 using namespace poot::kv;
 
@@ -22,23 +23,14 @@ namespace {
 
 constexpr int32_t kVocab = 7;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-int32_t nextToken(uint64_t fingerprint) { return int32_t(mix(fingerprint, 17) % kVocab); }
+int32_t nextToken(uint64_t fingerprint) { return int32_t(poot::testing::mix(fingerprint, 17) % kVocab); }
 
 // What a request generates when it runs alone.
 std::vector<int32_t> alone(std::vector<int32_t> tokens, const BatchConfig& cfg) {
   std::vector<int32_t> out;
   while (int32_t(out.size()) < cfg.maxNew) {
     uint64_t h = 0;
-    for (int32_t t : tokens) h = mix(h, uint32_t(t));
+    for (int32_t t : tokens) h = poot::testing::mix(h, uint32_t(t));
     int32_t next = nextToken(h);
     out.push_back(next);
     tokens.push_back(next);
@@ -55,7 +47,7 @@ std::vector<int32_t> runStep(const PlannedStep& step, std::vector<uint64_t>& poo
     if (m.seqs[r] == kPadding) continue;
     uint64_t h = m.pos[r] == 0 ? 0 : pool[m.read[r * m.capacity + m.pos[r] - 1]];
     for (int32_t t = 0; t < m.count[r]; ++t) {
-      h = mix(h, uint32_t(m.tokenIds[r * m.tokens + t]));
+      h = poot::testing::mix(h, uint32_t(m.tokenIds[r * m.tokens + t]));
       pool[m.write[r * m.tokens + t]] = h;
     }
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kv/cache.h"
+#include "testing.h"
 
 using namespace poot::kv;
 
@@ -389,21 +390,12 @@ struct Cell {
   bool operator==(const Cell&) const = default;
 };
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // The cell every position of s should read back.
 std::vector<Cell> expectedCells(const Sequence& s) {
   std::vector<Cell> cells;
-  uint64_t h = mix(0, s.identity);
+  uint64_t h = poot::testing::mix(0, s.identity);
   for (int32_t t : s.tokens) {
-    h = mix(h, uint32_t(t));
+    h = poot::testing::mix(h, uint32_t(t));
     cells.push_back({t, h});
   }
   return cells;

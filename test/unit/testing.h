@@ -35,6 +35,17 @@
 namespace poot::testing {
 
 // The source tree's root, as CMake passes it.
+// A 64-bit hash step (v folded into h, then splitmix64's finalizer): the
+// kv tests' stand-ins for token-chain hashes and a model's next token.
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 inline const std::filesystem::path& sourceDir() {
   static const std::filesystem::path dir = POOT_SOURCE_DIR;
   return dir;
