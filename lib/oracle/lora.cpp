@@ -18,10 +18,6 @@ constexpr const char* kConfig = "adapter_config.json";
 constexpr const char* kWeights = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
 
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 }  // namespace
 
 Expected<LoraAdapter> loadAdapter(const std::string& dir) {
@@ -52,7 +48,7 @@ Expected<LoraAdapter> loadAdapter(const std::string& dir) {
   if (!file) return file.error();
   for (const auto& [name, t] : file->tensors()) {
     auto bad = [&](const std::string& why) { return makeError(ErrorKind::Format, {weightsPath}, why); };
-    bool isA = endsWith(name, ".lora_A.weight"), isB = endsWith(name, ".lora_B.weight");
+    bool isA = name.ends_with(".lora_A.weight"), isB = name.ends_with(".lora_B.weight");
     if (name.rfind(kPrefix, 0) != 0 || !(isA || isB))
       return bad("tensor '" + name + "' is not a lora_A or lora_B weight under " + kPrefix);
     if (!isFloat(t.type.dtype) || t.type.rank() != 2) return bad("tensor '" + name + "' is not a float matrix");
