@@ -3,6 +3,7 @@
 #include "ir/fusion.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 namespace poot {
@@ -14,6 +15,44 @@ Error broken(const Eqn& e, int64_t id, const std::string& why) {
 }
 
 bool elementwise(Op op) { return (op >= Op::Exp && op <= Op::Select) || op == Op::Convert; }
+
+// A member's result read outside the group before its root runs, if any.
+Status readAfterRoot(const FusionContext& c, const FusionGroup& grp, ValueId r,
+                     const std::function<bool(int32_t)>& member) {
+  const Graph& g = c.g;
+  for (int32_t u : c.users[size_t(r)])
+    if (!member(u) && u < grp.root())
+      return broken(g.eqns[size_t(u)], grp.id, "%" + g.value(r).name + " is read here, before the group's root %" +
+                                                   g.value(g.eqns[size_t(grp.root())].results[0]).name + " runs");
+  return ok();
+}
+
+// The product group rules (fusion.h); inputs are a, then each member's b.
+Status completeProducts(const FusionContext& c, FusionGroup& grp) {
+  const Graph& g = c.g;
+  const Eqn& first = g.eqns[size_t(grp.members[0])];
+  auto member = [&](int32_t eqn) { return std::binary_search(grp.members.begin(), grp.members.end(), eqn); };
+  grp.products = true;
+  grp.inputs = {first.operands[0]};
+  for (int32_t m : grp.members) {
+    const Eqn& e = g.eqns[size_t(m)];
+    if (e.op != Op::MatMul) return broken(e, grp.id, std::string(opName(e.op)) + " in a group of MatMuls");
+    if (e.operands[0] != first.operands[0])
+      return broken(e, grp.id, "the products of a group read one a; this one reads %" +
+                                   g.value(e.operands[0]).name + ", the first %" + g.value(first.operands[0]).name);
+    const Type &a = g.type(e.operands[0]), &b = g.type(e.operands[1]), &r = g.type(e.results[0]);
+    if (b.rank() != 2) return broken(e, grp.id, "a grouped product reads a weight b of rank 2, not " + b.str());
+    if (flagAttr(e.attrs, "transpose_b") != flagAttr(first.attrs, "transpose_b") ||
+        b.dtype != g.type(first.operands[1]).dtype || r.dtype != g.type(first.results[0]).dtype)
+      return broken(e, grp.id, "the products of a group share transpose_b and the dtypes of b and of the result");
+    if (c.forbidden[size_t(e.results[0])])
+      return broken(e, grp.id, "a member's result is a state's new value or a validation witness");
+    if (auto s = readAfterRoot(c, grp, e.results[0], member); !s) return s;
+    grp.inputs.push_back(e.operands[1]);
+    grp.outputs.push_back(e.results[0]);
+  }
+  return ok();
+}
 
 }  // namespace
 
@@ -53,8 +92,10 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
   auto defined = [&](ValueId v) { return g.value(v).def >= 0 && member(g.value(v).def); };
   const Eqn& rootEqn = g.eqns[size_t(grp.root())];
   grp.rows = false;
+  grp.products = false;
   grp.inputs.clear();
   grp.outputs.clear();
+  if (g.eqns[size_t(grp.members[0])].op == Op::MatMul) return completeProducts(c, grp);
   for (int32_t m : grp.members) {
     const Eqn& e = g.eqns[size_t(m)];
     if (!fusibleOp(e.op) || e.results.size() != 1)
@@ -101,14 +142,9 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
       }
     }
     if (fromReduction) derived.push_back(r);
+    if (auto s = readAfterRoot(c, grp, r, member); !s) return s;
     bool outside = c.exported[size_t(r)] != 0;
-    for (int32_t u : c.users[size_t(r)]) {
-      if (member(u)) continue;
-      outside = true;
-      if (u < grp.root())
-        return broken(g.eqns[size_t(u)], id, "%" + g.value(r).name + " is read here, before the group's root %" +
-                                                  g.value(rootEqn.results[0]).name + " runs");
-    }
+    for (int32_t u : c.users[size_t(r)]) outside |= !member(u);
     if (!outside) continue;
     const Shape& s = g.type(r).shape;
     bool fits = grp.rows ? (s == grp.space || s == rowShape(grp.space)) : s == grp.space;

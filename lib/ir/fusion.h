@@ -20,7 +20,12 @@
 //     member computed from a reduction is elementwise (unary, binary,
 //     compare, select, convert) or another reduction, with a result that
 //     broadcasts to S, so a reduction's value is the same for every element
-//     of its row (softmax: a max, then a sum of exp(x - max)).
+//     of its row (softmax: a max, then a sum of exp(x - max));
+//   - a group of MatMuls is a product group: every member reads the same
+//     a [..., M, K] and a b of rank 2 (a weight), all with the same transpose_b
+//     and the same dtypes of b and of the result, and every member's result
+//     is an output (one kernel computes the products side by side, so the
+//     one read of a serves them all and their columns fill one launch).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +41,7 @@ struct FusionGroup {
   std::vector<ValueId> inputs;   // values members read that no member defines, in first-use order
   std::vector<ValueId> outputs;  // member results read outside the group or exported, in eqn order
   bool rows = false;             // it has reductions
+  bool products = false;         // its members are MatMuls (a product group)
   Shape space;                   // rows: S; otherwise the root's result shape
 
   int32_t root() const { return members.back(); }

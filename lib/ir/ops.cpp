@@ -520,7 +520,7 @@ std::vector<OpInfo> buildTable() {
                {{"scale", K::Float}, {"softcap", K::Float, true}, {"n_rep", K::Int}, {"block", K::Int}},
                ruleSelectedAttention});
   for (OpInfo& info : t)
-    if (fusibleOp(info.op)) info.attrs.push_back({"fusion", K::Int, true});
+    if (fusibleOp(info.op) || info.op == Op::MatMul) info.attrs.push_back({"fusion", K::Int, true});
   std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.op < b.op; });
   return t;
 }

@@ -14,6 +14,12 @@
 //      dtypes) and its kernel still binds no more storage buffers (inputs
 //      and outputs) than the device allows. A producer that is refused is
 //      remarked with the rule.
+//   3. MatMuls that read the same a [..., M, K] with weights of one layout and
+//      dtype (a layer's q, k and v projections; its gate and up) become one
+//      product group: the later ones move up to stand right after the
+//      first (they read only a and weights, so nothing between needs to
+//      run before them), as many as the device's bindings allow (a, each
+//      weight, each result).
 // A group of one eqn stays plain unless it is a reduction (the row kernel
 // sums in parallel), and so does a group of index maps only (a view or a
 // copy either way). A graph that already has groups (read back from
@@ -89,15 +95,75 @@ bool copyTables(Graph& g) {
   return true;
 }
 
+// Why MatMul j may not join the products of MatMul i (both read one a), or
+// "" when it may.
+std::string productMismatch(const Graph& g, const Eqn& i, const Eqn& j, int32_t first) {
+  const Type &b = g.type(j.operands[1]), &r = g.type(j.results[0]);
+  if (b.rank() != 2) return "its b is not a matrix";
+  if (flagAttr(i.attrs, "transpose_b") != flagAttr(j.attrs, "transpose_b")) return "its b is laid out the other way";
+  if (b.dtype != g.type(i.operands[1]).dtype || r.dtype != g.type(i.results[0]).dtype)
+    return "its b or result has another dtype";
+  if (g.value(j.operands[1]).def >= first) return "its b is computed after the first product";
+  return "";
+}
+
+// Step 3: returns the product groups' members, after moving them together.
+std::vector<std::vector<int32_t>> groupProducts(Graph& g, PassContext& ctx) {
+  std::vector<std::vector<int32_t>> groups;
+  std::vector<uint8_t> taken(g.eqns.size(), 0);
+  std::vector<size_t> order;  // the eqns in their new order
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    if (taken[i]) continue;
+    order.push_back(i);
+    const Eqn& e = g.eqns[i];
+    if (e.op != Op::MatMul || !productMismatch(g, e, e, int32_t(i) + 1).empty()) continue;
+    std::vector<size_t> siblings = {i};
+    for (size_t j = i + 1; j < g.eqns.size(); ++j) {
+      const Eqn& s = g.eqns[j];
+      if (s.op != Op::MatMul || s.operands[0] != e.operands[0] || taken[j]) continue;
+      std::string why = productMismatch(g, e, s, int32_t(i));
+      if (why.empty() && 1 + 2 * int64_t(siblings.size() + 1) > ctx.maxBindings)
+        why = "the kernel would bind more storage buffers than the device's " + std::to_string(ctx.maxBindings);
+      if (!why.empty()) {
+        ctx.remark("fuse", g, s, "not computed with %" + g.value(e.results[0]).name + ", which reads the same a: " + why);
+        continue;
+      }
+      siblings.push_back(j);
+      taken[j] = 1;
+    }
+    if (siblings.size() < 2) continue;
+    std::vector<int32_t> members;
+    for (size_t j : siblings) {
+      if (j != i) order.push_back(j);
+      members.push_back(int32_t(order.size() - 1));
+    }
+    groups.push_back(std::move(members));
+  }
+  if (groups.empty()) return groups;
+  std::vector<Eqn> eqns;
+  for (size_t i : order) eqns.push_back(std::move(g.eqns[i]));
+  g.eqns = std::move(eqns);
+  g.reindex();
+  return groups;
+}
+
 }  // namespace
 
 Expected<bool> runFuse(Graph& g, PassContext& ctx) {
   for (const Eqn& e : g.eqns)
     if (e.attr("fusion")) return false;
   bool changed = copyTables(g);
+  std::vector<std::vector<int32_t>> products = groupProducts(g, ctx);
   FusionContext c(g);
   std::vector<int64_t> groupOf(g.eqns.size(), -1);
   std::vector<FusionGroup> groups;
+  for (std::vector<int32_t>& members : products) {
+    FusionGroup grp;
+    grp.id = int64_t(groups.size());
+    grp.members = std::move(members);
+    for (int32_t m : grp.members) groupOf[size_t(m)] = grp.id;
+    groups.push_back(std::move(grp));
+  }
   for (size_t i = g.eqns.size(); i-- > 0;) {
     const Eqn& e = g.eqns[i];
     if (!candidate(c, e)) continue;
@@ -132,7 +198,7 @@ Expected<bool> runFuse(Graph& g, PassContext& ctx) {
   int64_t next = 0;
   std::sort(groups.begin(), groups.end(), [](const FusionGroup& a, const FusionGroup& b) { return a.root() < b.root(); });
   for (const FusionGroup& grp : groups) {
-    bool single = grp.members.size() == 1 && !isReduction(g.eqns[size_t(grp.root())].op);
+    bool single = grp.members.size() == 1 && !isReduction(g.eqns[size_t(grp.root())].op);  // never a product group
     bool moves = std::all_of(grp.members.begin(), grp.members.end(),
                              [&](int32_t m) { return isIndexMap(g.eqns[size_t(m)].op); });
     if (single || moves) continue;

@@ -131,11 +131,14 @@ class Planner {
   Status planEqn(int32_t i) {
     const Eqn& e = g_.eqns[size_t(i)];
     if (auto s = checkDtypes(e); !s) return s;
-    if (const FusionGroup* grp = groupAt_[size_t(i)]) return grp->root() == i ? planFused(i, *grp) : ok();
+    if (const FusionGroup* grp = groupAt_[size_t(i)]) {
+      if (grp->root() != i) return ok();
+      return grp->products ? planMatMul(i, grp->members) : planFused(i, *grp);
+    }
     switch (e.op) {
       case Op::Attention: return planAttention(i, e);
       case Op::SelectedAttention: return planSelected(i, e);
-      case Op::MatMul: return planMatMul(i, e);
+      case Op::MatMul: return planMatMul(i, {i});
       default: return planPlain(i, e);
     }
   }
@@ -249,31 +252,55 @@ class Planner {
     return ok();
   }
 
-  Status planMatMul(int32_t i, const Eqn& e) {
+  // One MatMul, or a product group (fusion.h): its members read one a and
+  // run as one kernel, their column blocks one after another in one launch,
+  // the schedule chosen for all their columns together. The request holds a,
+  // then each member's b, and each member's result; its attributes are the
+  // first member's without the fusion id, so every layer's group of the same
+  // shapes shares one kernel.
+  Status planMatMul(int32_t i, const std::vector<int32_t>& members) {
+    const Eqn& e = g_.eqns[size_t(members[0])];
     const Shape& as = g_.type(e.operands[0]).shape;
     const Shape& os = g_.type(e.results[0]).shape;
-    int64_t m = as[as.size() - 2], k = as.back(), n = os.back();
-    int64_t batch = numel(os) / (m * n);
-    MatMulDecision c =
-        chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
-                     g_.type(e.operands[1]).dtype, d_);
-    int64_t groups = matmulWorkgroups(c.schedule, batch, m, n), splits = c.schedule.splits;
+    int64_t m = as[as.size() - 2], k = as.back();
+    int64_t batch = numel(os) / (m * os.back()), count = 0;
+    std::vector<int64_t> ns;
+    KernelRequest r{Op::MatMul, {g_.type(e.operands[0])}, {}, {}, {}};
+    std::vector<Access> reads = {Access{e.operands[0], -1}}, writes;
+    for (int32_t at : members) {
+      const Eqn& x = g_.eqns[size_t(at)];
+      ns.push_back(g_.type(x.results[0]).shape.back());
+      count += numel(g_.type(x.results[0]).shape);
+      r.operands.push_back(g_.type(x.operands[1]));
+      r.results.push_back(g_.type(x.results[0]));
+      reads.push_back(Access{x.operands[1], -1});
+      writes.push_back(Access{x.results[0], -1});
+    }
+    for (const Attr& a : e.attrs)
+      if (a.name != "fusion") r.attrs.push_back(a);
+    int64_t n = 0;
+    for (int64_t x : ns) n += x;
+    MatMulDecision c = chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
+                                    g_.type(e.operands[1]).dtype, d_);
+    if (members.size() > 1) c.reason = str(int64_t(members.size())) + " products of one a, " + str(n) + " columns: " + c.reason;
+    int64_t groups = matmulWorkgroups(c.schedule, batch, m, ns), splits = c.schedule.splits;
     auto grid = gridFor(e, "op MatMul", groups, c.schedule.kind + " workgroups");
     if (!grid) return grid.error();
+    r.schedule = c.schedule;
     if (splits == 1) {
-      dispatch(kernel(request(e, std::move(c.schedule)), i, c.reason), i, *grid, operands(e), results(e));
+      dispatch(kernel(r, i, c.reason), i, *grid, std::move(reads), std::move(writes));
       return ok();
     }
-    // Split K: the chunks' partial sums go to the scratch, then one thread an
-    // element adds them in chunk order.
-    int64_t count = numel(os);
+    // Split K: the chunks' partial sums go to the scratch (each product's
+    // chunk-major, one product after another), then one thread an element
+    // adds them in chunk order.
     int32_t scratch = int32_t(plan_.scratch.size());
     plan_.scratch.push_back(Scratch{i, splits * count});
-    dispatch(kernel(request(e, std::move(c.schedule)), i, c.reason), i, *grid, operands(e), {Access{-1, scratch}});
-    Schedule sum = matmulCombineSchedule(splits, d_);
-    auto sumGrid = gridFor(e, "op MatMul", ceilDiv(count, sum.workgroupSize), "split-K combine workgroups");
+    dispatch(kernel(r, i, c.reason), i, *grid, std::move(reads), {Access{-1, scratch}});
+    r.schedule = matmulCombineSchedule(splits, d_);
+    auto sumGrid = gridFor(e, "op MatMul", ceilDiv(count, r.schedule.workgroupSize), "split-K combine workgroups");
     if (!sumGrid) return sumGrid.error();
-    dispatch(kernel(request(e, sum)), i, *sumGrid, {Access{-1, scratch}}, results(e));
+    dispatch(kernel(r), i, *sumGrid, {Access{-1, scratch}}, std::move(writes));
     return ok();
   }
 

@@ -292,9 +292,11 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   return {s, why + "), or the smallest that fits"};
 }
 
-int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n) {
-  if (s.kind == "gemm") return batch * ceilDiv(m, s.tileM) * ceilDiv(n, s.tileN) * s.splits;
-  return batch * ceilDiv(m, s.threadM) * ceilDiv(n, s.workgroupSize / s.kLanes * s.threadN);
+int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std::vector<int64_t>& ns) {
+  int64_t rows = s.kind == "gemm" ? s.tileM : s.threadM, cols = s.kind == "gemm" ? s.tileN : s.workgroupSize / s.kLanes * s.threadN;
+  int64_t blocks = 0;
+  for (int64_t n : ns) blocks += ceilDiv(n, cols);
+  return batch * ceilDiv(m, rows) * blocks * (s.kind == "gemm" ? s.splits : 1);
 }
 
 int64_t gemmChunkKeys(const Schedule& s, int64_t k) { return ceilDiv(ceilDiv(k, s.splits), s.tileK) * s.tileK; }

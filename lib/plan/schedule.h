@@ -155,9 +155,9 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // the stores of neighbouring threads (neighbouring k) spread over half the
 // banks rather than a quarter.
 constexpr int64_t kGemmPad = 4;
-// The workgroups a MatMul schedule launches for that product (a split gemm:
-// every split's).
-int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, int64_t n);
+// The workgroups a MatMul schedule launches for products of one a with ns[i]
+// columns each (one, or a product group's; a split gemm: every split's).
+int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std::vector<int64_t>& ns);
 // The keys of each chunk of a split gemm: K over its splits, rounded up to
 // the tile's K step (the last chunk may be shorter).
 int64_t gemmChunkKeys(const Schedule& s, int64_t k);

@@ -217,5 +217,105 @@ TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {
   CHECK(run(Case{"i64[30,4]", "i64[2,4]", "i64[30,2]", true}, d, true) == "gemv");
 }
 
+// A product group (ir/fusion.h): products of one a with weights of
+// different widths, as the fuse pass tags a layer's q, k and v; each result
+// held to the bound above.
+struct Group {
+  std::string a;               // a's type, e.g. "f32[3,24]"
+  int64_t k = 0;
+  std::vector<int64_t> ns;     // each product's columns
+  bool transposed = true;
+  const char* bType = "f32";
+};
+
+std::string groupText(const Group& c, bool abs) {
+  Shape as = testing::ty(c.a).shape;
+  std::string t = "graph g\ninput %a : " + c.a + "\n", x = "%a";
+  std::vector<std::string> bs;
+  for (size_t i = 0; i < c.ns.size(); ++i) {
+    bs.push_back(std::string(c.bType) + (c.transposed ? dims({c.ns[i], c.k}) : dims({c.k, c.ns[i]})));
+    t += "weight %b" + std::to_string(i) + " : " + bs.back() + "\n";
+  }
+  if (abs) t += "%aa = Abs(%a) : " + c.a + "\n", x = "%aa";
+  for (size_t i = 0; i < c.ns.size(); ++i) {
+    std::string b = "%b" + std::to_string(i);
+    if (abs) t += "%ba" + std::to_string(i) + " = Abs(" + b + ") : " + bs[i] + "\n", b = "%ba" + std::to_string(i);
+    Shape rs = as;
+    rs.back() = c.ns[i];
+    t += "%r" + std::to_string(i) + " = MatMul(" + x + ", " + b + ") {" + (c.transposed ? "transpose_b=true, " : "") +
+         "fusion=0} : f32" + shapeStr(rs) + "\n";
+  }
+  for (size_t i = 0; i < c.ns.size(); ++i) t += "output %r" + std::to_string(i) + "\n";
+  return t;
+}
+
+// Runs the group on the KIR interpreter (and lavapipe when asked) against
+// the oracle; returns its plan.
+Plan runGroup(const Group& c, const DeviceProfile& d, bool vulkan) {
+  Graph g = testing::parse(groupText(c, false)), gabs = testing::parse(groupText(c, true));
+  uint64_t seed = testing::freshSeed();
+  CAPTURE(seed);
+  CAPTURE(groupText(c, false));
+  auto params = completeParams(g, {}, seed);
+  auto want = evaluate(g, params);
+  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  auto bound = evaluate(gabs, params);
+  REQUIRE(bool(bound));
+  auto check = [&](const char* where, const std::map<std::string, Tensor>& got) {
+    for (size_t i = 0; i < c.ns.size(); ++i) {
+      std::string r = "r" + std::to_string(i);
+      checkWithin(std::string(where) + " " + r, want->outputs.at(r), got.at(r), bound->outputs.at(r), c.k);
+    }
+  };
+  auto kir = testing::runOnKir(g, d, params);
+  REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+  check("kir", kir->outputs);
+  if (vulkan) {
+    auto vk = testing::runOnVulkan(g, d, params);
+    REQUIRE_MESSAGE(bool(vk), (vk ? "" : vk.error().str()));
+    check("lavapipe", vk->outputs);
+  }
+  auto p = planGraph(g, d);
+  REQUIRE(bool(p));
+  return std::move(*p);
+}
+
+// Widths that are multiples of no column block, both layouts, the gemv (one
+// row, a few, a batch axis of one) and gemm tiles, split K with one combine
+// writing every result, bf16 weights.
+TEST_CASE("gen matmul: product groups, one kernel for products of one a") {
+  DeviceProfile d = testing::loadTarget("lavapipe");
+  d.bf16 = d.f16;
+  for (bool tr : {true, false}) {
+    Plan p = runGroup(Group{"f32[1,37]", 37, {37, 20, 5}, tr}, d, true);
+    REQUIRE(p.kernels.size() == 1);
+    CHECK(p.kernels[0].request.schedule.kind == "gemv");
+    CHECK(p.kernels[0].request.results.size() == 3);
+    REQUIRE(p.dispatches.size() == 1);
+    CHECK(p.dispatches[0].reads.size() == 4);
+    CHECK(p.dispatches[0].writes.size() == 3);
+    CHECK(runGroup(Group{"f32[20,36]", 36, {40, 9, 9}, tr}, d, true).kernels[0].request.schedule.kind == "gemm");
+  }
+  runGroup(Group{"f32[3,1000]", 1000, {300, 19}}, d, true);
+  runGroup(Group{"f32[1,1,24]", 24, {7, 130}}, d, true);
+  runGroup(Group{"f32[7,40]", 40, {23, 8}, true, "bf16"}, d, false);
+  runGroup(Group{"f32[70,40]", 40, {23, 8}, true, "bf16"}, d, true);
+  // Two compute units: K = 1100 splits in two chunks (560 + 540) for the
+  // 33 rows' 34 columns; the scratch holds each product's two chunks, one
+  // product after another, and one combine writes all three results.
+  d.compute_units = 2;
+  for (bool tr : {true, false}) {
+    Plan p = runGroup(Group{"f32[33,1100]", 1100, {20, 9, 5}, tr}, d, tr);
+    REQUIRE(p.kernels.size() == 2);
+    CHECK(p.kernels[0].request.schedule.splits == 2);
+    CHECK(p.kernels[1].request.schedule.kind == "matmul-combine");
+    CHECK(p.kernels[1].request.results.size() == 3);
+    REQUIRE(p.scratch.size() == 1);
+    CHECK(p.scratch[0].floats == 2 * 33 * (20 + 9 + 5));
+    REQUIRE(p.dispatches.size() == 2);
+    CHECK(p.dispatches[1].writes.size() == 3);
+  }
+}
+
 }  // namespace
 }  // namespace poot

@@ -399,6 +399,25 @@ TEST_CASE("gen: fusion groups keep their rules") {
           "is computed from a reduction, so it must be elementwise");
   refused("graph g\ninput %x : f32[4]\n%a = Neg(%x) {fusion=0} : f32[4]\n%b = Exp(%x) : f32[4]\noutput %b\n",
           "fusion group 0: no member's result is read outside the group");
+  // Product groups: one a, weights of rank 2 of one layout and dtype, every
+  // result read after the last member; a MatMul in an elementwise group.
+  const std::string ab = "graph g\ninput %a : f32[2,8]\ninput %c : f32[2,8]\nweight %w : f32[3,8]\nweight %v : f32[8,3]\n"
+                         "weight %u : f32[1,3,8]\n";
+  refused(ab + "%p = MatMul(%a, %w) {transpose_b=true, fusion=0} : f32[2,3]\n"
+               "%q = MatMul(%c, %w) {transpose_b=true, fusion=0} : f32[2,3]\noutput %p\noutput %q\n",
+          "fusion group 0: the products of a group read one a; this one reads %c, the first %a");
+  refused(ab + "%p = MatMul(%a, %w) {transpose_b=true, fusion=0} : f32[2,3]\n"
+               "%q = MatMul(%a, %u) {transpose_b=true, fusion=0} : f32[1,2,3]\noutput %p\noutput %q\n",
+          "fusion group 0: a grouped product reads a weight b of rank 2, not f32[1,3,8]");
+  refused(ab + "%p = MatMul(%a, %w) {transpose_b=true, fusion=0} : f32[2,3]\n"
+               "%q = MatMul(%a, %v) {fusion=0} : f32[2,3]\noutput %p\noutput %q\n",
+          "fusion group 0: the products of a group share transpose_b");
+  refused(ab + "%p = MatMul(%a, %w) {transpose_b=true, fusion=0} : f32[2,3]\n%n = Neg(%p) : f32[2,3]\n"
+               "%q = MatMul(%a, %w) {transpose_b=true, fusion=0} : f32[2,3]\noutput %n\noutput %q\n",
+          "fusion group 0: %p is read here, before the group's root %q runs");
+  refused(ab + "%n = Neg(%a) {fusion=0} : f32[2,8]\n%q = MatMul(%n, %w) {transpose_b=true, fusion=0} : f32[2,3]\n"
+               "output %q\n",
+          "fusion group 0: MatMul cannot run in a fused kernel");
   // Outputs of the row shape and of one value a row are both fine.
   testing::parse("graph g\ninput %x : f32[4,6]\n%a = Neg(%x) {fusion=0} : f32[4,6]\n%s = ReduceSum(%a) {axis=-1, "
                  "keepdim=true, fusion=0} : f32[4,1]\n%b = Exp(%s) {fusion=0} : f32[4,1]\n%c = Mul(%b, %b) : f32[4,1]\n"

@@ -535,7 +535,7 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
   CHECK(q.reason ==
         "1 rows: one read of b serves 1 of them; 64 lanes split K=4096 in runs of 4 for 4 columns a workgroup, "
         "262144 threads on 132 compute units");
-  CHECK(matmulWorkgroups(q.schedule, 1, 1, 4096) == 1024);
+  CHECK(matmulWorkgroups(q.schedule, 1, 1, {4096}) == 1024);
   // A bf16 weight in runs of 8; K = 4100 only in runs of 4 (4100 = 4 * 1025).
   CHECK(chooseMatMul(1, 1, 4096, 4096, true, DType::F32, DType::BF16, h200).schedule.vector == 8);
   CHECK(chooseMatMul(1, 1, 4100, 4096, true, DType::F32, DType::BF16, h200).schedule.vector == 4);
@@ -556,11 +556,11 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
   CHECK(nine.reason ==
         "9 rows: the largest tile no taller than 16 rows giving 132 compute units a workgroup each (64 workgroups "
         "times 8 chunks of K=4096, 512 keys each, for 1024 threads a unit), or the smallest that fits");
-  CHECK(matmulWorkgroups(nine.schedule, 1, 9, 4096) == 512);
+  CHECK(matmulWorkgroups(nine.schedule, 1, 9, {4096}) == 512);
   // 512 rows: the 128x128 tile, 8 chunks of K for q_proj, 2 for gate_proj.
   Schedule g = chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, h200).schedule;
   CHECK(printSchedule(g) == "gemm lanes=0 splits=8 workgroup=256 memory=16896 tile=128x128x16 vector=4 thread=8x8");
-  CHECK(matmulWorkgroups(g, 1, 512, 4096) == 1024);
+  CHECK(matmulWorkgroups(g, 1, 512, {4096}) == 1024);
   CHECK(chooseMatMul(1, 512, 4096, 14336, true, DType::F32, DType::F32, h200).schedule.splits == 2);
   // The partials stay within one buffer: under a 20 MiB limit q_proj's 8
   // chunks of 8 MiB would not fit, 2 do.

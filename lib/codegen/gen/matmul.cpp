@@ -23,6 +23,9 @@
 //    runs. A split gemm (splits > 1) gives each block one workgroup per chunk
 //    of K, whose partial sums go to the scratch, chunk-major;
 //  - matmul-combine then adds each element's partials in chunk order.
+// A product group's request (fusion.h) has several b and results: the
+// blocks of each product follow those of the one before in one launch, and
+// the body is written out once a product (perWorkgroup).
 // Both sum each result in a different order from the oracle (partial sums,
 // then a fold), f32 products fused into their sums; the error bound this
 // keeps is in docs/codegen.md. Integers wrap as in the oracle, in
@@ -38,14 +41,16 @@ namespace {
 
 using namespace gen;
 
-// The product's sizes and each operand's batch offset for a batch index.
+// One product's sizes and each operand's batch offset for a batch index:
+// product p of the request reads a (operand 0) and b (operand 1 + p) into
+// result p. A request has one product, or a product group's (fusion.h).
 struct Product {
   int64_t m = 0, k = 0, n = 0, batches = 1;
   bool transposed = false;
   Shape batch, ab, bb;
 
-  explicit Product(const KernelRequest& r) {
-    const Shape &as = r.operands[0].shape, &bs = r.operands[1].shape, &os = r.results[0].shape;
+  Product(const KernelRequest& r, size_t p) {
+    const Shape &as = r.operands[0].shape, &bs = r.operands[1 + p].shape, &os = r.results[p].shape;
     m = as[as.size() - 2], k = as.back(), n = os.back();
     transposed = flagAttr(r.attrs, "transpose_b");
     batch = Shape(os.begin(), os.end() - 2);
@@ -63,20 +68,40 @@ struct Product {
   V bAt(Builder& b, V base, V kk, V col) const {
     return transposed ? b.add(base, b.add(b.mul(col, b.i32(k)), kk)) : b.add(base, b.add(b.mul(kk, b.i32(n)), col));
   }
+  int64_t count() const { return batches * m * n; }
 };
 
-// Workgroup `wid` of `count` as (split, batch, row block, column block),
-// column blocks fastest; runs body only for wid < count (workgroup-uniform,
-// so the body may hold barriers).
-void perWorkgroup(Builder& b, const Product& p, int64_t rowBlock, int64_t colBlock, int64_t splits,
-                  const std::function<void(V bi, V r0, V c0, V split)>& body) {
-  int64_t nb = ceilDiv(p.n, colBlock), mb = ceilDiv(p.m, rowBlock), blocks = p.batches * mb * nb;
+std::vector<Product> productsOf(const KernelRequest& r) {
+  std::vector<Product> ps;
+  for (size_t p = 0; p < r.results.size(); ++p) ps.emplace_back(r, p);
+  return ps;
+}
+
+// Workgroup `wid` as (split, product, batch, row block, column block): the
+// products' blocks one after another, column blocks fastest. The body runs
+// once for the product the workgroup serves (workgroup-uniform, so it may
+// hold barriers; a group's body is written out once for each product, each
+// with its own buffers), none past the last block.
+void perWorkgroup(Builder& b, const std::vector<Product>& ps, int64_t rowBlock, int64_t colBlock, int64_t splits,
+                  const std::function<void(size_t p, V bi, V r0, V c0, V split)>& body) {
+  std::vector<int64_t> start = {0};
+  for (const Product& p : ps) start.push_back(start.back() + p.batches * ceilDiv(p.m, rowBlock) * ceilDiv(p.n, colBlock));
+  int64_t blocks = start.back();
   V wid = b.workgroupId();
   b.ifThen(b.lt(wid, b.i32(blocks * splits)), [&] {
     V block = splits > 1 ? remBy(b, wid, blocks) : wid;
-    V c0 = b.mul(remBy(b, block, nb), b.i32(colBlock));
-    V r0 = b.mul(remBy(b, divBy(b, block, nb), mb), b.i32(rowBlock));
-    body(divBy(b, block, nb * mb), r0, c0, splits > 1 ? divBy(b, wid, blocks) : b.i32(0));
+    V split = splits > 1 ? divBy(b, wid, blocks) : b.i32(0);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      auto serve = [&] {
+        int64_t nb = ceilDiv(ps[i].n, colBlock), mb = ceilDiv(ps[i].m, rowBlock);
+        V local = start[i] ? b.sub(block, b.i32(start[i])) : block;
+        V c0 = b.mul(remBy(b, local, nb), b.i32(colBlock));
+        V r0 = b.mul(remBy(b, divBy(b, local, nb), mb), b.i32(rowBlock));
+        body(i, divBy(b, local, nb * mb), r0, c0, split);
+      };
+      if (ps.size() == 1) serve();
+      else b.ifThen(b.binary(Opc::And, b.ge(block, b.i32(start[i])), b.lt(block, b.i32(start[i + 1]))), serve);
+    }
   });
 }
 
@@ -114,13 +139,15 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
   auto f = openKernel(in);
   if (!f) return f.error();
   Builder& b = f->b;
-  Product p(r);
+  std::vector<Product> ps = productsOf(r);
   int64_t T = s.workgroupSize, G = s.kLanes, CG = T / G, TM = s.threadM, TN = s.threadN, U = s.unroll, W = s.vector;
   DType at = r.operands[0].dtype, bt = r.operands[1].dtype;
   Scalar t = valueScalar(r.results[0].dtype);
   int64_t outs = TM * TN, stride = T + 1;  // a partial row, padded against bank conflicts
   int32_t part = G > 1 ? b.shared("partials", t, outs * stride) : -1;
-  perWorkgroup(b, p, TM, CG * TN, 1, [&](V bi, V r0, V c0, V) {
+  perWorkgroup(b, ps, TM, CG * TN, 1, [&](size_t pi, V bi, V r0, V c0, V) {
+    const Product& p = ps[pi];
+    int32_t bBuf = f->in[1 + pi], oBuf = f->out[pi];
     auto [aBase, bBase, oBase] = p.bases(b, bi);
     V tid = b.local();
     V lane = p.transposed ? remBy(b, tid, G) : divBy(b, tid, CG);
@@ -141,7 +168,7 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
     // of a for each row.
     auto runOf = [&](V kk) {
       std::vector<std::vector<V>> w;
-      for (int64_t j = 0; j < TN; ++j) w.push_back(loadRun(b, f->in[1], bt, p.bAt(b, bBase, kk, colIn[size_t(j)]), W));
+      for (int64_t j = 0; j < TN; ++j) w.push_back(loadRun(b, bBuf, bt, p.bAt(b, bBase, kk, colIn[size_t(j)]), W));
       return w;
     };
     auto accumulate = [&](V kk, const std::vector<std::vector<V>>& w) {
@@ -172,7 +199,7 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
     auto store = [&](V i, V j, V value) {
       V row = b.add(r0, i), col = b.add(c0, b.add(cg, b.mul(j, b.i32(CG))));
       V ok = b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(row, b.i32(p.m)));
-      b.ifThen(ok, [&] { b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), value); });
+      b.ifThen(ok, [&] { b.store(oBuf, b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), value); });
     };
     if (G == 1) {
       for (int64_t o = 0; o < outs; ++o) store(b.i32(o / TN), b.i32(o % TN), b.get(acc[size_t(o)]));
@@ -215,8 +242,9 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
 Expected<kir::Kernel> genGemm(const GenInput& in) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
-  Product p(r);
-  int64_t S = s.splits, chunk = gemmChunkKeys(s, p.k), count = p.batches * p.m * p.n;
+  std::vector<Product> ps = productsOf(r);
+  int64_t S = s.splits, chunk = gemmChunkKeys(s, ps[0].k), count = 0;
+  for (const Product& p : ps) count += p.count();
   auto f = openKernel(in, S > 1 ? S * count : 0);
   if (!f) return f.error();
   Builder& b = f->b;
@@ -228,11 +256,16 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
   // (neighbouring k) fall in different banks.
   int64_t sa = BM + pad, sb = BN + pad;
   int32_t as = b.shared("a_tile", t, BK * sa), bs = b.shared("b_tile", t, BK * sb);
-  perWorkgroup(b, p, BM, BN, S, [&](V bi, V r0, V c0, V split) {
+  // Product p's partials start after those of the products before it.
+  std::vector<int64_t> scratchAt = {0};
+  for (const Product& p : ps) scratchAt.push_back(scratchAt.back() + S * p.count());
+  perWorkgroup(b, ps, BM, BN, S, [&](size_t pi, V bi, V r0, V c0, V split) {
+    const Product& p = ps[pi];
+    int32_t bBuf = f->in[1 + pi], oBuf = f->out[S > 1 ? 0 : pi];
     auto [aBase, bBase, oBase] = p.bases(b, bi);
     // This workgroup's keys [kLo, kHi): one chunk of K, or all of it.
     V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
-    if (S > 1) oBase = b.add(oBase, b.mul(split, b.i32(count)));
+    if (S > 1) oBase = b.add(oBase, b.add(b.i32(scratchAt[pi]), b.mul(split, b.i32(p.count()))));
     V tid = b.local();
     V tx = remBy(b, tid, TX), ty = divBy(b, tid, TX);
     V zero = b.constant(t, 0);
@@ -266,7 +299,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       }
       return st;
     };
-    Staged sA = stage(f->in[0], as, BM, sa, true), sB = stage(f->in[1], bs, BN, sb, p.transposed);
+    Staged sA = stage(f->in[0], as, BM, sa, true), sB = stage(bBuf, bs, BN, sb, p.transposed);
     int64_t wB = p.transposed ? W : 1;
     // Load the tile at k0 into the variables: out-of-range elements (and
     // keys past the chunk) are 0, their index clamped to 0 (K and the chunk
@@ -330,7 +363,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       for (int64_t j = 0; j < TN; ++j) {
         V row = b.add(r0, b.add(rowAt, b.i32(rowOffset(i)))), col = b.add(c0, b.add(colAt, b.i32(colOffset(j))));
         b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
-          b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
+          b.store(oBuf, b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
         });
       }
   });
@@ -339,19 +372,33 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
 
 }  // namespace
 
-// A split gemm's sum: thread id adds element id of every chunk's partials,
-// chunk 0 first, and stores it.
+// A split gemm's sum: thread id takes element id of the results one after
+// another, adds that element of every chunk's partials, chunk 0 first, and
+// stores it.
 Expected<kir::Kernel> genCombine(const GenInput& in) {
   const KernelRequest& r = in.request;
-  int64_t S = r.schedule.splits, count = numel(r.results[0].shape);
-  if (auto s = checkIndexWidth(in, S * count); !s) return s.error();
+  int64_t S = r.schedule.splits, total = 0;
+  for (const Type& t : r.results) total += numel(t.shape);
+  if (auto s = checkIndexWidth(in, S * total); !s) return s.error();
   Builder b(in.entry, r.schedule.workgroupSize, in.grid[0]);
-  int32_t scratch = b.buffer("scratch", DType::F32, S * count, false);
-  int32_t out = b.buffer("result0", r.results[0].dtype, count, true);
-  perThread(b, r.schedule.workgroupSize, count, [&](V id) {
-    int32_t sum = b.var(Scalar::F32, b.load(scratch, id));
-    for (int64_t c = 1; c < S; ++c) b.set(sum, b.add(b.get(sum), b.load(scratch, b.add(id, b.i32(c * count)))));
-    b.store(out, id, b.get(sum));
+  int32_t scratch = b.buffer("scratch", DType::F32, S * total, false);
+  std::vector<int32_t> outs;
+  for (size_t i = 0; i < r.results.size(); ++i)
+    outs.push_back(b.buffer("result" + std::to_string(i), r.results[i].dtype, numel(r.results[i].shape), true));
+  perThread(b, r.schedule.workgroupSize, total, [&](V id) {
+    int64_t first = 0;  // the result's first element among all
+    for (size_t i = 0; i < outs.size(); ++i) {
+      int64_t count = numel(r.results[i].shape);
+      auto sum = [&] {
+        V at = first ? b.sub(id, b.i32(first)) : id, base = b.add(at, b.i32(S * first));
+        int32_t acc = b.var(Scalar::F32, b.load(scratch, base));
+        for (int64_t c = 1; c < S; ++c) b.set(acc, b.add(b.get(acc), b.load(scratch, b.add(base, b.i32(c * count)))));
+        b.store(outs[i], at, b.get(acc));
+      };
+      if (outs.size() == 1) sum();
+      else b.ifThen(b.binary(Opc::And, b.ge(id, b.i32(first)), b.lt(id, b.i32(first + count))), sum);
+      first += count;
+    }
   });
   return b.finish();
 }
