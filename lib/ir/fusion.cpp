@@ -85,6 +85,13 @@ FusionContext::FusionContext(const Graph& graph)
   for (const Export& x : g.validations) forbidden[size_t(x.value)] = 1;
 }
 
+bool writesInPlace(const Graph& g, const Eqn& e) {
+  if (e.op != Op::DynamicUpdateSlice && e.op != Op::ScatterUpdate) return false;
+  for (const StateOut& s : g.stateOuts)
+    if (s.value == e.results[0] && s.state == e.operands[0]) return true;
+  return false;
+}
+
 Status completeGroup(const FusionContext& c, FusionGroup& grp) {
   const Graph& g = c.g;
   const int64_t id = grp.id;
@@ -96,17 +103,20 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
   grp.inputs.clear();
   grp.outputs.clear();
   if (g.eqns[size_t(grp.members[0])].op == Op::MatMul) return completeProducts(c, grp);
+  const bool inPlace = rootEqn.op == Op::DynamicUpdateSlice && writesInPlace(g, rootEqn);
   for (int32_t m : grp.members) {
     const Eqn& e = g.eqns[size_t(m)];
-    if (!fusibleOp(e.op) || e.results.size() != 1)
-      return broken(e, id, std::string(opName(e.op)) + " cannot run in a fused kernel");
+    bool root = m == grp.root();
+    if ((!fusibleOp(e.op) && !(root && inPlace)) || e.results.size() != 1)
+      return broken(e, id, std::string(opName(e.op)) + " cannot run in a fused kernel" +
+                               (e.op == Op::DynamicUpdateSlice ? " but as its root, writing the state it reads" : ""));
     DType t = g.type(e.results[0]).dtype;
     if (t == DType::F16 || t == DType::BF16)
       return broken(e, id, "a member's result is " + std::string(dtypeName(t)) + "; members compute f32, i32, i64 or bool");
-    if (c.forbidden[size_t(e.results[0])])
+    if (c.forbidden[size_t(e.results[0])] && !(root && inPlace))
       return broken(e, id, "a member's result is a state's new value or a validation witness");
   }
-  grp.space = g.type(rootEqn.results[0]).shape;
+  grp.space = g.type(inPlace ? rootEqn.operands[1] : rootEqn.results[0]).shape;  // the state is never a member's
   for (int32_t m : grp.members) {
     const Eqn& e = g.eqns[size_t(m)];
     if (!isReduction(e.op)) continue;
@@ -121,6 +131,7 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
                                std::string(dtypeName(t)));
     if (grp.rows && s != grp.space)
       return broken(e, id, "its reductions read " + shapeStr(grp.space) + " and " + shapeStr(s) + "; a group has one row shape");
+    if (inPlace) return broken(e, id, "a group that writes a state in place has no reductions");
     grp.rows = true;
     grp.space = s;
   }
@@ -147,7 +158,7 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
     for (int32_t u : c.users[size_t(r)]) outside |= !member(u);
     if (!outside) continue;
     const Shape& s = g.type(r).shape;
-    bool fits = grp.rows ? (s == grp.space || s == rowShape(grp.space)) : s == grp.space;
+    bool fits = grp.rows ? (s == grp.space || s == rowShape(grp.space)) : s == grp.space || (inPlace && m == grp.root());
     if (!fits)
       return broken(e, id, "output %" + g.value(r).name + " " + g.type(r).str() + " must have the shape " +
                                shapeStr(grp.space) + (grp.rows ? " or " + shapeStr(rowShape(grp.space)) : ""));

@@ -9,6 +9,12 @@
 //     validation witness, and whose dtype is f32, i32, i64 or bool (a
 //     two-byte float member would need the oracle's rounding after every
 //     step; two-byte inputs are fine, they load as f32);
+//   - but the root of a group without reductions may write a state in
+//     place: a DynamicUpdateSlice whose result is the new value of the
+//     state it reads (writesInPlace; a ScatterUpdate stays its own kernel). The members then compute its update;
+//     the state and the start are inputs, the group's space is the
+//     update's shape, and the root's result (the state) is an output of
+//     the state's shape;
 //   - the group runs where its last member (its root) stands: a member's
 //     result read by an eqn outside the group is read after the root;
 //   - its outputs (member results read outside the group or exported) all
@@ -24,8 +30,9 @@
 //   - a group of MatMuls is a product group: every member reads the same
 //     a [..., M, K] and a b of rank 2 (a weight), all with the same transpose_b
 //     and the same dtypes of b and of the result, and every member's result
-//     is an output (one kernel computes the products side by side, so the
-//     one read of a serves them all and their columns fill one launch).
+//     is an output (one kernel may compute the products side by side, so
+//     the one read of a serves them all and their columns fill one launch:
+//     the planner does so for a gemv, docs/planner.md).
 #pragma once
 
 #include <cstdint>
@@ -68,6 +75,11 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp);
 // Every group of g, ordered by root, or the first rule one of them breaks
 // (located at the eqn that breaks it).
 Expected<std::vector<FusionGroup>> fusionGroups(const Graph& g);
+
+// Whether e is a DynamicUpdateSlice or ScatterUpdate whose result is the
+// new value of the state it reads (operand 0): its buffer is the state's
+// (donated, plan/buffers.h), so only the updated elements need writing.
+bool writesInPlace(const Graph& g, const Eqn& e);
 
 // Whether op is a reduction (ReduceSum, ReduceMax, ReduceMin): the op
 // table's Reduce class.

@@ -520,7 +520,8 @@ std::vector<OpInfo> buildTable() {
                {{"scale", K::Float}, {"softcap", K::Float, true}, {"n_rep", K::Int}, {"block", K::Int}},
                ruleSelectedAttention});
   for (OpInfo& info : t)
-    if (fusibleOp(info.op) || info.op == Op::MatMul) info.attrs.push_back({"fusion", K::Int, true});
+    if (fusibleOp(info.op) || info.op == Op::MatMul || info.op == Op::DynamicUpdateSlice)
+      info.attrs.push_back({"fusion", K::Int, true});  // a product group's member; an in-place root (ir/fusion.h)
   std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.op < b.op; });
   return t;
 }

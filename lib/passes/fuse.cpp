@@ -40,8 +40,10 @@ constexpr int64_t kMaxTable = 4096;
 
 bool isIndexMap(Op op) { return op == Op::Reshape || op == Op::Broadcast || op == Op::Transpose; }
 
-// Whether eqn e may be a member at all.
+// Whether eqn e may be a member at all (an in-place write: only as the root
+// of its update's group, which completeGroup holds it to).
 bool candidate(const FusionContext& c, const Eqn& e) {
+  if (e.op == Op::DynamicUpdateSlice && writesInPlace(c.g, e)) return true;
   if (!fusibleOp(e.op) || e.results.size() != 1) return false;
   DType t = c.g.type(e.results[0]).dtype;
   return t != DType::F16 && t != DType::BF16 && !c.forbidden[size_t(e.results[0])];

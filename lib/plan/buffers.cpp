@@ -88,7 +88,11 @@ class BufferPlanner {
     if (!groups) return groups.error();
     for (const FusionGroup& grp : *groups)
       for (int32_t m : grp.members) {
-        runsAt_[size_t(m)] = grp.root();
+        // A product group runs at its root or, planned apart, at each
+        // member (planner.cpp): its members are adjacent and read only a,
+        // which the root reads too, so a lifetime from the member's own
+        // index holds either way.
+        if (!grp.products) runsAt_[size_t(m)] = grp.root();
         ValueId r = g_.eqns[size_t(m)].results[0];
         inside_[size_t(r)] = std::find(grp.outputs.begin(), grp.outputs.end(), r) == grp.outputs.end();
       }

@@ -252,12 +252,12 @@ class Planner {
     return ok();
   }
 
-  // One MatMul, or a product group (fusion.h): its members read one a and
-  // run as one kernel, their column blocks one after another in one launch,
-  // the schedule chosen for all their columns together. The request holds a,
-  // then each member's b, and each member's result; its attributes are the
-  // first member's without the fusion id, so every layer's group of the same
-  // shapes shares one kernel.
+  // One MatMul, or a product group (fusion.h): when its schedule, chosen for
+  // all their columns together, is a gemv, its members run as one kernel,
+  // their column blocks one after another in one launch. The request holds
+  // a, then each member's b, and each member's result; its attributes are
+  // the first member's without the fusion id, so every layer's group of the
+  // same shapes shares one kernel.
   Status planMatMul(int32_t i, const std::vector<int32_t>& members) {
     const Eqn& e = g_.eqns[size_t(members[0])];
     const Shape& as = g_.type(e.operands[0]).shape;
@@ -282,7 +282,20 @@ class Planner {
     for (int64_t x : ns) n += x;
     MatMulDecision c = chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
                                     g_.type(e.operands[1]).dtype, d_);
-    if (members.size() > 1) c.reason = str(int64_t(members.size())) + " products of one a, " + str(n) + " columns: " + c.reason;
+    if (members.size() > 1) {
+      // Only a gemv runs a group as one kernel: there one launch of all the
+      // columns reads a once and fills the device (Llama-3-8B's q, k and v
+      // on the H200: 0.027 ms against 0.033 apart). A gemm's rows already
+      // fill it, and one launch of the group's tiles ran 9% slower than the
+      // products apart in a 2048-token prefill (bench/model/NOTES.md), so
+      // each member is planned alone, in the group's order.
+      if (c.schedule.kind != "gemv") {
+        for (int32_t at : members)
+          if (auto s = planMatMul(at, {at}); !s) return s;
+        return ok();
+      }
+      c.reason = str(int64_t(members.size())) + " products of one a, " + str(n) + " columns: " + c.reason;
+    }
     int64_t groups = matmulWorkgroups(c.schedule, batch, m, ns), splits = c.schedule.splits;
     auto grid = gridFor(e, "op MatMul", groups, c.schedule.kind + " workgroups");
     if (!grid) return grid.error();
@@ -324,22 +337,11 @@ class Planner {
     return ok();
   }
 
-  // Whether e writes a state's new value into the state it updates: a
-  // DynamicUpdateSlice or ScatterUpdate whose result is the new value of
-  // the state it reads (its buffer is donated, buffers.h). Then only the
-  // updated elements need a thread.
-  bool updatesInPlace(const Eqn& e) const {
-    if (e.op != Op::DynamicUpdateSlice && e.op != Op::ScatterUpdate) return false;
-    for (const StateOut& s : g_.stateOuts)
-      if (s.value == e.results[0] && s.state == e.operands[0]) return true;
-    return false;
-  }
-
   Status planPlain(int32_t i, const Eqn& e) {
     const Type& r = g_.type(e.results[0]);
     std::string kind = "elementwise", unit = "elements";
     int64_t count = numel(r.shape);
-    if (updatesInPlace(e)) {
+    if (writesInPlace(g_, e)) {  // only the updated elements need a thread
       kind = "in-place";
       unit = "updated elements";
       count = numel(g_.type(e.operands[e.op == Op::ScatterUpdate ? 2 : 1]).shape);

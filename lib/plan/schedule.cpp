@@ -63,9 +63,14 @@ PrefillLayout prefillLayout(const Schedule& s, int64_t, int64_t dv) {
   return {s.tileM + 4, s.tileN + 1, ceilDiv(dv, 4) * 4, s.tileN / s.threadN + 4};
 }
 
+int64_t prefillSharedWords(const Schedule& s, int64_t dk, int64_t dv) {
+  PrefillLayout l = prefillLayout(s, dk, dv);
+  return ceilDiv(std::max(s.tileN * l.qStride, dk * l.kStride), 4) * 4;
+}
+
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
   PrefillLayout l = prefillLayout(s, dk, dv);
-  return dk * l.qStride + s.tileN * l.qStride + s.tileN * l.vStride + s.tileM * l.partStride + 1 + dk * l.kStride;
+  return dk * l.qStride + prefillSharedWords(s, dk, dv) + s.tileN * l.vStride + s.tileM * l.partStride + 1;
 }
 
 // The prefill tilings, largest first: rows x keys a workgroup, rows x keys a

@@ -103,10 +103,11 @@ struct PrefillLayout {
   int64_t qStride, kStride, vStride, partStride;
 };
 PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
-// The prefill kernel's workgroup memory in f32 words: the q, weight and
-// value tiles, tileM row partials and one flag word after them, then the
-// key tile (the arrays read with wide loads first, each a multiple of 4
-// words).
+// The prefill kernel's workgroup memory in f32 words: the q tile, the key
+// tile and the weights in one array (prefillSharedWords: the larger,
+// rounded up to 4 words), the value tile, tileM row partials and one flag
+// word (each array a multiple of 4 words, the last but one).
+int64_t prefillSharedWords(const Schedule& s, int64_t dk, int64_t dv);
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 
 // The schedules themselves.

@@ -245,7 +245,15 @@ std::string groupText(const Group& c, bool abs) {
     t += "%r" + std::to_string(i) + " = MatMul(" + x + ", " + b + ") {" + (c.transposed ? "transpose_b=true, " : "") +
          "fusion=0} : f32" + shapeStr(rs) + "\n";
   }
-  for (size_t i = 0; i < c.ns.size(); ++i) t += "output %r" + std::to_string(i) + "\n";
+  // Outside the bound's graph each result is read through a Neg, so it is a
+  // temporary in the arena, beside the other products' scratch.
+  for (size_t i = 0; i < c.ns.size(); ++i) {
+    std::string r = std::to_string(i);
+    Shape rs = as;
+    rs.back() = c.ns[i];
+    if (!abs) t += "%o" + r + " = Neg(%r" + r + ") : f32" + shapeStr(rs) + "\n";
+    t += "output %" + std::string(abs ? "r" : "o") + r + "\n";
+  }
   return t;
 }
 
@@ -263,8 +271,8 @@ Plan runGroup(const Group& c, const DeviceProfile& d, bool vulkan) {
   REQUIRE(bool(bound));
   auto check = [&](const char* where, const std::map<std::string, Tensor>& got) {
     for (size_t i = 0; i < c.ns.size(); ++i) {
-      std::string r = "r" + std::to_string(i);
-      checkWithin(std::string(where) + " " + r, want->outputs.at(r), got.at(r), bound->outputs.at(r), c.k);
+      std::string o = "o" + std::to_string(i);
+      checkWithin(std::string(where) + " " + o, want->outputs.at(o), got.at(o), bound->outputs.at("r" + std::to_string(i)), c.k);
     }
   };
   auto kir = testing::runOnKir(g, d, params);
@@ -281,39 +289,49 @@ Plan runGroup(const Group& c, const DeviceProfile& d, bool vulkan) {
 }
 
 // Widths that are multiples of no column block, both layouts, the gemv (one
-// row, a few, a batch axis of one) and gemm tiles, split K with one combine
-// writing every result, bf16 weights.
+// row, a few, a batch axis of one) as one kernel, bf16 weights; and groups
+// whose schedule is a gemm, which the planner runs as their products apart
+// (split K too, each product's scratch and combine in the arena beside the
+// group's other results).
 TEST_CASE("gen matmul: product groups, one kernel for products of one a") {
   DeviceProfile d = testing::loadTarget("lavapipe");
   d.bf16 = d.f16;
+  // The MatMul dispatches of a plan (the others are the Negs).
+  auto products = [](const Plan& p) {
+    std::vector<const Dispatch*> out;
+    for (const Dispatch& x : p.dispatches)
+      if (p.kernels[size_t(x.kernel)].request.op == Op::MatMul) out.push_back(&x);
+    return out;
+  };
   for (bool tr : {true, false}) {
     Plan p = runGroup(Group{"f32[1,37]", 37, {37, 20, 5}, tr}, d, true);
-    REQUIRE(p.kernels.size() == 1);
-    CHECK(p.kernels[0].request.schedule.kind == "gemv");
-    CHECK(p.kernels[0].request.results.size() == 3);
-    REQUIRE(p.dispatches.size() == 1);
-    CHECK(p.dispatches[0].reads.size() == 4);
-    CHECK(p.dispatches[0].writes.size() == 3);
-    CHECK(runGroup(Group{"f32[20,36]", 36, {40, 9, 9}, tr}, d, true).kernels[0].request.schedule.kind == "gemm");
+    auto one = products(p);
+    REQUIRE(one.size() == 1);
+    const KernelRequest& r = p.kernels[size_t(one[0]->kernel)].request;
+    CHECK(r.schedule.kind == "gemv");
+    CHECK(r.results.size() == 3);
+    CHECK(one[0]->reads.size() == 4);
+    CHECK(one[0]->writes.size() == 3);
+    Plan apart = runGroup(Group{"f32[20,36]", 36, {40, 9, 9}, tr}, d, true);
+    REQUIRE(products(apart).size() == 3);
+    for (const Dispatch* x : products(apart)) {
+      CHECK(apart.kernels[size_t(x->kernel)].request.schedule.kind == "gemm");
+      CHECK(x->writes.size() == 1);
+    }
   }
   runGroup(Group{"f32[3,1000]", 1000, {300, 19}}, d, true);
   runGroup(Group{"f32[1,1,24]", 24, {7, 130}}, d, true);
   runGroup(Group{"f32[7,40]", 40, {23, 8}, true, "bf16"}, d, false);
   runGroup(Group{"f32[70,40]", 40, {23, 8}, true, "bf16"}, d, true);
-  // Two compute units: K = 1100 splits in two chunks (560 + 540) for the
-  // 33 rows' 34 columns; the scratch holds each product's two chunks, one
-  // product after another, and one combine writes all three results.
+  // Two compute units: K = 1100 splits in two chunks (560 + 540) for each
+  // product of 33 rows, each with its scratch and combine, while the
+  // results of the products before it are live.
   d.compute_units = 2;
   for (bool tr : {true, false}) {
     Plan p = runGroup(Group{"f32[33,1100]", 1100, {20, 9, 5}, tr}, d, tr);
-    REQUIRE(p.kernels.size() == 2);
-    CHECK(p.kernels[0].request.schedule.splits == 2);
-    CHECK(p.kernels[1].request.schedule.kind == "matmul-combine");
-    CHECK(p.kernels[1].request.results.size() == 3);
-    REQUIRE(p.scratch.size() == 1);
-    CHECK(p.scratch[0].floats == 2 * 33 * (20 + 9 + 5));
-    REQUIRE(p.dispatches.size() == 2);
-    CHECK(p.dispatches[1].writes.size() == 3);
+    CHECK(products(p).size() == 6);  // each gemm and its combine
+    REQUIRE(p.scratch.size() == 3);
+    CHECK(p.scratch[0].floats == 2 * 33 * 20);
   }
 }
 

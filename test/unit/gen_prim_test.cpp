@@ -166,6 +166,16 @@ TEST_CASE("gen: updates in place") {
         "%n = DynamicUpdateSlice(%s, %u, %p) {axis=-1} : bf16[7,5]\n%o = Neg(%u) : bf16[7,2]\n"
         "output %o\nstate_out %s = %n\n",
         kExact);
+  // A fused kernel computes the update and writes it in place, one thread
+  // an element of it: a chain of an index map, a broadcast and arithmetic
+  // (one of them also an output, stored at its own index), and a start
+  // read from an input, clamped.
+  for (int64_t pos : {0, 3, 7})  // 7 is clamped to 5
+    check("graph g\nstate %s : f32[2,9,3]\ninput %x : f32[2,3,4]\ninput %w : f32[3]\ninput %p : i32[]\n"
+          "%t = Transpose(%x) {perm=[0, 2, 1], fusion=0} : f32[2,4,3]\n%m = Mul(%t, %w) {fusion=0} : f32[2,4,3]\n"
+          "%u = Neg(%m) {fusion=0} : f32[2,4,3]\n%n = DynamicUpdateSlice(%s, %u, %p) {axis=1, fusion=0} : f32[2,9,3]\n"
+          "%o = Neg(%n) : f32[2,9,3]\noutput %o\noutput %m\nstate_out %s = %n\n",
+          kExact, {{"p", tensorOf("i32[]", {double(pos)})}});
   // -1 skips, a repeated index takes the later row.
   check("graph g\nstate %s : f32[6,4]\ninput %i : i32[5]\ninput %u : f32[5,4]\n"
         "%n = ScatterUpdate(%s, %i, %u) : f32[6,4]\n%o = Neg(%u) : f32[5,4]\noutput %o\nstate_out %s = %n\n",
@@ -418,6 +428,18 @@ TEST_CASE("gen: fusion groups keep their rules") {
   refused(ab + "%n = Neg(%a) {fusion=0} : f32[2,8]\n%q = MatMul(%n, %w) {transpose_b=true, fusion=0} : f32[2,3]\n"
                "output %q\n",
           "fusion group 0: MatMul cannot run in a fused kernel");
+  // An in-place write roots a group of elementwise members only, and is
+  // no member elsewhere.
+  const std::string st = "graph g\nstate %s : f32[4,6]\ninput %x : f32[4,2]\nslot %p : i32[] range [0, 4]\n";
+  refused(st + "%a = ReduceSum(%x) {axis=-1, keepdim=true, fusion=0} : f32[4,1]\n%b = Mul(%x, %a) {fusion=0} : f32[4,2]\n"
+               "%n = DynamicUpdateSlice(%s, %b, %p) {axis=1, fusion=0} : f32[4,6]\nstate_out %s = %n\noutput %n\n",
+          "fusion group 0: a group that writes a state in place has no reductions");
+  refused(st + "%n = DynamicUpdateSlice(%s, %x, %p) {axis=1, fusion=0} : f32[4,6]\n%e = Exp(%n) {fusion=0} : f32[4,6]\n"
+               "state_out %s = %n\noutput %e\n",
+          "fusion group 0: DynamicUpdateSlice cannot run in a fused kernel but as its root, writing the state it reads");
+  refused("graph g\ninput %s : f32[4,6]\ninput %x : f32[4,2]\ninput %p : i32[]\n%u = Neg(%x) {fusion=0} : f32[4,2]\n"
+          "%n = DynamicUpdateSlice(%s, %u, %p) {axis=1, fusion=0} : f32[4,6]\noutput %n\n",
+          "fusion group 0: DynamicUpdateSlice cannot run in a fused kernel");
   // Outputs of the row shape and of one value a row are both fine.
   testing::parse("graph g\ninput %x : f32[4,6]\n%a = Neg(%x) {fusion=0} : f32[4,6]\n%s = ReduceSum(%a) {axis=-1, "
                  "keepdim=true, fusion=0} : f32[4,1]\n%b = Exp(%s) {fusion=0} : f32[4,1]\n%c = Mul(%b, %b) : f32[4,1]\n"

@@ -28,12 +28,6 @@ using namespace gen;
 
 constexpr size_t kMaxConstantList = 4096;
 
-// x clamped to [0, hi] in its own integer type, then as an i32 index.
-V clampIndex(Builder& b, V x, int64_t hi) {
-  Scalar t = b.typeOf(x);
-  return b.convert(b.min(b.max(x, intConst(b, t, 0)), intConst(b, t, hi)), Scalar::I32);
-}
-
 // What one thread sees: the request, the buffers, its element id.
 struct Thread {
   Builder& b;
@@ -127,13 +121,8 @@ void genInPlace(Thread& t) {
   Builder& b = t.b;
   const Shape& x = t.shapeOf(0);
   if (t.r.op == Op::DynamicUpdateSlice) {
-    const Shape& u = t.shapeOf(1);
     int64_t axis = axisAttr(t.r, int64_t(x.size()));
-    int64_t n = x[size_t(axis)], un = u[size_t(axis)], inner = rowMajor(x)[size_t(axis)];
-    V o = divBy(b, t.id, un * inner), c = remBy(b, divBy(b, t.id, inner), un), i = remBy(b, t.id, inner);
-    V start = clampIndex(b, t.load(2, b.i32(0)), n - un);
-    V at = b.add(b.mul(b.add(b.mul(o, b.i32(n)), b.add(start, c)), b.i32(inner)), i);
-    b.store(t.out, at, t.load(1, t.id));
+    b.store(t.out, sliceTarget(b, t.id, x, t.shapeOf(1), axis, t.load(2, b.i32(0))), t.load(1, t.id));
     return;
   }
   int64_t rows = x[0], row = numel(x) / rows, n = t.shapeOf(1)[0];

@@ -8,7 +8,8 @@
 // coordinates within the scope (loop body) that computed them, so a value
 // two steps read is computed once.
 //   "fused": one thread per element of the root's shape, storing each output
-//   at its own index (every output has that shape).
+//   at its own index (every output has that shape); when the root writes a
+//   state in place, one per element of its update, stored where it goes.
 //   "fused-rows": one workgroup per row of S = [R..., N]. Each reduction, in
 //   step order, strides its row over the threads (thread t takes t, t + W,
 //   ...), each thread folding into an accumulator that starts from the
@@ -150,11 +151,27 @@ V combine(Builder& b, Op op, V a, V x) {
   return op == Op::ReduceSum ? b.add(a, x) : op == Op::ReduceMax ? maxOf(b, a, x) : minOf(b, a, x);
 }
 
+// A root that writes a state in place (a DynamicUpdateSlice, fusion.h)
+// stores its update's element where it goes in the state; its space is the
+// update's shape.
 void genFlat(Frame& f, Emitter& em, const KernelRequest& r) {
-  const Shape& space = r.results[0].shape;
+  const FusedStep& root = r.steps.back();
+  const bool inPlace = root.op == Op::DynamicUpdateSlice;
+  const Shape& space = inPlace ? em.shapeOf(root.args[1]) : r.results[0].shape;
   perThread(f.b, r.schedule.workgroupSize, numel(space), [&](V id) {
     Coords c = em.unravelOf(id, space);
-    for (size_t k = 0; k < r.results.size(); ++k) f.b.store(f.out[k], id, em.at(r.stores[k], c));
+    for (size_t k = 0; k < r.results.size(); ++k) {
+      if (!inPlace || r.stores[k] != int32_t(r.steps.size() - 1)) {
+        f.b.store(f.out[k], id, em.at(r.stores[k], c));
+        continue;
+      }
+      const Shape& x = root.type.shape;
+      TypeQuery q;
+      q.attrs = &root.attrs;
+      int64_t axis = *normalizeAxis(q.attrInt("axis"), int64_t(x.size()));
+      V start = em.at(root.args[2], {});
+      f.b.store(f.out[k], sliceTarget(f.b, id, x, space, axis, start), em.at(root.args[1], c));
+    }
   });
 }
 

@@ -23,9 +23,10 @@
 //    runs. A split gemm (splits > 1) gives each block one workgroup per chunk
 //    of K, whose partial sums go to the scratch, chunk-major;
 //  - matmul-combine then adds each element's partials in chunk order.
-// A product group's request (fusion.h) has several b and results: the
-// blocks of each product follow those of the one before in one launch, and
-// the body is written out once a product (perWorkgroup).
+// A product group's gemv (fusion.h; the planner groups gemvs only) has
+// several b and results: the blocks of each product follow those of the one
+// before in one launch, and the body is written out once a product
+// (perWorkgroup).
 // Both sum each result in a different order from the oracle (partial sums,
 // then a fold), f32 products fused into their sums; the error bound this
 // keeps is in docs/codegen.md. Integers wrap as in the oracle, in
@@ -242,9 +243,8 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
 Expected<kir::Kernel> genGemm(const GenInput& in) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
-  std::vector<Product> ps = productsOf(r);
-  int64_t S = s.splits, chunk = gemmChunkKeys(s, ps[0].k), count = 0;
-  for (const Product& p : ps) count += p.count();
+  Product p(r, 0);
+  int64_t S = s.splits, chunk = gemmChunkKeys(s, p.k), count = p.count();
   auto f = openKernel(in, S > 1 ? S * count : 0);
   if (!f) return f.error();
   Builder& b = f->b;
@@ -256,16 +256,11 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
   // (neighbouring k) fall in different banks.
   int64_t sa = BM + pad, sb = BN + pad;
   int32_t as = b.shared("a_tile", t, BK * sa), bs = b.shared("b_tile", t, BK * sb);
-  // Product p's partials start after those of the products before it.
-  std::vector<int64_t> scratchAt = {0};
-  for (const Product& p : ps) scratchAt.push_back(scratchAt.back() + S * p.count());
-  perWorkgroup(b, ps, BM, BN, S, [&](size_t pi, V bi, V r0, V c0, V split) {
-    const Product& p = ps[pi];
-    int32_t bBuf = f->in[1 + pi], oBuf = f->out[S > 1 ? 0 : pi];
+  perWorkgroup(b, {p}, BM, BN, S, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase] = p.bases(b, bi);
     // This workgroup's keys [kLo, kHi): one chunk of K, or all of it.
     V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
-    if (S > 1) oBase = b.add(oBase, b.add(b.i32(scratchAt[pi]), b.mul(split, b.i32(p.count()))));
+    if (S > 1) oBase = b.add(oBase, b.mul(split, b.i32(count)));
     V tid = b.local();
     V tx = remBy(b, tid, TX), ty = divBy(b, tid, TX);
     V zero = b.constant(t, 0);
@@ -299,7 +294,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       }
       return st;
     };
-    Staged sA = stage(f->in[0], as, BM, sa, true), sB = stage(bBuf, bs, BN, sb, p.transposed);
+    Staged sA = stage(f->in[0], as, BM, sa, true), sB = stage(f->in[1], bs, BN, sb, p.transposed);
     int64_t wB = p.transposed ? W : 1;
     // Load the tile at k0 into the variables: out-of-range elements (and
     // keys past the chunk) are 0, their index clamped to 0 (K and the chunk
@@ -363,7 +358,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
       for (int64_t j = 0; j < TN; ++j) {
         V row = b.add(r0, b.add(rowAt, b.i32(rowOffset(i)))), col = b.add(c0, b.add(colAt, b.i32(colOffset(j))));
         b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
-          b.store(oBuf, b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
+          b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(i * TN + j)]));
         });
       }
   });
@@ -372,33 +367,19 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
 
 }  // namespace
 
-// A split gemm's sum: thread id takes element id of the results one after
-// another, adds that element of every chunk's partials, chunk 0 first, and
-// stores it.
+// A split gemm's sum: thread id adds element id of every chunk's partials,
+// chunk 0 first, and stores it.
 Expected<kir::Kernel> genCombine(const GenInput& in) {
   const KernelRequest& r = in.request;
-  int64_t S = r.schedule.splits, total = 0;
-  for (const Type& t : r.results) total += numel(t.shape);
-  if (auto s = checkIndexWidth(in, S * total); !s) return s.error();
+  int64_t S = r.schedule.splits, count = numel(r.results[0].shape);
+  if (auto s = checkIndexWidth(in, S * count); !s) return s.error();
   Builder b(in.entry, r.schedule.workgroupSize, in.grid[0]);
-  int32_t scratch = b.buffer("scratch", DType::F32, S * total, false);
-  std::vector<int32_t> outs;
-  for (size_t i = 0; i < r.results.size(); ++i)
-    outs.push_back(b.buffer("result" + std::to_string(i), r.results[i].dtype, numel(r.results[i].shape), true));
-  perThread(b, r.schedule.workgroupSize, total, [&](V id) {
-    int64_t first = 0;  // the result's first element among all
-    for (size_t i = 0; i < outs.size(); ++i) {
-      int64_t count = numel(r.results[i].shape);
-      auto sum = [&] {
-        V at = first ? b.sub(id, b.i32(first)) : id, base = b.add(at, b.i32(S * first));
-        int32_t acc = b.var(Scalar::F32, b.load(scratch, base));
-        for (int64_t c = 1; c < S; ++c) b.set(acc, b.add(b.get(acc), b.load(scratch, b.add(base, b.i32(c * count)))));
-        b.store(outs[i], at, b.get(acc));
-      };
-      if (outs.size() == 1) sum();
-      else b.ifThen(b.binary(Opc::And, b.ge(id, b.i32(first)), b.lt(id, b.i32(first + count))), sum);
-      first += count;
-    }
+  int32_t scratch = b.buffer("scratch", DType::F32, S * count, false);
+  int32_t out = b.buffer("result0", r.results[0].dtype, count, true);
+  perThread(b, r.schedule.workgroupSize, count, [&](V id) {
+    int32_t sum = b.var(Scalar::F32, b.load(scratch, id));
+    for (int64_t c = 1; c < S; ++c) b.set(sum, b.add(b.get(sum), b.load(scratch, b.add(id, b.i32(c * count)))));
+    b.store(out, id, b.get(sum));
   });
   return b.finish();
 }

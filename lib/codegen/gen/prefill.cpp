@@ -18,9 +18,9 @@
 //     barrier;
 //  3. each row's new maximum from those partials, one rescale of the
 //     thread's running sums, the weights exp(s - m) into workgroup memory
-//     (key-major, one wide store a key and run of rows; a -inf score's
-//     weight as -0.0, which no exp gives) and into the thread's share of
-//     the row's denominator; barrier;
+//     (key-major, one wide store a key and run of rows, over the key tile,
+//     which is read by then; a -inf score's weight as -0.0, which no exp
+//     gives) and into the thread's share of the row's denominator; barrier;
 //  4. the thread's output block (its rows x its value columns: runs of 4
 //     where the value width splits into whole runs, one wide load a key,
 //     else tx + j * (tileN / threadN)) gathers weight * value over the
@@ -56,15 +56,18 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
   Builder b(in.entry, T, in.grid[0]);
   declareOperands(b, r, f);
   int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
-  // The arrays read with wide loads first (each a multiple of 4 words, so
-  // every one starts 16-byte aligned), the key tile last.
+  // Each array a multiple of 4 words, so every one starts 16-byte aligned.
+  // The key tile and the weights share one: the scores have read every key
+  // (a barrier) before the first weight goes in, and the gather has read
+  // every weight (the barrier that starts the next tile) before the next
+  // key tile does.
   int32_t qs = b.shared("q_tile", kir::Scalar::F32, f.Dk * lay.qStride);
-  int32_t ps = b.shared("weights", kir::Scalar::F32, BN * lay.qStride);
+  int32_t ks = b.shared("k_tile_weights", kir::Scalar::F32, prefillSharedWords(s, f.Dk, f.Dv));
+  int32_t ps = ks;
   int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
   // The rows' partial maxima (then denominators), and past them one word:
   // 1 when this tile's values hold a non-finite element.
   int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * lay.partStride + 1);
-  int32_t ks = b.shared("k_tile", kir::Scalar::F32, f.Dk * lay.kStride);
   V flagAt = b.i32(BM * lay.partStride);
   // A thread's rows come in runs of RM (one wide load of q or of the
   // weights per key dim or key), its value columns in runs of RV where the

@@ -109,4 +109,16 @@ V binaryValue(Builder& b, Op op, V x, V y) {
   }
 }
 
+V clampIndex(Builder& b, V x, int64_t hi) {
+  Scalar t = b.typeOf(x);
+  return b.convert(b.min(b.max(x, intConst(b, t, 0)), intConst(b, t, hi)), Scalar::I32);
+}
+
+V sliceTarget(Builder& b, V id, const Shape& x, const Shape& u, int64_t axis, V start) {
+  int64_t n = x[size_t(axis)], un = u[size_t(axis)], inner = rowMajor(x)[size_t(axis)];
+  V o = divBy(b, id, un * inner), c = remBy(b, divBy(b, id, inner), un), i = remBy(b, id, inner);
+  V s = clampIndex(b, start, n - un);
+  return b.add(b.mul(b.add(b.mul(o, b.i32(n)), b.add(s, c)), b.i32(inner)), i);
+}
+
 }  // namespace poot::gen

@@ -25,4 +25,11 @@ V convertValue(Builder& b, V x, DType from, DType to);
 V unaryValue(Builder& b, Op op, V x);
 V binaryValue(Builder& b, Op op, V x, V y);  // binary and compare ops
 
+// x clamped to [0, hi] in its own integer type, then as an i32 index.
+V clampIndex(Builder& b, V x, int64_t hi);
+// Where element `id` of a DynamicUpdateSlice's update (shape u) goes in its
+// target (shape x) along `axis`, from the start as read, clamped so that
+// the update fits (the oracle's rule).
+V sliceTarget(Builder& b, V id, const Shape& x, const Shape& u, int64_t axis, V start);
+
 }  // namespace poot::gen
