@@ -118,7 +118,14 @@ poot_plan planOf(rt::PlanFile file) {
   return p;
 }
 
-bool validKind(poot_kind kind) { return int(kind) >= POOT_INPUT && int(kind) <= POOT_OUTPUT; }
+// The plan's parameters of `kind`, or the error of `fn` that says why not.
+Expected<const std::vector<std::pair<std::string, Type>>*> paramsOf(const char* fn, const poot_plan* plan,
+                                                                      poot_kind kind) {
+  if (!plan) return makeError(ErrorKind::Usage, {}, std::string(fn) + ": plan is null");
+  if (int(kind) < POOT_INPUT || int(kind) > POOT_OUTPUT)
+    return makeError(ErrorKind::Usage, {}, std::string(fn) + ": kind " + std::to_string(int(kind)) + " is not a poot_kind");
+  return &plan->params[kind];
+}
 
 }  // namespace
 
@@ -146,21 +153,21 @@ const char* poot_plan_target(const poot_plan* plan) { return plan ? rt::targetNa
 const char* poot_plan_device(const poot_plan* plan) { return plan ? plan->file.device.name.c_str() : ""; }
 
 poot_status poot_plan_count(const poot_plan* plan, poot_kind kind, size_t* count) {
-  if (!plan) return isNull("poot_plan_count", "plan");
+  auto params = paramsOf("poot_plan_count", plan, kind);
+  if (!params) return fail(params.error());
   if (!count) return isNull("poot_plan_count", "count");
-  if (!validKind(kind)) return fail(ErrorKind::Usage, "poot_plan_count: kind " + std::to_string(int(kind)) + " is not a poot_kind");
-  *count = plan->params[kind].size();
+  *count = (*params)->size();
   return POOT_OK;
 }
 
 poot_status poot_plan_param(const poot_plan* plan, poot_kind kind, size_t index, poot_tensor* param) {
-  size_t count = 0;
-  if (poot_status s = poot_plan_count(plan, kind, &count); s != POOT_OK) return s;
+  auto params = paramsOf("poot_plan_param", plan, kind);
+  if (!params) return fail(params.error());
   if (!param) return isNull("poot_plan_param", "param");
-  if (index >= count)
+  if (index >= (*params)->size())
     return fail(ErrorKind::Usage, "poot_plan_param: index " + std::to_string(index) + " is past the plan's " +
-                                      std::to_string(count) + " of kind " + std::to_string(int(kind)));
-  const auto& [name, type] = plan->params[kind][index];
+                                      std::to_string((*params)->size()) + " of kind " + std::to_string(int(kind)));
+  const auto& [name, type] = (**params)[index];
   *param = {name.c_str(), poot_dtype(type.dtype), int32_t(type.shape.size()), type.shape.data(), nullptr, 0};
   return POOT_OK;
 }

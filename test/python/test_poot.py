@@ -118,6 +118,12 @@ lib = poot._lib
 expect("usage", ["poot_session_step", "session is null"], poot._check, lib.poot_session_step(None, None, 0))
 expect("usage", ["poot_plan_load", "path is null"], poot._check, lib.poot_plan_load(None, ctypes.byref(ctypes.c_void_p())))
 expect("usage", ["poot_session_output", "name is null"], poot._check, lib.poot_session_output(s._handle, None, None))
+info = poot._Tensor()
+expect("usage", ["poot_plan_param: plan is null"], poot._check, lib.poot_plan_param(None, 0, 0, ctypes.byref(info)))
+expect("usage", ["poot_plan_count: kind 9 is not a poot_kind"], poot._check,
+       lib.poot_plan_count(plan._handle, 9, ctypes.byref(ctypes.c_size_t())))
+expect("usage", ["index 1 is past the plan's 1"], poot._check,
+       lib.poot_plan_param(plan._handle, 0, 1, ctypes.byref(info)))
 shape = (ctypes.c_int64 * 2)(1, 1)
 word = ctypes.c_int32(3)
 short = poot._Tensor(b"tokens", 3, 2, shape, ctypes.addressof(word), 2)
