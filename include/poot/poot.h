@@ -124,8 +124,8 @@ POOT_API poot_status poot_session_set_state(poot_session* session, const poot_te
  * nothing. A failed validation witness is POOT_ERROR_RANGE and publishes
  * nothing. */
 POOT_API poot_status poot_session_step(poot_session* session, const poot_tensor* inputs, size_t count);
-/* An output of the last successful step; its pointers are valid until the
- * next step or the session's end. */
+/* An output of the last step, which must have succeeded; its pointers are
+ * valid until the next step or the session's end. */
 POOT_API poot_status poot_session_output(poot_session* session, const char* name, poot_tensor* output);
 /* A state's current value, read back from the device; its pointers are
  * valid until the next read of the same state, the next step or the

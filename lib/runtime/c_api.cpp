@@ -254,7 +254,7 @@ poot_status poot_session_output(poot_session* session, const char* name, poot_te
   auto it = session->outputs.find(name);
   if (it == session->outputs.end())
     return fail(ErrorKind::Bind, session->outputs.empty()
-                                     ? std::string("poot_session_output: no step has succeeded since the last one began")
+                                     ? std::string("poot_session_output: no step has run, or the last one failed")
                                      : std::string("poot_session_output: the plan has no output %") + name);
   describe(it->first, it->second, output);
   return POOT_OK;

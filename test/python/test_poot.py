@@ -72,6 +72,8 @@ assert len(plan.weights) == 21, sorted(plan.weights)
 
 s = poot.Session(plan, backend="vulkan")
 expect("bind", ["weight %", "is not bound"], s.step, tokens=np.array([[17]], np.int32), pos=0)
+expect("bind", ["no step has run, or the last one failed"], poot._check,
+       poot._lib.poot_session_output(s._handle, b"logits", ctypes.byref(poot._Tensor())))
 s.bind_weights(weights)
 zeros = {name: s.state(name) for name in state_names}
 assert all(not z.any() for z in zeros.values()), "states do not start as zeros"
