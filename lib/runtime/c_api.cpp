@@ -123,7 +123,8 @@ Expected<const std::vector<std::pair<std::string, Type>>*> paramsOf(const char* 
                                                                       poot_kind kind) {
   if (!plan) return makeError(ErrorKind::Usage, {}, std::string(fn) + ": plan is null");
   if (int(kind) < POOT_INPUT || int(kind) > POOT_OUTPUT)
-    return makeError(ErrorKind::Usage, {}, std::string(fn) + ": kind " + std::to_string(int(kind)) + " is not a poot_kind");
+    return makeError(ErrorKind::Usage, {},
+                     std::string(fn) + ": kind " + std::to_string(int(kind)) + " is not a poot_kind");
   return &plan->params[kind];
 }
 

@@ -69,8 +69,8 @@ if lib not in linked and os.path.realpath(lib) not in linked and libdir not in l
 graph = os.path.join(src, "examples", "graphs", "tiny-llama-decode.pg")
 plan = os.path.join(out, "tiny-llama-decode.plan")
 weights = os.path.join(out, "weights.safetensors")
-run(os.path.join(build, "tools", "pootc", "pootc"), "compile", graph, "--device", os.path.join(src, "targets", "lavapipe.yaml"),
-    "-o", plan)
+run(os.path.join(build, "tools", "pootc", "pootc"), "compile", graph, "--device",
+    os.path.join(src, "targets", "lavapipe.yaml"), "-o", plan)
 run("python3", os.path.join(src, "test", "lit", "make-weights.py"), graph, weights, "--seed", "5")
 tokens = (17, 42)
 embed_out = os.path.join(out, "embed")

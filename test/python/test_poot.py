@@ -118,7 +118,8 @@ expect("usage", ["metal"], poot.Session, plan, backend="metal")
 # The C API itself: null pointers and a byte count that does not fit.
 lib = poot._lib
 expect("usage", ["poot_session_step", "session is null"], poot._check, lib.poot_session_step(None, None, 0))
-expect("usage", ["poot_plan_load", "path is null"], poot._check, lib.poot_plan_load(None, ctypes.byref(ctypes.c_void_p())))
+expect("usage", ["poot_plan_load", "path is null"], poot._check,
+       lib.poot_plan_load(None, ctypes.byref(ctypes.c_void_p())))
 expect("usage", ["poot_session_output", "name is null"], poot._check, lib.poot_session_output(s._handle, None, None))
 info = poot._Tensor()
 expect("usage", ["poot_plan_param: plan is null"], poot._check, lib.poot_plan_param(None, 0, 0, ctypes.byref(info)))
@@ -129,7 +130,8 @@ expect("usage", ["index 1 is past the plan's 1"], poot._check,
 shape = (ctypes.c_int64 * 2)(1, 1)
 word = ctypes.c_int32(3)
 short = poot._Tensor(b"tokens", 3, 2, shape, ctypes.addressof(word), 2)
-expect("bind", ["%tokens is i32[1,1], 4 bytes, but 2 are given"], poot._check, lib.poot_session_step(s._handle, short, 1))
+expect("bind", ["%tokens is i32[1,1], 4 bytes, but 2 are given"], poot._check,
+       lib.poot_session_step(s._handle, short, 1))
 unnamed = poot._Tensor(None, 3, 2, shape, ctypes.addressof(word), 4)
 expect("usage", ["a tensor's name is null"], poot._check, lib.poot_session_step(s._handle, unnamed, 1))
 assert np.array_equal(s.state("layers.1.v_cache"), cache), "a refused step changed a state"
@@ -149,6 +151,7 @@ np.save(sys.argv[4], s.step(tokens=np.array([[17]], np.int32), pos=0)["logits"])
 env = dict(os.environ, PYTHONPATH=site[0])
 first = os.path.join(out, "installed.npy")
 subprocess.run([sys.executable, "-c", probe, prefix, plan_path, weights, first], check=True, env=env)
-assert np.allclose(np.load(first), oracle("installed", 0, 17, zeros), atol=1e-4, rtol=1e-3), "the installed module's step differs"
+installed = np.load(first)
+assert np.allclose(installed, oracle("installed", 0, 17, zeros), atol=1e-4, rtol=1e-3), "the installed module differs"
 print("the installed module agrees with pootc eval")
 print("PASS")
