@@ -27,9 +27,9 @@
 #include "prompts.h"
 #include "runtime/backends/backends.h"
 #include "runtime/session.h"
+#include "runtime/weights.h"
 #include "sample.h"
 #include "tool.h"
-#include "weights.h"
 
 namespace poot {
 namespace {

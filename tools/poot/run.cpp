@@ -19,14 +19,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "oracle/interp.h"
 #include "oracle/npy.h"
 #include "oracle/params.h"
 #include "runtime/backends/backends.h"
 #include "runtime/session.h"
+#include "runtime/weights.h"
 #include "tool.h"
-#include "weights.h"
 
 namespace poot {
 
@@ -100,9 +101,6 @@ int runRun(const RunOptions& opts) {
   if (!params) return report(params.error());
   for (const std::string& line : bindNotices(graph, *params)) std::fprintf(stderr, "%s\n", line.c_str());
 
-  // Weights go to the device once each, the checkpoint's straight from its
-  // mapped files, in the order they lie on disk; the rest from host tensors.
-  std::vector<rt::WeightBytes> weights = weightBytes(graph, *params);
   std::map<std::string, Tensor> states, perCall;
   for (ValueId id : graph.params) {
     const Value& p = graph.value(id);
@@ -110,13 +108,12 @@ int runRun(const RunOptions& opts) {
     if (it == params->tensors.end() || p.storage == Storage::Weight) continue;  // bound above
     (p.storage == Storage::State ? states : perCall)[p.name] = it->second;
   }
-  int64_t total = 0;
-  for (const rt::WeightBytes& w : weights) total += w.bytes;
-  LoadProgress progress(total);
-  const auto& fromFile = params->fromCheckpoint.weights;
-  auto load = s.bindWeights(weights, [&](size_t i, int64_t done, int64_t) {
-    if (i < fromFile.size()) params->checkpoint->release(*fromFile[i].second);  // on the device now
-    if (auto line = progress.advance(done)) std::fprintf(stderr, "%s\n", line->c_str());
+  // Weights go to the device once each, the checkpoint's straight from its
+  // mapped files, in the order they lie on disk; the rest from host tensors.
+  std::optional<LoadProgress> progress;
+  auto load = uploadWeights(s, graph, *params, [&](int64_t done, int64_t total) {
+    if (!progress) progress.emplace(total);
+    if (auto line = progress->advance(done)) std::fprintf(stderr, "%s\n", line->c_str());
   });
   if (!load) return report(load.error());
   if (params->checkpoint)

@@ -1,0 +1,139 @@
+/* poot's C API: the stable interface of the installed runtime library
+ * (libpoot, `find_package(poot CONFIG)`, target poot::runtime). It loads a
+ * plan file, opens a session on a backend and device, binds weights (from a
+ * checkpoint path or host memory), runs steps with inputs and slots from host
+ * memory, and reads outputs and states. Every check is the runtime's own, as
+ * `poot run` makes it: readPlanFile's verification, the Session's device
+ * check, and each step's bind checks (dtype, shape, slot ranges, token ranges).
+ *
+ * Every function that can fail returns a poot_status; on anything but
+ * POOT_OK, poot_last_error() holds the message of that failure (for this
+ * thread, until its next failing call). No function throws or aborts on bad
+ * input: a null pointer, an unknown name or a mistyped tensor is an error
+ * code and a message naming it. Objects are not shared between threads
+ * without the caller's own locking. */
+#ifndef POOT_POOT_H
+#define POOT_POOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define POOT_API __attribute__((visibility("default")))
+#else
+#define POOT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped when a declaration here changes incompatibly. */
+#define POOT_API_VERSION 1
+
+/* The kinds of error, one for each of the runtime's (lib/ir/diag.h). */
+typedef enum poot_status {
+  POOT_OK = 0,
+  POOT_ERROR_IO = 1,         /* a file could not be read */
+  POOT_ERROR_SYNTAX = 2,
+  POOT_ERROR_VERIFY = 3,
+  POOT_ERROR_PROFILE = 4,
+  POOT_ERROR_FORMAT = 5,     /* a plan or checkpoint that is not what it claims */
+  POOT_ERROR_USAGE = 6,      /* a null pointer, an unknown backend, a bad argument */
+  POOT_ERROR_BIND = 7,       /* a tensor that does not fit the plan, an unknown name */
+  POOT_ERROR_RANGE = 8,      /* a slot or token word out of range; a failed validation */
+  POOT_ERROR_CAPABILITY = 9, /* the device (or its driver) cannot run the plan */
+  POOT_ERROR_MEMORY = 10,    /* host memory ran out */
+} poot_status;
+
+typedef enum poot_dtype {
+  POOT_F32 = 0,
+  POOT_F16 = 1,
+  POOT_BF16 = 2,
+  POOT_I32 = 3,
+  POOT_I64 = 4,
+  POOT_BOOL = 5, /* one byte an element */
+} poot_dtype;
+
+/* What a plan's parameter or result is. */
+typedef enum poot_kind {
+  POOT_INPUT = 0,  /* bound at every step */
+  POOT_WEIGHT = 1, /* bound once, before the first step */
+  POOT_STATE = 2,  /* persists across steps (a KV cache); starts as zeros */
+  POOT_SLOT = 3,   /* per-step integers with a declared range (pos, len) */
+  POOT_OUTPUT = 4, /* written by every step */
+} poot_kind;
+
+/* A dense row-major tensor in host memory. As an argument, `bytes` must be
+ * exactly the elements times the dtype's size, and `shape` (rank entries)
+ * and `data` may be null only where there is nothing to point at. As a
+ * result, the pointers stay valid as the function returning them says. */
+typedef struct poot_tensor {
+  const char* name;
+  poot_dtype dtype;
+  int32_t rank;
+  const int64_t* shape;
+  const void* data;
+  size_t bytes;
+} poot_tensor;
+
+typedef struct poot_plan poot_plan;
+typedef struct poot_session poot_session;
+
+/* The message of this thread's last failed call ("" before any). */
+POOT_API const char* poot_last_error(void);
+/* POOT_API_VERSION of the library, to compare with the header's. */
+POOT_API int poot_api_version(void);
+
+/* Reads and verifies a plan file (readPlanFile: identifier, version,
+ * checksum, every record). */
+POOT_API poot_status poot_plan_load(const char* path, poot_plan** plan);
+POOT_API void poot_plan_free(poot_plan* plan);
+/* The plan's target ("spirv", "ptx", "hsaco") and device name; valid while the plan lives. */
+POOT_API const char* poot_plan_target(const poot_plan* plan);
+POOT_API const char* poot_plan_device(const poot_plan* plan);
+/* How many parameters (or outputs) of a kind the plan has, and the i-th of
+ * them, in the graph's order: name, dtype and shape, data null; valid while
+ * the plan lives. */
+POOT_API poot_status poot_plan_count(const poot_plan* plan, poot_kind kind, size_t* count);
+POOT_API poot_status poot_plan_param(const poot_plan* plan, poot_kind kind, size_t index, poot_tensor* param);
+
+/* Opens `backend` ("vulkan" or "cuda") on `device` (an index or a piece of
+ * its name; null or "" for the backend's choice) and starts a session of the
+ * plan on it (the plan's target, arch, device name and limits checked
+ * against the live device; allow_other_device nonzero runs a plan built for
+ * another device). The session keeps its own copy of the plan. */
+POOT_API poot_status poot_session_create(const poot_plan* plan, const char* backend, const char* device,
+                                         int allow_other_device, poot_session** session);
+POOT_API void poot_session_free(poot_session* session);
+/* The session's plan, valid while the session lives. */
+POOT_API const poot_plan* poot_session_plan(const poot_session* session);
+
+/* Binds weights from a checkpoint as `poot run --weights` does: a
+ * .safetensors file, a shard index or a model directory; every weight of the
+ * plan must be there with its exact type; each is uploaded straight from the
+ * mapped file. */
+POOT_API poot_status poot_session_bind_weights_file(poot_session* session, const char* path);
+/* Binds `count` weights from host memory, all checked before any is uploaded. */
+POOT_API poot_status poot_session_bind_weights(poot_session* session, const poot_tensor* weights, size_t count);
+/* Sets a state's value (it otherwise keeps what the last step wrote). */
+POOT_API poot_status poot_session_set_state(poot_session* session, const poot_tensor* state);
+
+/* One step: `inputs` holds every input and slot of the plan, by name; all
+ * are checked before anything is uploaded, and a refused step changes
+ * nothing. A failed validation witness is POOT_ERROR_RANGE and publishes
+ * nothing. */
+POOT_API poot_status poot_session_step(poot_session* session, const poot_tensor* inputs, size_t count);
+/* An output of the last step, which must have succeeded; its pointers are
+ * valid until the next step or the session's end. */
+POOT_API poot_status poot_session_output(poot_session* session, const char* name, poot_tensor* output);
+/* A state's current value, read back from the device; its pointers are
+ * valid until the next read of the same state, the next step or the
+ * session's end. */
+POOT_API poot_status poot_session_read_state(poot_session* session, const char* name, poot_tensor* state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POOT_POOT_H */

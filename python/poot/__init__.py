@@ -1,0 +1,192 @@
+"""poot's runtime from Python: ctypes over libpoot's C API (include/poot/poot.h).
+
+    plan = poot.Plan("model.plan")
+    s = poot.Session(plan, backend="vulkan")
+    s.bind_weights("model.safetensors")        # or {name: array}
+    out = s.step(tokens=np.array([[5]], np.int32), pos=7)
+    logits = out["logits"]; cache = s.state("k_cache")
+
+Arrays go in with their own dtype, never converted: float32, float16,
+int32, int64 and bool are those dtypes, uint16 is bf16 (its bits), so an
+array of another dtype or shape than the plan's is refused by the runtime's
+bind checks, as `poot run` refuses it. A Python int for an input or slot is
+broadcast to its declared dtype and shape, as `poot run --slot pos=7` does.
+Every failure raises poot.Error, whose kind is the C API's status name
+("bind", "range", "capability", ...) and whose message is the runtime's.
+The library is the one _library.PATH names (the build tree's or the
+installed one), or $POOT_LIBRARY when set.
+"""
+import ctypes
+import os
+
+import numpy as np
+
+from . import _library
+
+__all__ = ["Error", "Plan", "Session"]
+
+_KINDS = ["ok", "io", "syntax", "verify", "profile", "format", "usage", "bind", "range", "capability", "memory"]
+# poot_dtype codes, in order.
+_DTYPES = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint16), np.dtype(np.int32),
+           np.dtype(np.int64), np.dtype(np.bool_)]
+_INPUT, _WEIGHT, _STATE, _SLOT, _OUTPUT = range(5)
+
+
+class Error(Exception):
+    """A failed call: kind is the status's name, code its number."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.kind = _KINDS[code] if 0 <= code < len(_KINDS) else str(code)
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p), ("bytes", ctypes.c_size_t)]
+
+
+def _open():
+    lib = ctypes.CDLL(os.environ.get("POOT_LIBRARY") or _library.PATH)
+    P, T, S = ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.c_char_p
+    for name, args in {
+        "poot_plan_load": [S, ctypes.POINTER(P)],
+        "poot_plan_count": [P, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)],
+        "poot_plan_param": [P, ctypes.c_int, ctypes.c_size_t, T],
+        "poot_session_create": [P, S, S, ctypes.c_int, ctypes.POINTER(P)],
+        "poot_session_bind_weights_file": [P, S],
+        "poot_session_bind_weights": [P, T, ctypes.c_size_t],
+        "poot_session_set_state": [P, T],
+        "poot_session_step": [P, T, ctypes.c_size_t],
+        "poot_session_output": [P, S, T],
+        "poot_session_read_state": [P, S, T],
+    }.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, ctypes.c_int
+    for name in ("poot_plan_free", "poot_session_free"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [P], None
+    for name in ("poot_plan_target", "poot_plan_device"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [P], S
+    lib.poot_session_plan.argtypes, lib.poot_session_plan.restype = [P], P
+    lib.poot_last_error.argtypes, lib.poot_last_error.restype = [], S
+    return lib
+
+
+_lib = _open()
+
+
+def _check(status):
+    if status != 0:
+        raise Error(status, _lib.poot_last_error().decode())
+
+
+def _shape(t):
+    return tuple(t.shape[i] for i in range(t.rank))
+
+
+def _array(t):
+    """A copy of a tensor the library holds."""
+    raw = ctypes.string_at(t.data, t.bytes) if t.bytes else b""
+    return np.frombuffer(raw, dtype=_DTYPES[t.dtype]).reshape(_shape(t)).copy()
+
+
+def _params(handle, kind):
+    count = ctypes.c_size_t()
+    _check(_lib.poot_plan_count(handle, kind, ctypes.byref(count)))
+    out = {}
+    for i in range(count.value):
+        t = _Tensor()
+        _check(_lib.poot_plan_param(handle, kind, i, ctypes.byref(t)))
+        out[t.name.decode()] = (_DTYPES[t.dtype], _shape(t))
+    return out
+
+
+class _Args:
+    """C tensors over numpy arrays, kept alive as long as this object."""
+
+    def __init__(self, arrays, declared):
+        self.arrays, self.shapes = [], []
+        self.tensors = (_Tensor * max(len(arrays), 1))()
+        for i, (name, value) in enumerate(arrays.items()):
+            if isinstance(value, int) and not isinstance(value, bool) and name in declared:
+                dtype, shape = declared[name]
+                value = np.full(shape, value, dtype=dtype)
+            a = np.asarray(value, order="C")  # ascontiguousarray would make a 0-d array 1-d
+            code = next((c for c, d in enumerate(_DTYPES) if d == a.dtype), None)
+            if code is None:
+                raise Error(_KINDS.index("bind"), "%%%s is a numpy %s array, which no poot dtype is" % (name, a.dtype))
+            shape = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
+            self.arrays.append(a)
+            self.shapes.append(shape)
+            self.tensors[i] = _Tensor(name.encode(), code, a.ndim, shape, a.ctypes.data, a.nbytes)
+        self.count = len(arrays)
+
+
+class Plan:
+    """A verified plan file: its target, device, and the name, numpy dtype
+    and shape of every input, weight, state, slot and output."""
+
+    def __init__(self, path, _handle=None, _owner=None):
+        if _handle is None:
+            handle = ctypes.c_void_p()
+            _check(_lib.poot_plan_load(os.fsencode(path), ctypes.byref(handle)))
+            _handle = handle.value
+        self._handle, self._owner = _handle, _owner
+        self.target = _lib.poot_plan_target(_handle).decode()
+        self.device = _lib.poot_plan_device(_handle).decode()
+        self.inputs = _params(_handle, _INPUT)
+        self.weights = _params(_handle, _WEIGHT)
+        self.states = _params(_handle, _STATE)
+        self.slots = _params(_handle, _SLOT)
+        self.outputs = _params(_handle, _OUTPUT)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and self._owner is None:
+            _lib.poot_plan_free(self._handle)
+
+
+class Session:
+    """One plan running on a backend's device (the plan against the device
+    checked when it starts). States start as zeros."""
+
+    def __init__(self, plan, backend="vulkan", device="", allow_other_device=False):
+        if not isinstance(plan, Plan):
+            plan = Plan(plan)
+        handle = ctypes.c_void_p()
+        _check(_lib.poot_session_create(plan._handle, backend.encode(), device.encode(), int(allow_other_device),
+                                        ctypes.byref(handle)))
+        self._handle = handle.value
+        self.plan = Plan(None, _lib.poot_session_plan(self._handle), self)
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            _lib.poot_session_free(self._handle)
+
+    def bind_weights(self, weights):
+        """A checkpoint path (as poot run --weights takes) or {name: array}."""
+        if isinstance(weights, (str, os.PathLike)):
+            _check(_lib.poot_session_bind_weights_file(self._handle, os.fsencode(weights)))
+            return
+        args = _Args(weights, self.plan.weights)
+        _check(_lib.poot_session_bind_weights(self._handle, args.tensors, args.count))
+
+    def set_state(self, name, value):
+        args = _Args({name: value}, self.plan.states)
+        _check(_lib.poot_session_set_state(self._handle, args.tensors))
+
+    def step(self, inputs=None, **named):
+        """Runs one step with every input and slot, by name; returns every output."""
+        args = _Args(dict(inputs or {}, **named), {**self.plan.inputs, **self.plan.slots})
+        _check(_lib.poot_session_step(self._handle, args.tensors, args.count))
+        out = {}
+        for name in self.plan.outputs:
+            t = _Tensor()
+            _check(_lib.poot_session_output(self._handle, name.encode(), ctypes.byref(t)))
+            out[name] = _array(t)
+        return out
+
+    def state(self, name):
+        """A state's current value, read back from the device."""
+        t = _Tensor()
+        _check(_lib.poot_session_read_state(self._handle, name.encode(), ctypes.byref(t)))
+        return _array(t)
