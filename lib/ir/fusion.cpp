@@ -40,7 +40,7 @@ Status completeProducts(const FusionContext& c, FusionGroup& grp) {
     if (e.operands[0] != first.operands[0])
       return broken(e, grp.id, "the products of a group read one a; this one reads %" +
                                    g.value(e.operands[0]).name + ", the first %" + g.value(first.operands[0]).name);
-    const Type &a = g.type(e.operands[0]), &b = g.type(e.operands[1]), &r = g.type(e.results[0]);
+    const Type &b = g.type(e.operands[1]), &r = g.type(e.results[0]);
     if (b.rank() != 2) return broken(e, grp.id, "a grouped product reads a weight b of rank 2, not " + b.str());
     if (flagAttr(e.attrs, "transpose_b") != flagAttr(first.attrs, "transpose_b") ||
         b.dtype != g.type(first.operands[1]).dtype || r.dtype != g.type(first.results[0]).dtype)

@@ -51,21 +51,38 @@ void checkWithin(const std::string& what, const Tensor& want, const Tensor& got,
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << want.size() << " elements out of bound");
 }
 
+// A graph's oracle run on fresh random parameters, and its twin's over the
+// operands' absolute values (the bound), which the runs below check against.
+// (The caller captures the seed, so that any failure of its checks names it.)
+struct Reference {
+  Graph g;
+  uint64_t seed = 0;
+  std::map<std::string, Tensor> params;
+  Evaluation want, bound;
+};
+
+Reference reference(const std::string& text, const std::string& absText) {
+  Reference r{testing::parse(text), testing::freshSeed(), {}, {}, {}};
+  CAPTURE(r.seed);
+  r.params = completeParams(r.g, {}, r.seed);
+  auto want = evaluate(r.g, r.params);
+  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  auto bound = evaluate(testing::parse(absText), r.params);
+  REQUIRE(bool(bound));
+  r.want = want.take(), r.bound = bound.take();
+  return r;
+}
+
 // Runs the case on the KIR interpreter for `d` and, when `vulkan`, on
 // lavapipe; returns the schedule kind the planner chose.
 std::string run(const Case& c, const DeviceProfile& d, bool vulkan) {
-  Graph g = testing::parse(graphText(c, false));
-  Graph gabs = testing::parse(graphText(c, true));
-  uint64_t seed = testing::freshSeed();
-  CAPTURE(seed);
   CAPTURE(graphText(c, false));
-  auto params = completeParams(g, {}, seed);
-  auto want = evaluate(g, params);
-  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
-  auto bound = evaluate(gabs, params);
-  REQUIRE(bool(bound));
-  const Tensor& w = want->outputs.at("r");
-  const Tensor& bnd = bound->outputs.at("r");
+  Reference ref = reference(graphText(c, false), graphText(c, true));
+  CAPTURE(ref.seed);
+  const Graph& g = ref.g;
+  const auto& params = ref.params;
+  const Tensor& w = ref.want.outputs.at("r");
+  const Tensor& bnd = ref.bound.outputs.at("r");
   int64_t k = testing::ty(c.a).shape.back();
   auto kir = testing::runOnKir(g, d, params);
   REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
@@ -260,19 +277,16 @@ std::string groupText(const Group& c, bool abs) {
 // Runs the group on the KIR interpreter (and lavapipe when asked) against
 // the oracle; returns its plan.
 Plan runGroup(const Group& c, const DeviceProfile& d, bool vulkan) {
-  Graph g = testing::parse(groupText(c, false)), gabs = testing::parse(groupText(c, true));
-  uint64_t seed = testing::freshSeed();
-  CAPTURE(seed);
   CAPTURE(groupText(c, false));
-  auto params = completeParams(g, {}, seed);
-  auto want = evaluate(g, params);
-  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
-  auto bound = evaluate(gabs, params);
-  REQUIRE(bool(bound));
+  Reference ref = reference(groupText(c, false), groupText(c, true));
+  CAPTURE(ref.seed);
+  const Graph& g = ref.g;
+  const auto& params = ref.params;
   auto check = [&](const char* where, const std::map<std::string, Tensor>& got) {
     for (size_t i = 0; i < c.ns.size(); ++i) {
       std::string o = "o" + std::to_string(i);
-      checkWithin(std::string(where) + " " + o, want->outputs.at(o), got.at(o), bound->outputs.at("r" + std::to_string(i)), c.k);
+      checkWithin(std::string(where) + " " + o, ref.want.outputs.at(o), got.at(o),
+                  ref.bound.outputs.at("r" + std::to_string(i)), c.k);
     }
   };
   auto kir = testing::runOnKir(g, d, params);
