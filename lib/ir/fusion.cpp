@@ -85,6 +85,30 @@ FusionContext::FusionContext(const Graph& graph)
   for (const Export& x : g.validations) forbidden[size_t(x.value)] = 1;
 }
 
+bool keepsLayout(const Graph& g, const Eqn& e) {
+  if (e.operands.size() != 1 || e.results.size() != 1) return false;
+  const Type& in = g.type(e.operands[0]);
+  const Type& out = g.type(e.results[0]);
+  if (in.dtype != out.dtype || numel(in.shape) != numel(out.shape)) return false;
+  switch (e.op) {
+    case Op::Reshape:
+    case Op::Broadcast: return true;
+    case Op::Transpose: {
+      const AttrValue* perm = e.attr("perm");
+      if (!perm || attrKindOf(*perm) != AttrKind::Ints) return false;
+      int64_t prev = -1;
+      for (int64_t a : std::get<std::vector<int64_t>>(*perm)) {
+        if (a < 0 || a >= in.rank()) return false;
+        if (in.shape[size_t(a)] == 1) continue;
+        if (a < prev) return false;
+        prev = a;
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
 bool writesInPlace(const Graph& g, const Eqn& e) {
   if (e.op != Op::DynamicUpdateSlice && e.op != Op::ScatterUpdate) return false;
   for (const StateOut& s : g.stateOuts)

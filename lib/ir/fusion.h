@@ -76,6 +76,12 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp);
 // (located at the eqn that breaks it).
 Expected<std::vector<FusionGroup>> fusionGroups(const Graph& g);
 
+// Whether an eqn's result has its operand's row-major layout, so it can be
+// the same memory (a view, plan/buffers.h): a Reshape always; a Broadcast
+// that adds no elements (only axes of size 1); a Transpose that keeps the
+// order of the axes larger than 1.
+bool keepsLayout(const Graph& g, const Eqn& e);
+
 // Whether e is a DynamicUpdateSlice or ScatterUpdate whose result is the
 // new value of the state it reads (operand 0): its buffer is the state's
 // (donated, plan/buffers.h), so only the updated elements need writing.

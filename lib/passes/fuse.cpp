@@ -8,7 +8,7 @@
 //      is a dispatch of its own; the originals then go if nothing else reads
 //      them.
 //   2. Groups form from the last eqn to the first: a fusible eqn not yet in
-//      a group roots a new one, and the producer of each of a member's
+//      a group, and not a view (ir/fusion.h, keepsLayout), roots a new one, and the producer of each of a member's
 //      operands joins when the group still keeps the rules with it (every
 //      reader of its result is a member or runs after the root; shapes;
 //      dtypes) and its kernel still binds no more storage buffers (inputs
@@ -170,6 +170,10 @@ Expected<bool> runFuse(Graph& g, PassContext& ctx) {
     const Eqn& e = g.eqns[i];
     if (!candidate(c, e)) continue;
     if (groupOf[i] < 0) {
+      // A view roots no group: alone it costs nothing, and as a root it
+      // would draw its producers into a flat kernel of its own shape, away
+      // from the row group their reductions make.
+      if (keepsLayout(g, e)) continue;
       FusionGroup grp;
       grp.id = int64_t(groups.size());
       grp.members = {int32_t(i)};

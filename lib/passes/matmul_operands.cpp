@@ -16,6 +16,8 @@
 // through a Reshape, and a Reshape gives its result back its shape: both
 // are views, and the kernel reads the weight once for all the rows instead
 // of once a batch element.
+#include <map>
+
 #include "passes/attention_match.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -57,6 +59,7 @@ bool foldBatchIntoRows(Graph& g) {
     if (a.size() > 2 && numel(a) / (a[a.size() - 2] * a.back()) > 1) todo.push_back(i);
   }
   size_t shift = 0;  // eqns inserted before the next one
+  std::map<ValueId, ValueId> rowsOf;  // a -> the Reshape reading it as rows, made for an earlier product
   for (size_t index : todo) {
     size_t i = index + shift;
     ValueId a = g.eqns[i].operands[0], r = g.eqns[i].results[0];
@@ -70,10 +73,13 @@ bool foldBatchIntoRows(Graph& g) {
     const Eqn* shaped = match::defOp(g, a, Op::Reshape);
     if (shaped && g.type(shaped->operands[0]) == flat) {
       g.eqns[i].operands[0] = shaped->operands[0];
+    } else if (auto seen = rowsOf.find(a); seen != rowsOf.end()) {
+      g.eqns[i].operands[0] = seen->second;  // one view for every product of a (a layer's q, k and v)
     } else {
       ValueId from = shaped ? shaped->operands[0] : a;
       insertEqn(g, i, Op::Reshape, {from}, {}, {{g.value(a).name + ".rows", flat}}, loc);
       g.eqns[i + 1].operands[0] = g.eqns[i].results[0];
+      rowsOf[a] = g.eqns[i].results[0];
       ++i;
       ++shift;
     }

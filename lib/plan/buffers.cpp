@@ -24,33 +24,6 @@ int64_t alignUp(int64_t v) { return (v + kArenaAlign - 1) / kArenaAlign * kArena
 int64_t bytesOf(const Type& t) { return numel(t.shape) * dtypeBytes(t.dtype); }
 bool inArena(BufferRole r) { return r == BufferRole::Temp || r == BufferRole::Scratch; }
 
-// Whether an eqn's result has its operand's row-major layout, so it can be the
-// same memory: a Reshape always; a Broadcast that adds no elements (only axes
-// of size 1); a Transpose that keeps the order of the axes larger than 1.
-bool keepsLayout(const Graph& g, const Eqn& e) {
-  if (e.operands.size() != 1 || e.results.size() != 1) return false;
-  const Type& in = g.type(e.operands[0]);
-  const Type& out = g.type(e.results[0]);
-  if (in.dtype != out.dtype || numel(in.shape) != numel(out.shape)) return false;
-  switch (e.op) {
-    case Op::Reshape:
-    case Op::Broadcast: return true;
-    case Op::Transpose: {
-      const AttrValue* perm = e.attr("perm");
-      if (!perm || attrKindOf(*perm) != AttrKind::Ints) return false;
-      int64_t prev = -1;
-      for (int64_t a : std::get<std::vector<int64_t>>(*perm)) {
-        if (a < 0 || a >= in.rank()) return false;
-        if (in.shape[size_t(a)] == 1) continue;
-        if (a < prev) return false;
-        prev = a;
-      }
-      return true;
-    }
-    default: return false;
-  }
-}
-
 Error planError(const Loc& loc, std::string msg) { return makeError(ErrorKind::Verify, loc, std::move(msg)); }
 
 class BufferPlanner {
