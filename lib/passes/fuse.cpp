@@ -118,7 +118,7 @@ std::vector<std::vector<int32_t>> groupProducts(Graph& g, PassContext& ctx) {
     if (taken[i]) continue;
     order.push_back(i);
     const Eqn& e = g.eqns[i];
-    if (e.op != Op::MatMul || !productMismatch(g, e, e, int32_t(i) + 1).empty()) continue;
+    if (e.op != Op::MatMul || g.type(e.operands[1]).rank() != 2) continue;  // a product of a weight
     std::vector<size_t> siblings = {i};
     for (size_t j = i + 1; j < g.eqns.size(); ++j) {
       const Eqn& s = g.eqns[j];
