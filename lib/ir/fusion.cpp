@@ -140,7 +140,9 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
     if (c.forbidden[size_t(e.results[0])] && !(root && inPlace))
       return broken(e, id, "a member's result is a state's new value or a validation witness");
   }
-  grp.space = g.type(inPlace ? rootEqn.operands[1] : rootEqn.results[0]).shape;  // the state is never a member's
+  // An in-place root's space is its update's (operand 1); its state
+  // (operand 0) is a state value, never a member's result.
+  grp.space = g.type(inPlace ? rootEqn.operands[1] : rootEqn.results[0]).shape;
   for (int32_t m : grp.members) {
     const Eqn& e = g.eqns[size_t(m)];
     if (!isReduction(e.op)) continue;
@@ -182,7 +184,8 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
     for (int32_t u : c.users[size_t(r)]) outside |= !member(u);
     if (!outside) continue;
     const Shape& s = g.type(r).shape;
-    bool fits = grp.rows ? (s == grp.space || s == rowShape(grp.space)) : s == grp.space || (inPlace && m == grp.root());
+    bool fits = grp.rows ? (s == grp.space || s == rowShape(grp.space))
+                         : s == grp.space || (inPlace && m == grp.root());  // the state written in place
     if (!fits)
       return broken(e, id, "output %" + g.value(r).name + " " + g.type(r).str() + " must have the shape " +
                                shapeStr(grp.space) + (grp.rows ? " or " + shapeStr(rowShape(grp.space)) : ""));

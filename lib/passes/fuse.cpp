@@ -8,15 +8,15 @@
 //      is a dispatch of its own; the originals then go if nothing else reads
 //      them.
 //   2. Groups form from the last eqn to the first: a fusible eqn not yet in
-//      a group, and not a view (ir/fusion.h, keepsLayout), roots a new one, and the producer of each of a member's
-//      operands joins when the group still keeps the rules with it (every
+//      a group, and not a view (ir/fusion.h, keepsLayout), roots a new one,
+//      and the producer of each of a member's operands joins when the group still keeps the rules with it (every
 //      reader of its result is a member or runs after the root; shapes;
 //      dtypes) and its kernel still binds no more storage buffers (inputs
 //      and outputs) than the device allows. A producer that is refused is
 //      remarked with the rule.
-//   3. MatMuls that read the same a [..., M, K] with weights of one layout and
-//      dtype (a layer's q, k and v projections; its gate and up) become one
-//      product group: the later ones move up to stand right after the
+//   3. (Run before step 2, since it moves eqns.) MatMuls that read the same
+//      a [..., M, K] with weights of one layout and dtype (a layer's q, k and
+//      v projections; its gate and up) become one product group: the later ones move up to stand right after the
 //      first (they read only a and weights, so nothing between needs to
 //      run before them), as many as the device's bindings allow (a, each
 //      weight, each result).
@@ -127,7 +127,8 @@ std::vector<std::vector<int32_t>> groupProducts(Graph& g, PassContext& ctx) {
       if (why.empty() && 1 + 2 * int64_t(siblings.size() + 1) > ctx.maxBindings)
         why = "the kernel would bind more storage buffers than the device's " + std::to_string(ctx.maxBindings);
       if (!why.empty()) {
-        ctx.remark("fuse", g, s, "not computed with %" + g.value(e.results[0]).name + ", which reads the same a: " + why);
+        ctx.remark("fuse", g, s,
+                   "not computed with %" + g.value(e.results[0]).name + ", which reads the same a: " + why);
         continue;
       }
       siblings.push_back(j);

@@ -86,7 +86,8 @@ std::vector<Product> productsOf(const KernelRequest& r) {
 void perWorkgroup(Builder& b, const std::vector<Product>& ps, int64_t rowBlock, int64_t colBlock, int64_t splits,
                   const std::function<void(size_t p, V bi, V r0, V c0, V split)>& body) {
   std::vector<int64_t> start = {0};
-  for (const Product& p : ps) start.push_back(start.back() + p.batches * ceilDiv(p.m, rowBlock) * ceilDiv(p.n, colBlock));
+  for (const Product& p : ps)
+    start.push_back(start.back() + p.batches * ceilDiv(p.m, rowBlock) * ceilDiv(p.n, colBlock));
   int64_t blocks = start.back();
   V wid = b.workgroupId();
   b.ifThen(b.lt(wid, b.i32(blocks * splits)), [&] {
