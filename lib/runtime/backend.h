@@ -85,9 +85,14 @@ class Backend {
   // whose entry runs `workgroupSize` threads, uses `workgroupMemory` bytes of
   // workgroup memory (the plan kernel's figure; CUDA launches a kernel past
   // 48 KiB with that much dynamic shared memory) and reads `bindings`
-  // storage buffers.
+  // storage buffers. `waitsForPrevious`: the code itself waits for the
+  // kernels launched before it to end before it touches memory
+  // (kernel_blob.h), so the backend may start launching it while they
+  // finish (CUDA: a programmatic dependent launch); otherwise it starts
+  // only after them.
   virtual Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
-                                          int64_t workgroupSize, int64_t workgroupMemory, int bindings) = 0;
+                                          int64_t workgroupSize, int64_t workgroupMemory, int bindings,
+                                          bool waitsForPrevious) = 0;
   // Records the dispatches in order, each seeing every earlier one's writes.
   virtual Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) = 0;
   // Submits a recorded program and waits until it has finished.

@@ -115,6 +115,31 @@ std::vector<std::string_view> ptxTokens(std::string_view text) {
   return out;
 }
 
+// Whether the entry whose body follows token `from` runs griddepcontrol.wait
+// before any instruction that touches memory (but the kernel's parameters,
+// which no kernel writes), synchronizes or branches: statements are read in
+// order (a label or a predicate before the opcode is skipped, directives are
+// not instructions) up to the first of those.
+bool waitsFirst(const std::vector<std::string_view>& t, size_t from) {
+  size_t i = from;
+  while (i < t.size() && t[i] != "{") ++i;
+  for (++i; i < t.size() && t[i] != "}";) {
+    size_t op = i;
+    while (op < t.size() && (t[op].back() == ':' || t[op].front() == '@')) ++op;  // labels, predicates
+    if (op >= t.size()) break;
+    std::string_view name = t[op];
+    if (name == "griddepcontrol.wait") return true;
+    if (name.front() != '.' && name.substr(0, 9) != "ld.param.") {
+      for (std::string_view stop : {"ld", "st", "atom", "red", "cp", "bar", "membar", "fence", "bra", "ret", "exit",
+                                    "call", "griddepcontrol"})
+        if (name == stop || name.substr(0, stop.size() + 1) == std::string(stop) + ".") return false;
+    }
+    while (i < t.size() && t[i] != ";" && t[i] != "}") ++i;
+    if (i < t.size() && t[i] == ";") ++i;
+  }
+  return false;
+}
+
 bool isVersion(std::string_view v) {
   size_t dot = v.find('.');
   return dot != 0 && dot != std::string_view::npos && dot + 1 < v.size() &&
@@ -127,14 +152,16 @@ Expected<BlobFacts> checkPtx(const std::vector<uint8_t>& blob, const std::string
   std::vector<std::string_view> t =
       ptxTokens(std::string_view(reinterpret_cast<const char*>(blob.data()), blob.size()));
   std::string_view version, target;
-  int params = -1;  // the entry's, once found
+  int params = -1;     // the entry's, once found
+  size_t body = 0;     // the token after the entry's parameter list
   for (size_t i = 0; i + 1 < t.size(); ++i) {
     if (t[i] == ".version" && version.empty()) version = t[i + 1];
     if (t[i] == ".target" && target.empty()) target = t[i + 1];
     if (t[i] != ".entry" || t[i + 1] != entry || params >= 0) continue;
     params = 0;
+    body = i + 2;
     if (i + 2 < t.size() && t[i + 2] == "(")
-      for (size_t j = i + 3; j < t.size() && t[j] != ")"; ++j) params += t[j] == ".param";
+      for (body = i + 3; body < t.size() && t[body] != ")"; ++body) params += t[body] == ".param";
   }
   if (version.empty()) return bad("the ptx text has no .version directive");
   if (!isVersion(version)) return bad("the ptx text's .version is '" + std::string(version) + "', not MAJOR.MINOR");
@@ -143,6 +170,7 @@ Expected<BlobFacts> checkPtx(const std::vector<uint8_t>& blob, const std::string
   if (params < 0) return bad("the ptx text has no .entry '" + entry + "'");
   BlobFacts facts;
   facts.bindings = params;
+  facts.waitsForPrevious = waitsFirst(t, body);
   return facts;
 }
 

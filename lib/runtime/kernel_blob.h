@@ -10,7 +10,10 @@
 //   storage buffer bindings (numbered 0 to n-1) are the facts.
 // - PTX: text without NUL bytes, a `.version` directive, a `.target` that is
 //   the plan's arch and a `.entry` of the kernel's name, whose `.param`
-//   count (one pointer per binding) is the fact.
+//   count (one pointer per binding) is a fact, and so is whether its body
+//   waits for the kernels launched before it (griddepcontrol.wait) before
+//   it touches memory (codegen/llvm/module.cpp writes that wait for sm_90
+//   and newer): only then may a backend launch it before they have ended.
 // - HSACO: a 64-bit little-endian ELF shared object for AMDGPU (e_machine
 //   224, the AMDHSA OS ABI) whose program and section header tables lie
 //   within the blob, naming the kernel's descriptor `ENTRY.kd`.
@@ -27,8 +30,9 @@ namespace poot::rt {
 
 // What the code itself says; -1 where the target's format does not say it.
 struct BlobFacts {
-  int bindings = -1;           // storage buffers the kernel takes
-  int64_t workgroupSize = -1;  // threads a workgroup, as the code fixes it
+  int bindings = -1;              // storage buffers the kernel takes
+  int64_t workgroupSize = -1;     // threads a workgroup, as the code fixes it
+  bool waitsForPrevious = false;  // PTX: griddepcontrol.wait before any memory access
 };
 
 // `arch` is the plan's device arch (a PTX module must target it). A refusal

@@ -276,6 +276,7 @@ class Reader {
     if (facts.workgroupSize >= 0 && facts.workgroupSize != out.workgroupSize)
       return fail(where, "kernel '" + out.entry + "' runs " + str(facts.workgroupSize) +
                              " threads a workgroup in its code, " + str(out.workgroupSize) + " in the plan");
+    out.waitsForPrevious = facts.waitsForPrevious;
     facts_.push_back(facts);
     out_.kernels.push_back(std::move(out));
     return ok();

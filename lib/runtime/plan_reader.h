@@ -74,6 +74,9 @@ struct Kernel {
   std::vector<uint8_t> blob;
   int64_t workgroupSize = 0, workgroupMemory = 0;
   Request request;
+  // The code waits for the kernels launched before it before it touches
+  // memory (kernel_blob.h), so it may be launched while they finish.
+  bool waitsForPrevious = false;
 };
 
 struct Dispatch {

@@ -171,7 +171,8 @@ Status Session::build() {
     const Kernel& kn = plan_.kernels[k];
     if (kn.blob.empty())
       return makeError(ErrorKind::Format, {}, "kernel '" + kn.entry + "' has no code (the plan was written without it)");
-    auto id = backend_->createKernel(kn.blob, kn.entry, kn.workgroupSize, kn.workgroupMemory, bindings[k]);
+    auto id = backend_->createKernel(kn.blob, kn.entry, kn.workgroupSize, kn.workgroupMemory, bindings[k],
+                                     kn.waitsForPrevious);
     if (!id) return id.error();
     kernels[k] = *id;
   }

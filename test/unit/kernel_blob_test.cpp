@@ -1,8 +1,9 @@
 // Unit tests of the runtime's kernel blob checks (lib/runtime/kernel_blob.h):
 // the code generated for one Add on each target (SPIR-V for lavapipe, PTX for
 // the H200, HSACO for the MI300X) passes and tells its binding count and
-// workgroup size where the format says them; each way a blob can be broken
-// is refused with its own Format message.
+// workgroup size where the format says them, and for PTX whether the kernel
+// waits for the kernels before it before it touches memory; each way a
+// blob can be broken is refused with its own Format message.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -149,6 +150,7 @@ TEST_CASE("kernel blob: generated PTX passes and gives its parameters; broken te
   REQUIRE_MESSAGE(bool(facts), (facts ? "" : facts.error().str()));
   CHECK(facts->bindings == 3);
   CHECK(facts->workgroupSize == -1);
+  CHECK(facts->waitsForPrevious);
   auto no = [&](const std::vector<uint8_t>& b, const std::string& entry = "", const std::string& arch = "") {
     return refusal("nvidia-h200", b, entry.empty() ? k.entry : entry, arch.empty() ? k.arch : arch);
   };
@@ -163,6 +165,30 @@ TEST_CASE("kernel blob: generated PTX passes and gives its parameters; broken te
   CHECK(no(k.blob, "nope") == "the ptx text has no .entry 'nope'");
   // An entry named only in a comment is not there.
   CHECK(no(bytes("// .entry nope(\n" + text(k.blob)), "nope") == "the ptx text has no .entry 'nope'");
+}
+
+TEST_CASE("kernel blob: a PTX kernel waits for the previous ones only if griddepcontrol.wait comes first") {
+  Compiled k = addKernel("nvidia-h200");
+  std::string ptx = text(k.blob);
+  REQUIRE(ptx.find("griddepcontrol.wait;") != std::string::npos);
+  auto waits = [&](const std::string& body) {
+    std::string t = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry e(\n.param .u64 p0\n)\n"
+                    ".maxntid 64, 1, 1\n{\n.reg .b32 %r<4>;\n" + body + "\n}\n";
+    auto facts = rt::checkKernelBlob(rt::Target::Ptx, bytes(t), "e", "sm_90");
+    REQUIRE_MESSAGE(bool(facts), (facts ? "" : facts.error().str()));
+    return facts->waitsForPrevious;
+  };
+  CHECK(waits("mov.u32 %r1, %ctaid.x;\n// a comment\ngriddepcontrol.wait;\nld.global.u32 %r2, [%rd1];\nret;"));
+  CHECK(waits("$L__BB0_1:\n@%p1 setp.lt.s32 %p2, %r1, 4;\ngriddepcontrol.wait;\nret;"));
+  CHECK(waits("ld.param.u64 %rd1, [e_param_0];\ngriddepcontrol.wait;\nld.global.u32 %r2, [%rd1];\nret;"));
+  CHECK(!waits("ld.global.u32 %r2, [%rd1];\ngriddepcontrol.wait;\nret;"));
+  CHECK(!waits("st.shared.u32 [%r1], %r2;\ngriddepcontrol.wait;\nret;"));
+  CHECK(!waits("@%p1 bra $L__BB0_2;\ngriddepcontrol.wait;\nret;"));
+  CHECK(!waits("bar.sync 0;\ngriddepcontrol.wait;\nret;"));
+  CHECK(!waits("griddepcontrol.launch_dependents;\nret;"));
+  CHECK(!waits("ret;"));
+  // A wait named only in a comment is none.
+  CHECK(!waits("// griddepcontrol.wait;\nret;"));
 }
 
 TEST_CASE("kernel blob: generated HSACO passes; objects of another kind are refused") {

@@ -8,6 +8,9 @@
 // "GraphReplay" error and run() launches in order; with replay off it
 // launches in order and gives no reason. Either way the device runs the
 // same launches in the same order, and the device time is the events' span.
+// A kernel that waits for the previous ones in its code is launched with
+// cuLaunchKernelEx as a programmatic dependent launch, in a capture too;
+// without that entry point, the ordinary way.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -32,9 +35,10 @@ struct Ran {
   unsigned grid[3];
   unsigned block, shared;
   std::vector<unsigned long long> args;
+  bool dependent = false;  // a programmatic dependent launch
   bool operator==(const Ran& o) const {
     return entry == o.entry && std::memcmp(grid, o.grid, sizeof grid) == 0 && block == o.block &&
-           shared == o.shared && args == o.args;
+           shared == o.shared && args == o.args && dependent == o.dependent;
   }
 };
 
@@ -137,13 +141,39 @@ CUresult moduleGetFunction(void** f, void* m, const char* name) {
 }
 CUresult funcGetAttribute(int* v, int, void*) { return *v = 1024, kOk; }
 CUresult funcSetAttribute(void*, int, int) { return kOk; }
-CUresult launchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned, unsigned,
-                      unsigned shared, void*, void** params, void**) {
+void ran(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shared, void** params,
+         bool dependent) {
   const Function* fn = static_cast<const Function*>(f);
-  Ran r{fn->entry, {gx, gy, gz}, bx, shared, {}};
+  Ran r{fn->entry, {gx, gy, gz}, bx, shared, {}, dependent};
   for (size_t i = 0; i < fn->params; ++i) r.args.push_back(*static_cast<unsigned long long*>(params[i]));
   ++drv.kernelLaunches;
   (drv.capturing ? drv.capturing->launches : drv.ran).push_back(std::move(r));
+}
+CUresult launchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned, unsigned,
+                      unsigned shared, void*, void** params, void**) {
+  ran(f, gx, gy, gz, bx, shared, params, false);
+  return kOk;
+}
+// cuLaunchKernelEx's configuration as cuda.h lays it out.
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int value;
+  } value;
+};
+struct LaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, shared;
+  void* stream;
+  LaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+CUresult launchKernelEx(const LaunchConfig* c, void* f, void** params, void**) {
+  // Only the programmatic stream serialization attribute (6), set to 1.
+  if (c->numAttrs != 1 || c->attrs[0].id != 6 || c->attrs[0].value.value != 1 || c->by != 1 || c->bz != 1)
+    return kInvalidValue;
+  ran(f, c->gx, c->gy, c->gz, c->bx, c->shared, params, true);
   return kOk;
 }
 CUresult streamBeginCapture(void*, int mode) {
@@ -215,6 +245,7 @@ void* symbol(const char* name) {
       {"cuFuncGetAttribute", reinterpret_cast<void*>(&funcGetAttribute)},
       {"cuFuncSetAttribute", reinterpret_cast<void*>(&funcSetAttribute)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&launchKernel)},
+      {"cuLaunchKernelEx", reinterpret_cast<void*>(&launchKernelEx)},
       {"cuStreamBeginCapture_v2", reinterpret_cast<void*>(&streamBeginCapture)},
       {"cuStreamEndCapture", reinterpret_cast<void*>(&streamEndCapture)},
       {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&graphInstantiate)},
@@ -254,8 +285,8 @@ Program record(rt::Backend& b) {
   auto x = b.allocate(4096), y = b.allocate(1024);
   REQUIRE(x);
   REQUIRE(y);
-  auto k1 = b.createKernel(ptx("k1", 2), "k1", 128, 0, 2);
-  auto k2 = b.createKernel(ptx("k2", 1), "k2", 256, 64 * 1024, 1);
+  auto k1 = b.createKernel(ptx("k1", 2), "k1", 128, 0, 2, false);
+  auto k2 = b.createKernel(ptx("k2", 1), "k2", 256, 64 * 1024, 1, false);
   REQUIRE(k1);
   REQUIRE(k2);
   std::vector<rt::DispatchCommand> cmds(3);
@@ -364,7 +395,7 @@ TEST_CASE("runtime cuda replay: a capture the driver refuses is an error of reco
   auto b = openFake(true);
   drv.beginCapture = kInvalidValue;
   auto x = b->allocate(256);
-  auto k = b->createKernel(ptx("k", 1), "k", 32, 0, 1);
+  auto k = b->createKernel(ptx("k", 1), "k", 32, 0, 1, false);
   REQUIRE(x);
   REQUIRE(k);
   auto refused = b->record({{*k, {1, 1, 1}, {{*x, 0, 256}}}});
@@ -375,4 +406,29 @@ TEST_CASE("runtime cuda replay: a capture the driver refuses is an error of reco
   CHECK(drv.kernelLaunches == 0);
   CHECK(drv.graphs == 0);
   CHECK(drv.execs == 0);
+}
+
+TEST_CASE("runtime cuda replay: a kernel that waits for the previous ones is a dependent launch, captured too") {
+  for (bool replay : {true, false}) {
+    for (bool hasEx : {true, false}) {
+      CAPTURE(replay);
+      CAPTURE(hasEx);
+      auto b = openFake(replay, hasEx ? std::set<std::string>{} : std::set<std::string>{"cuLaunchKernelEx"});
+      auto x = b->allocate(256);
+      auto plain = b->createKernel(ptx("plain", 1), "plain", 32, 0, 1, false);
+      auto waits = b->createKernel(ptx("waits", 1), "waits", 64, 64 * 1024, 1, true);
+      REQUIRE(x);
+      REQUIRE(plain);
+      REQUIRE(waits);
+      auto id = b->record({{*plain, {1, 1, 1}, {{*x, 0, 256}}}, {*waits, {3, 2, 1}, {{*x, 0, 256}}}});
+      REQUIRE_MESSAGE(bool(id), (id ? "" : id.error().str()));
+      auto s = b->run(*id);
+      REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+      unsigned long long px = drv.allocations[0];
+      std::vector<Ran> want = {{"plain", {1, 1, 1}, 32, 0, {px}, false},
+                               {"waits", {3, 2, 1}, 64, 64 * 1024, {px}, hasEx}};
+      CHECK(drv.ran == want);
+      CHECK(drv.graphLaunches == (replay ? 1 : 0));
+    }
+  }
 }

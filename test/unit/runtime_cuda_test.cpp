@@ -84,7 +84,7 @@ class FakeCuda final : public rt::Backend {
     return ok();
   }
   Expected<rt::KernelId> createKernel(const std::vector<uint8_t>&, const std::string&, int64_t,
-                                      int64_t workgroupMemory, int) override {
+                                      int64_t workgroupMemory, int, bool) override {
     workgroupMemory_->push_back(workgroupMemory);
     return rt::KernelId(workgroupMemory_->size() - 1);
   }

@@ -92,7 +92,8 @@ class FakeBackend final : public rt::Backend {
     std::memcpy(mem_[size_t(dst)].data(), mem_[size_t(src)].data(), size_t(bytes));
     return ok();
   }
-  Expected<rt::KernelId> createKernel(const std::vector<uint8_t>&, const std::string&, int64_t, int64_t, int) override {
+  Expected<rt::KernelId> createKernel(const std::vector<uint8_t>&, const std::string&, int64_t, int64_t, int,
+                                      bool) override {
     return kernels_++;
   }
   Expected<rt::ProgramId> record(const std::vector<rt::DispatchCommand>&) override { return programs_++; }

@@ -133,7 +133,7 @@ void checkDispatches(rt::Backend& be) {
   rt::BufferId ab = take(b->allocate(8192));
   rt::BufferId c = take(b->allocate(n * 4));
   rt::BufferId d = take(b->allocate(n * 4));
-  rt::KernelId add = take(b->createKernel(glsl(kAdd), "main", 64, 0, 3));
+  rt::KernelId add = take(b->createKernel(glsl(kAdd), "main", 64, 0, 3, false));
   int64_t groups = (n + 63) / 64;
   rt::BufferRange ra{ab, 0, int64_t(n * 4)}, rb{ab, 4096, int64_t(n * 4)};
   rt::BufferRange rc{c, 0, int64_t(n * 4)}, rd{d, 0, int64_t(n * 4)};
@@ -208,15 +208,15 @@ TEST_CASE("runtime vulkan: 0-byte buffers and bindings, and refused blobs") {
   rt::BufferId empty = take(b->allocate(0));
   rt::BufferId one = take(b->allocate(4));
   CHECK(bool(b->upload(empty, 0, nullptr, 0)));
-  rt::KernelId add = take(b->createKernel(glsl(kAdd), "main", 64, 0, 3));
+  rt::KernelId add = take(b->createKernel(glsl(kAdd), "main", 64, 0, 3, false));
   // c has no elements, so nothing is written (the binding is rounded up, not c.length()).
   rt::ProgramId prog = take(b->record({{add, {1, 1, 1}, {{one, 0, 4}, {one, 0, 4}, {empty, 0, 0}}}}));
   CHECK(bool(b->run(prog)));
 
-  auto notSpirv = b->createKernel({1, 2, 3, 4, 5, 6, 7, 8}, "main", 64, 0, 3);
+  auto notSpirv = b->createKernel({1, 2, 3, 4, 5, 6, 7, 8}, "main", 64, 0, 3, false);
   REQUIRE(!notSpirv);
   CHECK(notSpirv.error().kind == ErrorKind::Format);
-  auto wide = b->createKernel(glsl(kAdd), "main", 4096, 0, 3);
+  auto wide = b->createKernel(glsl(kAdd), "main", 4096, 0, 3, false);
   REQUIRE(!wide);
   CHECK(wide.error().kind == ErrorKind::Capability);
   CHECK(!b->record({{add, {1, 1, 1}, {{one, 0, 4}}}}));  // too few bindings

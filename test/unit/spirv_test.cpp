@@ -336,7 +336,7 @@ void runBoth(const kir::Kernel& k, int64_t gridY, const std::vector<Bytes>& buff
   auto be = rt::createVulkanBackend({"lavapipe"});
   REQUIRE_MESSAGE(bool(be), (be ? "" : be.error().str()));
   rt::Backend& b = **be;
-  auto kid = b.createKernel(blob, k.entry, k.workgroupSize, k.sharedBytes(), int(buffers.size()));
+  auto kid = b.createKernel(blob, k.entry, k.workgroupSize, k.sharedBytes(), int(buffers.size()), false);
   REQUIRE_MESSAGE(bool(kid), (kid ? "" : kid.error().str()));
   rt::DispatchCommand d;
   d.kernel = *kid;

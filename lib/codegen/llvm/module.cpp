@@ -3,11 +3,24 @@
 // a block dominates the blocks nested in it, so no phis are needed except a
 // For's induction value in its header); For is head (phi, signed compare) ->
 // body -> back edge, If is then/else/merge. Thread and workgroup ids, the
-// barrier and the kernel marking are the only target-specific parts besides
-// the math (math.h).
+// barrier, the kernel marking and, on NVPTX for sm_90 and newer, the wait
+// for the kernels launched before it (below) are the only target-specific
+// parts besides the math (math.h).
+//
+// That wait is `griddepcontrol.wait`, the first instruction of the entry
+// block: it returns once every kernel the launch depends on has finished
+// and its writes are visible, and before it the kernel touches no memory
+// (an inline asm with side effects and a memory clobber, so nothing is
+// moved above it). A kernel launched the ordinary way is already ordered
+// after its stream's earlier kernels and finds nothing to wait for; one
+// launched as a programmatic dependent launch (the CUDA backend does so for
+// such kernels, runtime/kernel_blob.h) may be started while the kernel
+// before it is still draining, so the launch and the block scheduling
+// overlap its tail instead of following it.
 #include "codegen/llvm/module.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsAMDGPU.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/MDBuilder.h>
@@ -30,9 +43,9 @@ constexpr int64_t kPtxStaticSharedBytes = 48 * 1024;
 
 class Writer {
  public:
-  Writer(const kir::Kernel& k, Target target, llvm::Module& m)
-      : k_(k), target_(target), m_(m), ctx_(m.getContext()), b_(ctx_), math_(b_, target),
-        vals_(k.insts.size(), nullptr) {}
+  Writer(const kir::Kernel& k, Target target, bool waitForPrevious, llvm::Module& m)
+      : k_(k), target_(target), waitForPrevious_(waitForPrevious), m_(m), ctx_(m.getContext()), b_(ctx_),
+        math_(b_, target), vals_(k.insts.size(), nullptr) {}
 
   Status write();
 
@@ -59,6 +72,7 @@ class Writer {
 
   const kir::Kernel& k_;
   Target target_;
+  bool waitForPrevious_;
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
@@ -154,6 +168,11 @@ Status Writer::write() {
   unsigned allocaSpace = m_.getDataLayout().getAllocaAddrSpace();
   for (size_t i = 0; i < k_.vars.size(); ++i)
     vars_.push_back(b_.CreateAlloca(type(k_.vars[i]), allocaSpace, nullptr, "var" + std::to_string(i)));
+  if (waitForPrevious_) {
+    auto* wait = llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), false), "griddepcontrol.wait;",
+                                      "~{memory}", /*hasSideEffects=*/true);
+    b_.CreateCall(wait);
+  }
   if (auto s = block(k_.body); !s) return s;
   b_.CreateRetVoid();
   return ok();
@@ -435,7 +454,11 @@ Expected<std::unique_ptr<llvm::Module>> buildModule(const kir::Kernel& k, Target
   auto m = std::make_unique<llvm::Module>(k.entry, ctx);
   m->setTargetTriple(tm.getTargetTriple().str());
   m->setDataLayout(tm.createDataLayout());
-  if (auto s = Writer(k, target, *m).write(); !s) return s.error();
+  // griddepcontrol needs sm_90 (and PTX ISA 7.8; the lowering writes 8.0).
+  llvm::StringRef cpu = tm.getTargetCPU();
+  unsigned sm = 0;
+  bool waits = target == Target::Ptx && cpu.consume_front("sm_") && !cpu.consumeInteger(10, sm) && sm >= 90;
+  if (auto s = Writer(k, target, waits, *m).write(); !s) return s.error();
   return m;
 }
 

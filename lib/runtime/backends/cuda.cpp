@@ -39,6 +39,15 @@
 // waits for the stream (a faulting kernel is reported by the wait), so
 // lastRunDeviceSeconds() is the same span, start event to stop event, with
 // or without replay.
+//
+// Dependent launches. A kernel whose code waits for the kernels launched
+// before it (griddepcontrol.wait before any memory access: the plan reader
+// reads that from its PTX, kernel_blob.h) is launched with cuLaunchKernelEx
+// and the programmatic stream serialization attribute, so the driver may
+// launch it and schedule its blocks while the kernel before it drains; its
+// wait keeps the order. A captured graph keeps such launches as
+// programmatic edges. Without cuLaunchKernelEx (a driver older than CUDA
+// 11.8) it is launched the ordinary way, which is only later, not wrong.
 #include "runtime/backends/cuda.h"
 
 #include <dlfcn.h>
@@ -95,6 +104,26 @@ constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 // CUstreamCaptureMode values.
 constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
+// cuLaunchKernelEx's configuration, with one attribute: the layout of
+// CUlaunchConfig and CUlaunchAttribute (an enum, padding to 8 bytes, a
+// 64-byte value union) in the driver API reference.
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56);
+
 // Static shared memory stops here; past it the PTX declares it dynamic.
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
@@ -148,11 +177,18 @@ constexpr int64_t kMaxParamBytes = 4096;
   X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult(CUgraphExec))                                          \
   X(cuGraphDestroy, "cuGraphDestroy", CUresult(CUgraph))
 
+// Entry points a driver may lack (null then): the graph ones, and
+// cuLaunchKernelEx (CUDA 11.8), without which every kernel is launched the
+// ordinary way.
+#define POOT_CU_OPTIONAL_FNS(X) \
+  POOT_CU_GRAPH_FNS(X)          \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", CUresult(const CUlaunchConfig*, CUfunction, void**, void**))
+
 #define POOT_CU_DECLARE(name, symbol, signature) std::add_pointer_t<signature> name = nullptr;
 
 struct Fns {
   POOT_CU_FNS(POOT_CU_DECLARE)
-  POOT_CU_GRAPH_FNS(POOT_CU_DECLARE)  // null where the driver lacks them
+  POOT_CU_OPTIONAL_FNS(POOT_CU_DECLARE)  // null where the driver lacks them
 };
 
 Error unavailable(const std::string& why) {
@@ -181,7 +217,7 @@ Error failed(const Fns& f, const std::string& call, CUresult r) {
 }
 
 // The entry points `symbol` resolves, and cuInit: a missing required one is
-// a Capability error, a missing graph entry point stays null.
+// a Capability error, a missing optional one stays null.
 Expected<Fns> openDriver(const CudaSymbols& symbol) {
   Fns f;
 #define POOT_CU_LOAD(name, symbolName, signature)                                  \
@@ -189,10 +225,10 @@ Expected<Fns> openDriver(const CudaSymbols& symbol) {
   if (!f.name) return unavailable("libcuda.so.1 has no " symbolName " (the driver is too old)");
   POOT_CU_FNS(POOT_CU_LOAD)
 #undef POOT_CU_LOAD
-#define POOT_CU_LOAD_GRAPH(name, symbolName, signature) \
+#define POOT_CU_LOAD_OPTIONAL(name, symbolName, signature) \
   f.name = reinterpret_cast<std::add_pointer_t<signature>>(symbol(symbolName));
-  POOT_CU_GRAPH_FNS(POOT_CU_LOAD_GRAPH)
-#undef POOT_CU_LOAD_GRAPH
+  POOT_CU_OPTIONAL_FNS(POOT_CU_LOAD_OPTIONAL)
+#undef POOT_CU_LOAD_OPTIONAL
   if (CUresult r = f.cuInit(0); r != CUDA_SUCCESS) return unavailable("cuInit failed (" + describe(f, r) + ")");
   return f;
 }
@@ -231,6 +267,7 @@ struct Kern {
   int64_t workgroupSize = 0;
   int64_t dynamicShared = 0;  // bytes each launch passes
   int bindings = 0;
+  bool dependent = false;     // launched as a programmatic dependent launch
 };
 
 struct Launch {
@@ -258,7 +295,7 @@ class CudaBackend final : public Backend {
   Status download(BufferId buffer, int64_t offset, void* data, int64_t bytes) override;
   Status copy(BufferId src, BufferId dst, int64_t bytes) override;
   Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry, int64_t workgroupSize,
-                                  int64_t workgroupMemory, int bindings) override;
+                                  int64_t workgroupMemory, int bindings, bool waitsForPrevious) override;
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
@@ -492,7 +529,8 @@ Status CudaBackend::copy(BufferId src, BufferId dst, int64_t bytes) {
 }
 
 Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
-                                             int64_t workgroupSize, int64_t workgroupMemory, int bindings) {
+                                             int64_t workgroupSize, int64_t workgroupMemory, int bindings,
+                                             bool waitsForPrevious) {
   if (blob.empty() || std::find(blob.begin(), blob.end(), uint8_t(0)) != blob.end())
     return makeError(ErrorKind::Format, {}, "kernel '" + entry + "' is not ptx text (" +
                                                 std::to_string(blob.size()) + " bytes)");
@@ -510,6 +548,7 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
   k.entry = entry;
   k.workgroupSize = workgroupSize;
   k.bindings = bindings;
+  k.dependent = waitsForPrevious && f_.cuLaunchKernelEx;
   const std::string ptx(blob.begin(), blob.end());  // c_str() is the NUL-terminated image
   char log[16384] = {};
   int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -581,13 +620,27 @@ Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& disp
   return ProgramId(programs_.size() - 1);
 }
 
-// Launches in order on the stream, which orders them.
+// Launches in order on the stream, which orders them: a kernel that waits
+// for the ones before it in its own code as a programmatic dependent launch
+// (the driver may start it while the previous kernel finishes; a captured
+// graph keeps that as a programmatic edge), any other the ordinary way.
 Status CudaBackend::launch(const std::vector<Launch>& launches) {
   for (const Launch& l : launches) {
     const Kern& k = kernels_[size_t(l.kernel)];
-    CUresult r = f_.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
-                                   unsigned(k.dynamicShared), stream_, const_cast<void**>(l.params.data()), nullptr);
-    if (r != CUDA_SUCCESS) return failed(f_, "cuLaunchKernel for '" + k.entry + "'", r);
+    void** params = const_cast<void**>(l.params.data());
+    if (!k.dependent) {
+      CUresult r = f_.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
+                                     unsigned(k.dynamicShared), stream_, params, nullptr);
+      if (r != CUDA_SUCCESS) return failed(f_, "cuLaunchKernel for '" + k.entry + "'", r);
+      continue;
+    }
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
+                          unsigned(k.dynamicShared), stream_, &attr, 1};
+    if (CUresult r = f_.cuLaunchKernelEx(&config, k.function, params, nullptr); r != CUDA_SUCCESS)
+      return failed(f_, "cuLaunchKernelEx for '" + k.entry + "'", r);
   }
   return ok();
 }

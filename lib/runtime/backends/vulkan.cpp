@@ -164,7 +164,7 @@ class VulkanBackend final : public Backend {
   Status download(BufferId buffer, int64_t offset, void* data, int64_t bytes) override;
   Status copy(BufferId src, BufferId dst, int64_t bytes) override;
   Expected<KernelId> createKernel(const std::vector<uint8_t>& blob, const std::string& entry, int64_t workgroupSize,
-                                  int64_t workgroupMemory, int bindings) override;
+                                  int64_t workgroupMemory, int bindings, bool waitsForPrevious) override;
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
@@ -849,7 +849,7 @@ Status VulkanBackend::copy(BufferId src, BufferId dst, int64_t bytes) {
 
 Expected<KernelId> VulkanBackend::createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
                                                int64_t workgroupSize, int64_t /*workgroupMemory: in the module*/,
-                                               int bindings) {
+                                               int bindings, bool /*waitsForPrevious: a barrier orders dispatches*/) {
   if (blob.empty() || blob.size() % 4 != 0 || blob[0] != 0x03 || blob[1] != 0x02 || blob[2] != 0x23 ||
       blob[3] != 0x07)
     return makeError(ErrorKind::Format, {}, "kernel '" + entry + "' is not a spir-v module (" +
