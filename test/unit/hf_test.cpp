@@ -1,26 +1,32 @@
 // Compares poot's traced model families with Hugging Face transformers. Every
 // folder under test/hf/fixtures/ (or under $POOT_HF_FIXTURES when set) made
 // by test/hf/make_fixtures.py holds a tiny model's config.json, its weights
-// (model.safetensors), token ids (tokens.npy, i32 [B, L]) and the logits
-// transformers computed for them at position 0 (logits.npy, f32 [B, L, V]).
-// For each, this test traces the config for prefill (L tokens, capacity the
-// next multiple of 16), binds the weights by their checkpoint names, the
-// tokens, pos = 0 and zero KV caches, evaluates the graph with the oracle and
-// requires max |poot - transformers| <= 1e-3 * max(1, max |transformers|).
-// With no fixture folder it passes and says that nothing was compared.
+// as a checkpoint (one model.safetensors, or bf16 or f16 shards with their
+// index), token ids (tokens.npy, i32 [B, L]) and the logits transformers
+// computed for them at position 0 in f32 (logits.npy, f32 [B, L, V]). For
+// each, this test traces the config for prefill (L tokens, capacity the next
+// multiple of 16, weights declared in the config's torch_dtype), binds the
+// checkpoint's directory, the tokens, pos = 0 and zero KV caches, evaluates
+// the graph with the oracle and requires max |poot - transformers| <= 1e-3 *
+// max(1, max |transformers|). A two-byte checkpoint must also give exactly
+// the logits of the f32 graph on the same weights widened, and stay within
+// its dtype's rounding of the logits transformers computed in that dtype
+// (logits-native.npy). With no fixture folder it passes and says that
+// nothing was compared.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "oracle/interp.h"
+#include "oracle/checkpoint.h"
 #include "oracle/npy.h"
-#include "oracle/safetensors.h"
 #include "trace/model.h"
 
 namespace fs = std::filesystem;
@@ -29,6 +35,9 @@ using namespace poot;
 namespace {
 
 constexpr double kTolerance = 1e-3;  // times max(1, max |reference logit|)
+// Against transformers run in the checkpoint's own two-byte dtype (every
+// activation rounded to 8 or 11 significant bits): times max(1, max |ref|).
+constexpr double kNativeTolerance = 1e-1;
 
 fs::path fixturesRoot() {
   if (const char* env = std::getenv("POOT_HF_FIXTURES"); env && *env) return env;
@@ -50,38 +59,33 @@ struct Comparison {
   double maxAbs = 0, maxRef = 0;
 };
 
-// Traces, binds and evaluates one fixture; a failure is reported as a
-// doctest failure naming the fixture and returns nullopt.
-std::optional<Comparison> compare(const fs::path& dir) {
-  std::string name = dir.filename().string();
-  auto fail = [&](const std::string& what) {
-    FAIL_CHECK(name << ": " << what);
-    return std::nullopt;
-  };
-  auto cfg = trace::loadConfig((dir / "config.json").string());
-  if (!cfg) return fail(cfg.error().str());
-  auto tokens = readNpy((dir / "tokens.npy").string());
-  if (!tokens) return fail(tokens.error().str());
-  auto ref = readNpy((dir / "logits.npy").string());
-  if (!ref) return fail(ref.error().str());
-  if (tokens->shape().size() != 2) return fail("tokens.npy must be [B, L]");
+Comparison compareLogits(const Tensor& got, const Tensor& ref) {
+  Comparison c;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    double r = ref.get(i), d = std::abs(got.get(i) - r);
+    c.maxRef = std::max(c.maxRef, std::abs(r));
+    c.maxAbs = std::max(c.maxAbs, std::isnan(d) ? INFINITY : d);
+  }
+  return c;
+}
 
+// The logits of the fixture's prefill graph with the given weights dtype
+// and weights (by name), or an error naming what failed.
+Expected<Tensor> logitsOf(const trace::ModelConfig& cfg, const Tensor& tokens, DType weightsDtype,
+                          const std::function<Expected<std::map<std::string, Tensor>>(const Graph&)>& weights) {
   trace::TraceOptions opts;
   opts.phase = trace::Phase::Prefill;
-  opts.batch = tokens->shape()[0];
-  opts.tokens = tokens->shape()[1];
-  opts.capacity = (tokens->shape()[1] + 15) / 16 * 16;
-  auto graph = trace::traceModel(*cfg, opts);
-  if (!graph) return fail(graph.error().str());
-
-  std::string weightsPath = (dir / "model.safetensors").string();
-  auto file = readSafetensors(weightsPath);
-  if (!file) return fail(file.error().str());
-  auto weights = bindWeights(*graph, *file, weightsPath);
-  if (!weights) return fail(weights.error().str());
-  std::map<std::string, Tensor> params = std::move(*weights);
-  Tensor tok(Type{DType::I32, tokens->shape()});
-  for (int64_t i = 0; i < tok.size(); ++i) tok.set(i, tokens->get(i));
+  opts.batch = tokens.shape()[0];
+  opts.tokens = tokens.shape()[1];
+  opts.capacity = (tokens.shape()[1] + 15) / 16 * 16;
+  opts.weightsDtype = weightsDtype;
+  auto graph = trace::traceModel(cfg, opts);
+  if (!graph) return graph.error();
+  auto bound = weights(*graph);
+  if (!bound) return bound.error();
+  std::map<std::string, Tensor> params = bound.take();
+  Tensor tok(Type{DType::I32, tokens.shape()});
+  for (int64_t i = 0; i < tok.size(); ++i) tok.set(i, tokens.get(i));
   params["tokens"] = std::move(tok);
   Tensor pos(Type{DType::I32, {}});
   pos.set(0, 0);
@@ -89,23 +93,81 @@ std::optional<Comparison> compare(const fs::path& dir) {
   // KV caches start at zero: at pos 0 the mask hides every slot not written.
   for (ValueId id : graph->params)
     if (graph->value(id).storage == Storage::State) params[graph->value(id).name] = Tensor(graph->type(id));
-
   auto ev = evaluate(*graph, params);
-  if (!ev) return fail(ev.error().str());
+  if (!ev) return ev.error();
   auto it = ev->outputs.find("logits");
-  if (it == ev->outputs.end()) return fail("the graph has no output 'logits'");
-  const Tensor& got = it->second;
-  if (got.shape() != ref->shape())
-    return fail("logits " + shapeStr(got.shape()) + " but transformers gave " + shapeStr(ref->shape()));
-  Comparison c;
-  for (int64_t i = 0; i < got.size(); ++i) {
-    double r = ref->get(i), g = got.get(i);
-    c.maxRef = std::max(c.maxRef, std::abs(r));
-    double d = std::abs(g - r);
-    if (std::isnan(d)) d = INFINITY;
-    c.maxAbs = std::max(c.maxAbs, d);
-  }
-  return c;
+  if (it == ev->outputs.end()) return makeError(ErrorKind::Verify, {}, "the graph has no output 'logits'");
+  return it->second;
+}
+
+struct FixtureResult {
+  Comparison f32, native;
+  bool hasNative = false;
+};
+
+// Traces, binds and evaluates one fixture; a failure is reported as a
+// doctest failure naming the fixture and returns nullopt.
+std::optional<FixtureResult> compare(const fs::path& dir) {
+  std::string name = dir.filename().string();
+  auto fail = [&](const std::string& what) {
+    FAIL_CHECK(name << ": " << what);
+    return std::nullopt;
+  };
+  auto cfg = trace::loadConfig((dir / "config.json").string());
+  if (!cfg) return fail(cfg.error().str());
+  auto dtype = trace::checkpointDtype(*cfg);
+  if (!dtype) return fail(dtype.error().str());
+  auto tokens = readNpy((dir / "tokens.npy").string());
+  if (!tokens) return fail(tokens.error().str());
+  auto ref = readNpy((dir / "logits.npy").string());
+  if (!ref) return fail(ref.error().str());
+  if (tokens->shape().size() != 2) return fail("tokens.npy must be [B, L]");
+  auto checkpoint = Checkpoint::open(dir.string());
+  if (!checkpoint) return fail(checkpoint.error().str());
+  // The graph's weights from the checkpoint: bound as stored (checked
+  // against the graph's declarations), or each tensor of the graph's name
+  // widened to f32.
+  auto asStored = [&](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
+    auto binding = bindCheckpoint(g, *checkpoint);
+    if (!binding) return binding.error();
+    std::map<std::string, Tensor> out;
+    for (const auto& [wname, t] : binding->weights) out[wname] = checkpoint->read(*t);
+    return out;
+  };
+  auto widened = [&](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
+    std::map<std::string, Tensor> out;
+    for (ValueId id : g.params) {
+      const std::string& wname = g.value(id).name;
+      if (g.value(id).storage != Storage::Weight) continue;
+      const CheckpointTensor* t = checkpoint->find(wname);
+      if (!t) return makeError(ErrorKind::Bind, {}, "no tensor '" + wname + "' in the checkpoint");
+      Tensor stored = checkpoint->read(*t);
+      Tensor wide(Type{DType::F32, stored.shape()});
+      for (int64_t i = 0; i < wide.size(); ++i) wide.set(i, stored.get(i));
+      out[wname] = std::move(wide);
+    }
+    return out;
+  };
+  auto got = logitsOf(*cfg, *tokens, *dtype, asStored);
+  if (!got) return fail(got.error().str());
+  if (got->shape() != ref->shape())
+    return fail("logits " + shapeStr(got->shape()) + " but transformers gave " + shapeStr(ref->shape()));
+  FixtureResult res;
+  res.f32 = compareLogits(*got, *ref);
+  if (*dtype == DType::F32) return res;
+  if (!checkpoint->sharded())
+    return fail(std::string("a ") + dtypeName(*dtype) + " fixture is expected in shards with an index");
+  auto wide = logitsOf(*cfg, *tokens, DType::F32, widened);
+  if (!wide) return fail(wide.error().str());
+  Comparison same = compareLogits(*got, *wide);
+  CHECK_MESSAGE(same.maxAbs == 0, name << ": the " << dtypeName(*dtype) << " weights give logits up to " << same.maxAbs
+                                       << " away from the same weights widened to f32");
+  auto native = readNpy((dir / "logits-native.npy").string());
+  if (!native) return fail(native.error().str());
+  if (native->shape() != ref->shape()) return fail("logits-native.npy is " + shapeStr(native->shape()));
+  res.native = compareLogits(*got, *native);
+  res.hasNative = true;
+  return res;
 }
 
 }  // namespace
@@ -115,14 +177,18 @@ TEST_CASE("hf: traced families match transformers' logits") {
   int compared = 0;
   for (const fs::path& dir : dirs) {
     std::string name = dir.filename().string();
-    auto c = compare(dir);
-    if (!c) continue;
-    double bound = kTolerance * std::max(1.0, c->maxRef);
-    std::ostringstream msg;
-    msg << name << ": max abs error " << c->maxAbs << ", max rel error " << c->maxAbs / std::max(1.0, c->maxRef)
-        << " (max |ref| " << c->maxRef << ", bound " << bound << ")";
-    MESSAGE(msg.str());
-    CHECK_MESSAGE(c->maxAbs <= bound, msg.str());
+    auto r = compare(dir);
+    if (!r) continue;
+    auto report = [&](const char* what, const Comparison& c, double tolerance) {
+      double bound = tolerance * std::max(1.0, c.maxRef);
+      std::ostringstream msg;
+      msg << name << what << ": max abs error " << c.maxAbs << ", max rel error "
+          << c.maxAbs / std::max(1.0, c.maxRef) << " (max |ref| " << c.maxRef << ", bound " << bound << ")";
+      MESSAGE(msg.str());
+      CHECK_MESSAGE(c.maxAbs <= bound, msg.str());
+    };
+    report("", r->f32, kTolerance);
+    if (r->hasNative) report(" against transformers in its own dtype", r->native, kNativeTolerance);
     ++compared;
   }
   MESSAGE("compared " << compared << " of " << dirs.size() << " transformers fixture(s) under "
