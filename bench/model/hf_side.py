@@ -8,13 +8,23 @@ the token ids poot reads (WORK/tokens-*.npy, int32).
 
 check PLANS WORK: loads the same weights, computes the reference logits and
 compares poot's (WORK/out-NAME/logits.npy) with them, then times transformers
-eager on the same GPU (CUDA events, median): a decode step at 512 tokens of
-context (B = 1 and 8) and prefills of 512 and 2048 tokens. Prints one line a
-figure, `name value`, for run_h200.sh to tabulate.
+eager on the same GPU (CUDA events, median): a decode step at 512 and 4096
+tokens of context (B = 1 and 8) and prefills of 512 and 2048 tokens.
+
+compiled PLANS WORK: the decode step (B = 1, 512 tokens of context) of the
+same model through `torch.compile(mode="reduce-overhead")` over a static
+cache of 4096 tokens (CUDA graphs: PyTorch's own recipe for fast decoding),
+in f32 and with the weights in bf16 (bf16 activations too, as PyTorch runs
+a bf16 model). The static cache's attention reads all 4096 slots whatever
+the context, so one figure stands for both.
+
+Each prints one line a figure, `name value`, for run_h200.sh to tabulate.
 """
+import inspect
 import json
 import statistics
 import sys
+import time
 
 import numpy as np
 import torch
@@ -86,18 +96,57 @@ def check(plans, work):
         print(f"{name}.rel_err {rel:.3g}")
         print(f"{name}.argmax_agree {same:.4f}")
     model.load_state_dict(f32)
-    for batch in (1, 8):
-        ctx = torch.from_numpy(tokens(config, (batch, 512), 7)).long().cuda()
-        cache = DynamicCache()
-        model(ctx[:, :511], past_key_values=cache, use_cache=True)
-        nxt = ctx[:, 511:512]
-        ms = timed(lambda: model(nxt, past_key_values=cache, use_cache=True), 20)
-        print(f"torch.decode-b{batch}.ms {ms:.3f}")
+    del f32, rounded  # two copies of the weights: the eager timings below need the room
+    torch.cuda.empty_cache()
+    for length in (512, 4096):
+        for batch in (1, 8):
+            ctx = torch.from_numpy(tokens(config, (batch, length), 7)).long().cuda()
+            cache = DynamicCache()
+            model(ctx[:, : length - 1], past_key_values=cache, use_cache=True)
+            nxt = ctx[:, length - 1 :]
+            ms = timed(lambda: model(nxt, past_key_values=cache, use_cache=True), 20)
+            print(f"torch.decode-b{batch}{'' if length == 512 else '-ctx4096'}.ms {ms:.3f}")
+            del cache
     for n in (512, 2048):
         ids = torch.from_numpy(np.load(f"{work}/tokens-{n}.npy")).long().cuda()
         model(ids)
         print(f"torch.prefill-{n}.ms {timed(lambda: model(ids), 5):.3f}")
 
 
+def static_cache(config, length, dtype):
+    """A StaticCache of `length` tokens for one row, whichever of its
+    constructor's spellings this transformers has."""
+    from transformers import StaticCache
+
+    params = inspect.signature(StaticCache.__init__).parameters
+    kw = {"config": config, "max_cache_len": length}
+    kw.update({k: v for k, v in (("max_batch_size", 1), ("device", "cuda"), ("dtype", dtype)) if k in params})
+    return StaticCache(**kw)
+
+
+@torch.inference_mode()
+def compiled(plans, work):
+    config, model = build(plans)
+    model.load_state_dict(load_file(f"{work}/model.safetensors", device="cuda"))
+    ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
+    for label, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+        model.to(dtype)
+        try:
+            cache = static_cache(config, 4096, dtype)
+            model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
+            step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+            nxt, pos = ctx[:, 511:], torch.tensor([511], device="cuda")
+            start = time.time()
+            for _ in range(3):
+                step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True)
+            torch.cuda.synchronize()
+            print(f"torch.compile-{label}.compile_s {time.time() - start:.1f}")
+            ms = timed(lambda: step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True), 20)
+            print(f"torch.compile-decode-b1-{label}.ms {ms:.3f}")
+        except Exception as e:  # report it and go on to the next dtype
+            print(f"torch.compile-{label}.failed {type(e).__name__}: {str(e)[:300]!r}")
+        torch._dynamo.reset()
+
+
 if __name__ == "__main__":
-    {"prepare": prepare, "check": check}[sys.argv[1]](sys.argv[2], sys.argv[3])
+    {"prepare": prepare, "check": check, "compiled": compiled}[sys.argv[1]](sys.argv[2], sys.argv[3])

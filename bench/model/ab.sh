@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# On the GPU host: the same model plans from several plan folders (each made
+# by make_plans.sh, say by two builds of pootc), run on the same weights and
+# token ids, so that what differs between them is the compiler. The weights
+# are prepared as run_h200.sh prepares them (hf_side.py prepare into WORK,
+# from the first folder's config.json); each folder's plans run with the
+# first folder's poot binary, at pos 0, `poot run --backend cuda --iterations
+# AB_ITERS`, and the folders take turns, twice over, so that a drift of the
+# GPU's clocks falls on all of them alike. Prints one line a run:
+# `NAME FOLDER round R: step S ms, device D ms`.
+# Usage: bench/model/ab.sh WORK DIR...
+# AB_PLANS: the plan names (default: decode-b1 decode-b1-bf16 decode-b8
+# prefill-512); AB_ITERS: steps a run (default 50).
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 WORK DIR..." >&2; exit 2; }
+work=$1
+shift
+here=$(dirname "$0")
+poot=$1/poot
+mkdir -p "$work"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 "$here/hf_side.py" prepare "$1" "$work"
+for name in ${AB_PLANS:-decode-b1 decode-b1-bf16 decode-b8 prefill-512}; do
+  case $name in
+    *-bf16) weights=$work/bf16 ;;
+    *) weights=$work/model.safetensors ;;
+  esac
+  case $name in
+    decode-b8) tok=8 ;;
+    prefill-*) tok=${name#prefill-} ;;
+    *) tok=1 ;;
+  esac
+  for round in 1 2; do
+    for dir in "$@"; do
+      log=$work/ab.log
+      if ! "$poot" run "$dir/$name.plan" --backend cuda --weights "$weights" --input tokens="$work/tokens-$tok.npy" \
+        --slot pos=0 --iterations "${AB_ITERS:-50}" --output-dir "$work/out" >"$log" 2>&1; then
+        echo "$name $dir round $round: failed"
+        sed 's/^/  /' "$log"
+        continue
+      fi
+      step=$(sed -n 's/^median step time: \([0-9.]*\) ms.*/\1/p' "$log")
+      device=$(sed -n 's/^median device time: \([0-9.]*\) ms.*/\1/p' "$log")
+      echo "$name $dir round $round: step $step ms, device $device ms"
+    done
+  done
+done
