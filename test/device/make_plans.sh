@@ -3,18 +3,32 @@
 # host: every tiny model config x {decode, prefill} x {fixed, paged KV} x
 # {live length or not}, traced as test/e2e/matrix.sh traces them, and
 # examples/graphs/decode-attention.pg, and the one-MatMul graphs of
-# test/device/matmul_graphs.sh (odd sizes, every schedule), each compiled for
-# targets/nvidia-h200.yaml (PTX for sm_90) into OUT_DIR/NAME.plan.
-# Usage: test/device/make_plans.sh BUILD_DIR OUT_DIR
+# test/device/matmul_graphs.sh (odd sizes, every schedule; left out when
+# DEVICE_MATMUL=0), each compiled for PROFILE (default
+# targets/nvidia-h200.yaml: PTX for sm_90) into OUT_DIR/NAME.plan; a graph
+# the profile refuses (pootc exit 3: bf16 weights on a Vulkan profile
+# without bf16, say) is skipped with a line that says so.
+# Usage: test/device/make_plans.sh BUILD_DIR OUT_DIR [PROFILE]
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 BUILD_DIR OUT_DIR" >&2; exit 2; }
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR OUT_DIR [PROFILE]" >&2; exit 2; }
 mkdir -p "$2"
 build=$(realpath "$1") out=$(realpath "$2")
+target=$(realpath "${3:-$(dirname "$0")/../../targets/nvidia-h200.yaml}")
 cd "$(dirname "$0")/../.."
 pootc=$build/tools/pootc/pootc
-target=targets/nvidia-h200.yaml
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# compile GRAPH NAME: OUT_DIR/NAME.plan, or a line saying the profile refused it.
+compile() {
+  local rc=0 err
+  err=$($pootc compile "$1" --device "$target" -o "$out/$2.plan" 2>&1) || rc=$?
+  case $rc in
+    0) echo "$out/$2.plan" ;;
+    3) echo "$2: refused by $(basename "$target" .yaml), skipped: ${err%%$'\n'*}" ;;
+    *) printf '%s\n' "$err" >&2; exit 1 ;;
+  esac
+}
 
 for config in examples/models/tiny-*.json; do
   for phase in decode prefill; do
@@ -22,16 +36,16 @@ for config in examples/models/tiny-*.json; do
       for live in "" --live; do
         name=$(basename "$config" .json)-$phase-$kv${live:+-live}
         $pootc trace "$config" --phase "$phase" --kv "$kv" $live -o "$work/$name.pg"
-        $pootc compile "$work/$name.pg" --device "$target" -o "$out/$name.plan"
-        echo "$out/$name.plan"
+        compile "$work/$name.pg" "$name"
       done
     done
   done
 done
-$pootc compile examples/graphs/decode-attention.pg --device "$target" -o "$out/decode-attention.plan"
-echo "$out/decode-attention.plan"
+compile examples/graphs/decode-attention.pg decode-attention
+[ "${DEVICE_MATMUL:-1}" = 0 ] && exit 0
 bash test/device/matmul_graphs.sh "$work/matmul"
 for g in "$work"/matmul/*.pg; do
-  $pootc compile "$g" --device "$target" -o "$out/$(basename "$g" .pg).plan"
+  line=$(compile "$g" "$(basename "$g" .pg)")
+  [[ $line == *.plan ]] || echo "$line"
 done
-echo "$out/matmul-*.plan: $(ls "$work"/matmul/*.pg | wc -l) one-MatMul plans (test/device/matmul_graphs.sh)"
+echo "$out/matmul-*.plan: $(ls "$out"/matmul-*.plan | wc -l) one-MatMul plans (test/device/matmul_graphs.sh)"
