@@ -1,14 +1,17 @@
 // Diagnostics as values. Every library function that can fail on user input
 // returns Expected<T>: either the value or an Error that carries a kind, the
 // place in the input it concerns and a lower-case message with no final
-// period. Nothing in lib/ prints or exits; the tools format errors with
-// Error::str() and map kinds to exit codes.
+// period. Nothing in lib/ prints or exits; the tools format errors (and the
+// warnings and notes they print, Errors of another severity) with
+// Error::str() or Error::json() and map kinds to exit codes.
 #pragma once
 
 #include <cassert>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace poot {
 
@@ -38,18 +41,49 @@ enum class ErrorKind {
   Memory,   // host work past the host memory budget (ir/budget.h)
 };
 
+// "Io", "Syntax", ...: the enumerator's name.
+const char* kindName(ErrorKind kind);
+
+enum class Severity { Error, Warning, Note };
+
+// "error", "warning", "note".
+const char* severityName(Severity s);
+
+// A figure that decided a diagnostic, by a stable snake_case name: for a
+// refusal what was needed and the device's limit, the limit named as the
+// profile field it comes from ("workgroup_memory_bytes").
+struct Figure {
+  std::string name;
+  std::variant<int64_t, std::string> value;
+};
+
 struct Error {
   ErrorKind kind;
   Loc loc;
   std::string message;
   // For ErrorKind::Capability, which check refused: AttentionLds,
-  // ScratchBytes, GridLimit, DtypeLowering, BindingLimit, MemoryBudget. The
-  // figures that decided it are in the message.
+  // ScratchBytes, GridLimit, DtypeLowering, BindingLimit, MemoryBudget, ...
   std::string capability;
+  // What decided it, in the order the message names them (the message
+  // words them too); empty where the site computed none.
+  std::vector<Figure> figures;
+  // An Error is an error; a tool also prints its warnings and notes as
+  // Errors of another severity.
+  Severity severity = Severity::Error;
+
+  // The capability check where there is one, else kindName(kind).
+  std::string kindStr() const;
 
   // "file:line:col: error: message" (or "file:item: error: message"),
-  // dropping the parts Loc does not have.
+  // dropping the parts Loc does not have; a capability refusal ends with its
+  // check in brackets, "... but the device has 1024 [AttentionLds]".
   std::string str() const;
+
+  // The same as one line of JSON (no newline), fields always present and in
+  // this order: file, line, column, item ("", 0, 0 and "" where Loc has
+  // none), severity, kind (kindStr()), message, figures (an object of the
+  // figures by name). Invalid UTF-8 becomes U+FFFD.
+  std::string json() const;
 };
 
 inline Error makeError(ErrorKind kind, Loc loc, std::string message) {

@@ -111,26 +111,39 @@ Expected<BoundParams> bindParamArgs(const Graph& g, const ParamArgs& args) {
   return out;
 }
 
-std::vector<std::string> bindNotices(const Graph& g, const BoundParams& p) {
-  std::vector<std::string> lines;
+std::vector<Error> bindNotices(const Graph& g, const BoundParams& p) {
+  std::vector<Error> out;
+  auto notice = [&](Severity severity, std::string file, std::string message, std::vector<Figure> figures = {}) {
+    Error e = makeError(ErrorKind::Bind, Loc{std::move(file)}, std::move(message));
+    e.severity = severity;
+    e.figures = std::move(figures);
+    out.push_back(std::move(e));
+  };
   constexpr size_t kNamed = 8;
   const std::vector<std::string>& unused = p.fromCheckpoint.unused;
   for (size_t i = 0; i < unused.size() && i < kNamed; ++i)
-    lines.push_back(p.checkpoint->fileOf(*p.checkpoint->find(unused[i])) + ": warning: tensor '" + unused[i] +
-                    "' is not used by the graph");
+    notice(Severity::Warning, p.checkpoint->fileOf(*p.checkpoint->find(unused[i])),
+           "tensor '" + unused[i] + "' is not used by the graph", {{"tensor", unused[i]}});
   if (unused.size() > kNamed)
-    lines.push_back(p.checkpoint->path() + ": warning: " + std::to_string(unused.size() - kNamed) +
-                    " more tensors are not used by the graph");
-  if (p.generated.empty()) return lines;
+    notice(Severity::Warning, p.checkpoint->path(),
+           std::to_string(unused.size() - kNamed) + " more tensors are not used by the graph",
+           {{"tensors", int64_t(unused.size() - kNamed)}});
+  if (p.generated.empty()) return out;
   std::map<Storage, int64_t> counts;
   for (ValueId id : p.generated) ++counts[g.value(id).storage];
   std::vector<std::string> parts;
-  for (const auto& [storage, n] : counts) parts.push_back(std::to_string(n) + " " + storageName(storage) + (n == 1 ? "" : "s"));
+  std::vector<Figure> figures;
+  for (const auto& [storage, n] : counts) {
+    parts.push_back(std::to_string(n) + " " + storageName(storage) + (n == 1 ? "" : "s"));
+    figures.push_back({storageName(storage) + std::string("s"), n});
+  }
   std::string what;
   for (size_t i = 0; i < parts.size(); ++i) what += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
-  lines.push_back("note: generated " + what + " from seed " + std::to_string(p.seed) +
-                  ", not read from any file (name them with --weights, --input and --slot)");
-  return lines;
+  notice(Severity::Note, "",
+         "generated " + what + " from seed " + std::to_string(p.seed) +
+             ", not read from any file (name them with --weights, --input and --slot)",
+         std::move(figures));
+  return out;
 }
 
 }  // namespace poot

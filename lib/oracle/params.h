@@ -55,11 +55,12 @@ struct BoundParams {
 // drawn).
 Expected<BoundParams> bindParamArgs(const Graph& g, const ParamArgs& args);
 
-// What a tool prints to stderr once the parameters are bound: a warning for
-// each checkpoint tensor the graph does not use, at its shard ("FILE:
-// warning: tensor 'T' is not used by the graph"; past 8 of them one more
-// line counts the rest), then, when the generator drew any, a note of how
-// many of each storage class and from which seed.
-std::vector<std::string> bindNotices(const Graph& g, const BoundParams& p);
+// What a tool prints to stderr once the parameters are bound (Bind
+// diagnostics of severity warning and note): a warning for each checkpoint
+// tensor the graph does not use, at its shard ("FILE: warning: tensor 'T' is
+// not used by the graph"; past 8 of them one more counts the rest), then,
+// when the generator drew any, a note of how many of each storage class and
+// from which seed (its figures: the count of each class, "weights": 3).
+std::vector<Error> bindNotices(const Graph& g, const BoundParams& p);
 
 }  // namespace poot

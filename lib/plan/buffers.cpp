@@ -344,6 +344,7 @@ Status checkWeightBytes(const Plan& p, const DeviceProfile& d) {
                             " bytes, over the single-buffer limit of device '" + d.name + "' (max_buffer_bytes " +
                             std::to_string(d.max_buffer_bytes) + "): no kernel can bind it whole");
     e.capability = "BufferBytes";
+    e.figures = {{"bytes", b.bytes}, {"max_buffer_bytes", d.max_buffer_bytes}};
     return e;
   }
   return ok();

@@ -19,9 +19,10 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-Error refuse(const char* check, const Loc& loc, std::string message) {
+Error refuse(const char* check, const Loc& loc, std::string message, std::vector<Figure> figures) {
   Error e = makeError(ErrorKind::Capability, loc, std::move(message));
   e.capability = check;
+  e.figures = std::move(figures);
   return e;
 }
 
@@ -123,7 +124,11 @@ class Planner {
                     what + opName(e.op) + " %" + g_.value(e.results[0]).name + " binds " + str(n) +
                         " storage buffers (" + str(int64_t(d.reads.size())) + " read, " +
                         str(int64_t(d.writes.size())) + " written) but " + d_.name + " allows " +
-                        str(d_.max_bindings) + " per kernel");
+                        str(d_.max_bindings) + " per kernel",
+                    {{"bindings", n},
+                     {"reads", int64_t(d.reads.size())},
+                     {"writes", int64_t(d.writes.size())},
+                     {"max_bindings", d_.max_bindings}});
     }
     return ok();
   }
@@ -156,15 +161,15 @@ class Planner {
       const TwoByteOps& ops = t == DType::F16 ? d_.f16 : d_.bf16;
       std::string head =
           "op " + std::string(opName(e.op)) + " on " + dtypeName(t) + " does not lower on " + d_.name + ": ";
+      auto lowering = [&](const std::string& why) {
+        return refuse("DtypeLowering", e.loc, head + why, {{"op", opName(e.op)}, {"dtype", dtypeName(t)}});
+      };
       if (e.op == Op::Attention || e.op == Op::SelectedAttention)
-        return refuse("DtypeLowering", e.loc, head + "the generated attention kernel is f32 only");
-      if (!ops.storage)
-        return refuse("DtypeLowering", e.loc, head + "the device does not list " + dtypeName(t) + " storage");
+        return lowering("the generated attention kernel is f32 only");
+      if (!ops.storage) return lowering("the device does not list " + std::string(dtypeName(t)) + " storage");
       if (e.op == Op::Select && g_.type(e.results[0]).dtype == t) {
-        if (d_.target == Target::Spirv)
-          return refuse("DtypeLowering", e.loc, head + "a spirv target lowers no two-byte select");
-        if (!ops.select)
-          return refuse("DtypeLowering", e.loc, head + "the device does not list " + dtypeName(t) + " select");
+        if (d_.target == Target::Spirv) return lowering("a spirv target lowers no two-byte select");
+        if (!ops.select) return lowering("the device does not list " + std::string(dtypeName(t)) + " select");
       }
     }
     return ok();
@@ -176,7 +181,10 @@ class Planner {
       return refuse("AttentionLds", e.loc,
                     std::string(what) + " needs " + str(laneStateBytes(dv)) +
                         " bytes of workgroup memory for one lane (value width " + str(dv) + ") but the device has " +
-                        str(d_.workgroup_memory_bytes));
+                        str(d_.workgroup_memory_bytes),
+                    {{"lane_bytes", laneStateBytes(dv)},
+                     {"value_width", dv},
+                     {"workgroup_memory_bytes", d_.workgroup_memory_bytes}});
     return lanes;
   }
 
@@ -186,7 +194,8 @@ class Planner {
     if (!grid)
       return refuse("GridLimit", e.loc,
                     std::string(what) + " launches " + str(workgroups) + " workgroups (" + counted +
-                        ") but the device's grid holds " + str(d_.grid_limits[0]) + " x " + str(d_.grid_limits[1]));
+                        ") but the device's grid holds " + str(d_.grid_limits[0]) + " x " + str(d_.grid_limits[1]),
+                    {{"workgroups", workgroups}, {"grid_x", d_.grid_limits[0]}, {"grid_y", d_.grid_limits[1]}});
     return *grid;
   }
 
@@ -446,7 +455,9 @@ Status checkScratch(const Plan& plan, const DeviceProfile& d) {
                str(s.floats / (rows * (dv + 2))) + " splits * (value width " + str(dv) + " + 2) floats)";
       }
     }
-    return refuse("ScratchBytes", loc, what + " exceeds the device's single-buffer limit of " + str(d.max_buffer_bytes) + " bytes");
+    return refuse("ScratchBytes", loc,
+                  what + " exceeds the device's single-buffer limit of " + str(d.max_buffer_bytes) + " bytes",
+                  {{"scratch_bytes", s.bytes()}, {"max_buffer_bytes", d.max_buffer_bytes}});
   }
   return ok();
 }
@@ -471,7 +482,13 @@ Status checkMemoryBudget(const Plan& plan, const DeviceProfile& d) {
   return refuse("MemoryBudget", Loc{plan.source.loc.file},
                 "the plan needs " + str(total) + " bytes of device memory (arena " + str(plan.arenaBytes) +
                     ", weights " + str(weights) + ", state " + str(state) + ", inputs, slots and outputs " + str(io) +
-                    ") but the device has " + str(d.memory_bytes));
+                    ") but the device has " + str(d.memory_bytes),
+                {{"bytes", total},
+                 {"arena_bytes", plan.arenaBytes},
+                 {"weight_bytes", weights},
+                 {"state_bytes", state},
+                 {"io_bytes", io},
+                 {"memory_bytes", d.memory_bytes}});
 }
 
 }  // namespace poot

@@ -20,9 +20,10 @@ namespace poot::rt {
 
 namespace {
 
-Error capability(const char* kind, std::string msg) {
+Error capability(const char* kind, std::string msg, std::vector<Figure> figures) {
   Error e = makeError(ErrorKind::Capability, {}, std::move(msg));
   e.capability = kind;
+  e.figures = std::move(figures);
   return e;
 }
 
@@ -74,56 +75,76 @@ Status zeroFill(Backend& backend, BufferId buffer, int64_t bytes) {
 
 Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions& opts) {
   if (p.device.target != d.target)
-    return capability("Target", std::string("the plan is for target ") + targetName(p.device.target) + ", device '" +
-                                    d.name + "' runs " + targetName(d.target));
+    return capability("Target",
+                      std::string("the plan is for target ") + targetName(p.device.target) + ", device '" + d.name +
+                          "' runs " + targetName(d.target),
+                      {{"plan_target", targetName(p.device.target)}, {"device_target", targetName(d.target)}});
   int planMinor = vulkanMinor(p.device.arch);
   if (d.target == Target::Spirv && (planMinor < 0 || planMinor > vulkanMinor(d.arch)))
-    return capability("Device", "the plan needs " + p.device.arch + ", device '" + d.name + "' runs " + d.arch);
+    return capability("Device", "the plan needs " + p.device.arch + ", device '" + d.name + "' runs " + d.arch,
+                      {{"plan_arch", p.device.arch}, {"device_arch", d.arch}});
   // PTX for sm_N runs on sm_N and newer; an arch-specific sm_Na only on sm_N.
   std::string suffix;
   int planSm = smVersion(p.device.arch, &suffix);
   if (d.target == Target::Ptx &&
       (planSm < 0 || planSm > smVersion(d.arch) || (!suffix.empty() && planSm != smVersion(d.arch))))
     return capability("Device", "the plan's kernels are ptx for " + p.device.arch + ", device '" + d.name + "' is " +
-                                    d.arch);
+                                    d.arch,
+                      {{"plan_arch", p.device.arch}, {"device_arch", d.arch}});
   const std::string& name = p.device.name;
   bool same = name == d.slug || name.rfind(d.slug + "-", 0) == 0;
   if (!same && !opts.allowOtherDevice)
-    return capability("Device", "the plan was built for device '" + name + "', this is '" + d.slug + "' (" + d.name +
-                                    "); recompile it for this device or allow another device");
+    return capability("Device",
+                      "the plan was built for device '" + name + "', this is '" + d.slug + "' (" + d.name +
+                          "); recompile it for this device or allow another device",
+                      {{"plan_device", name}, {"device", d.slug}});
   for (const Kernel& k : p.kernels) {
     if (k.workgroupSize > d.maxWorkgroupSize)
-      return capability("WorkgroupSize", "kernel '" + k.entry + "' runs " + std::to_string(k.workgroupSize) +
-                                             " threads a workgroup, device '" + d.name + "' holds " +
-                                             std::to_string(d.maxWorkgroupSize));
+      return capability("WorkgroupSize",
+                        "kernel '" + k.entry + "' runs " + std::to_string(k.workgroupSize) +
+                            " threads a workgroup, device '" + d.name + "' holds " + std::to_string(d.maxWorkgroupSize),
+                        {{"workgroup_size", k.workgroupSize}, {"max_workgroup_size", d.maxWorkgroupSize}});
     if (k.workgroupMemory > d.workgroupMemoryBytes)
-      return capability("WorkgroupMemory", "kernel '" + k.entry + "' uses " + std::to_string(k.workgroupMemory) +
-                                               " bytes of workgroup memory, device '" + d.name + "' has " +
-                                               std::to_string(d.workgroupMemoryBytes));
+      return capability("WorkgroupMemory",
+                        "kernel '" + k.entry + "' uses " + std::to_string(k.workgroupMemory) +
+                            " bytes of workgroup memory, device '" + d.name + "' has " +
+                            std::to_string(d.workgroupMemoryBytes),
+                        {{"bytes", k.workgroupMemory}, {"workgroup_memory_bytes", d.workgroupMemoryBytes}});
   }
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& x = p.dispatches[i];
     for (int k = 0; k < 3; ++k)
       if (x.grid[k] < 1 || x.grid[k] > d.gridLimits[k])
-        return capability("GridLimit", "dispatch " + std::to_string(i) + " has " + std::to_string(x.grid[k]) +
-                                           " workgroups along " + "xyz"[k] + ", device '" + d.name + "' allows " +
-                                           std::to_string(d.gridLimits[k]));
+        return capability("GridLimit",
+                          "dispatch " + std::to_string(i) + " has " + std::to_string(x.grid[k]) + " workgroups along " +
+                              "xyz"[k] + ", device '" + d.name + "' allows " + std::to_string(d.gridLimits[k]),
+                          {{"dispatch", int64_t(i)},
+                           {"axis", std::string(1, "xyz"[k])},
+                           {"workgroups", x.grid[k]},
+                           {"grid_limit", d.gridLimits[k]}});
     if (int64_t(x.bindings.size()) > d.maxBindings)
-      return capability("BindingLimit", "dispatch " + std::to_string(i) + " (kernel '" + p.kernels[size_t(x.kernel)].entry +
-                                            "') binds " + std::to_string(x.bindings.size()) +
-                                            " storage buffers, device '" + d.name + "' allows " +
-                                            std::to_string(d.maxBindings) + " per kernel");
+      return capability("BindingLimit",
+                        "dispatch " + std::to_string(i) + " (kernel '" + p.kernels[size_t(x.kernel)].entry +
+                            "') binds " + std::to_string(x.bindings.size()) + " storage buffers, device '" + d.name +
+                            "' allows " + std::to_string(d.maxBindings) + " per kernel",
+                        {{"dispatch", int64_t(i)},
+                         {"bindings", int64_t(x.bindings.size())},
+                         {"max_bindings", d.maxBindings}});
     if (!x.params.empty())
       return makeError(ErrorKind::Format, {}, "dispatch " + std::to_string(i) +
                                                   " has scalar parameters, which this runtime does not pass");
   }
   for (const Buffer& b : p.buffers)
     if (b.bytes > d.maxBindingBytes)
-      return capability("BufferBytes", "buffer %" + b.name + " has " + std::to_string(b.bytes) + " bytes, device '" +
-                                           d.name + "' binds at most " + std::to_string(d.maxBindingBytes));
+      return capability("BufferBytes",
+                        "buffer %" + b.name + " has " + std::to_string(b.bytes) + " bytes, device '" + d.name +
+                            "' binds at most " + std::to_string(d.maxBindingBytes),
+                        {{"bytes", b.bytes}, {"max_binding_bytes", d.maxBindingBytes}});
   if (256 % d.bindingAlignment)
-    return capability("Device", "device '" + d.name + "' needs binding offsets aligned to " +
-                                    std::to_string(d.bindingAlignment) + " bytes, the arena is aligned to 256");
+    return capability("Device",
+                      "device '" + d.name + "' needs binding offsets aligned to " +
+                          std::to_string(d.bindingAlignment) + " bytes, the arena is aligned to 256",
+                      {{"binding_alignment", d.bindingAlignment}, {"arena_alignment", int64_t(256)}});
   return ok();
 }
 

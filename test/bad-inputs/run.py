@@ -1,7 +1,10 @@
 # The bad-input corpus: runs every case of cases.ini against the built tools
 # and checks three things of each: the exit code, the diagnostic (one line of
 # stderr equal to `error`, or containing `contains`), and that nothing was
-# written. Usage: run.py BUILD_DIR [CASE...] (default: every case).
+# written. Each case then runs again with --diagnostics=json: the same exit
+# code, nothing written, and stderr all JSON objects (docs/diagnostics.md),
+# one an error whose message is that of the text form's diagnostic.
+# Usage: run.py BUILD_DIR [CASE...] (default: every case).
 #
 # cases.ini has one section per case, and a [setup] section whose `run`
 # commands (one a line) make the fixtures every case may use (plans,
@@ -14,6 +17,7 @@
 # {examples}, {targets}, {lit} (test/lit, for its helper scripts), {fix},
 # {tmp} and {out}; they run in bash.
 import configparser
+import json
 import os
 import shutil
 import subprocess
@@ -58,6 +62,33 @@ def lines(value):
     return [line for line in value.splitlines() if line.strip()]
 
 
+def written(out):
+    found = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
+    found += sorted(os.path.relpath(os.path.join(d, s), out) for d, ss, _ in os.walk(out) for s in ss)
+    return found
+
+
+FIELDS = ["file", "line", "column", "item", "severity", "kind", "message", "figures"]
+
+
+def json_problems(r, want, diagnostic, out):
+    """What is wrong with a --diagnostics=json run of a case whose text form printed `diagnostic`."""
+    problems = [] if r.returncode == want else [f"json: exit code {r.returncode}, expected {want}"]
+    objects = []
+    for line in r.stderr.splitlines():
+        try:
+            objects.append(json.loads(line))
+        except ValueError:
+            problems.append("json: stderr line is not JSON: " + line)
+    problems += ["json: fields " + str(list(o)) for o in objects if list(o) != FIELDS]
+    objects = [o for o in objects if list(o) == FIELDS]
+    if not any(o["severity"] == "error" and o["message"] in diagnostic for o in objects):
+        problems.append("json: no error whose message is in: " + diagnostic)
+    if written(out):
+        problems.append("json: wrote " + ", ".join(written(out)))
+    return problems
+
+
 os.makedirs(names["fix"])
 for cmd in lines(cases["setup"]["run"]):
     r = shell(expand(cmd, {}), names["fix"])
@@ -90,12 +121,19 @@ for name in cases.sections():
             problems.append("stderr does not contain: " + expand(case["contains"], extra))
         if "error" not in case and "contains" not in case:
             problems.append("the case states no diagnostic")
-        written = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
-        written += sorted(os.path.relpath(os.path.join(d, s), out) for d, ss, _ in os.walk(out) for s in ss)
-        if written:
-            problems.append("wrote " + ", ".join(written))
+        if written(out):
+            problems.append("wrote " + ", ".join(written(out)))
         if problems:
             problems.append("command: " + expand(case["run"], extra) + "\nstderr:\n" + r.stderr)
+        else:
+            said = expand(case["error"] if "error" in case else case["contains"], extra)
+            diagnostic = next(line for line in err if said in line)
+            cmd = case["run"].replace("{pootc} ", "{pootc} --diagnostics=json ")
+            cmd = cmd.replace("{poot} ", "{poot} --diagnostics=json ")
+            j = shell(expand(cmd, extra), out)
+            problems += json_problems(j, want, diagnostic, out)
+            if problems:
+                problems.append("command: " + expand(cmd, extra) + "\nstderr:\n" + j.stderr)
     ran += 1
     if problems:
         failures.append(name)

@@ -312,7 +312,13 @@ TEST_CASE("checkpoint: bindParamArgs leaves the checkpoint's weights mapped and 
   CHECK(host.at("model.norm.weight").bytes == s.one.at("model.norm.weight").bytes);
   CHECK(host.size() == 4);
   std::string shard2 = d / "model-00002-of-00002.safetensors";
-  CHECK(bindNotices(small, *p) ==
+  // The notices as the tools print them: their text lines.
+  auto lines = [](const std::vector<Error>& notices) {
+    std::vector<std::string> out;
+    for (const Error& e : notices) out.push_back(e.str());
+    return out;
+  };
+  CHECK(lines(bindNotices(small, *p)) ==
         std::vector<std::string>{shard2 + ": warning: tensor 'lm_head.weight' is not used by the graph",
                                  shard2 + ": warning: tensor 'model.layers.0.mask' is not used by the graph",
                                  "note: generated 1 input from seed 3, not read from any file (name them with "
@@ -321,9 +327,14 @@ TEST_CASE("checkpoint: bindParamArgs leaves the checkpoint's weights mapped and 
   // Without a checkpoint every weight is generated, and the note says how many.
   auto none = bindParamArgs(g, ParamArgs{{}, {}, "", 0});
   REQUIRE(bool(none));
-  CHECK(bindNotices(g, *none) ==
+  std::vector<Error> drawn = bindNotices(g, *none);
+  CHECK(lines(drawn) ==
         std::vector<std::string>{"note: generated 1 input, 3 weights and 1 slot from seed 0, not read from any file "
                                  "(name them with --weights, --input and --slot)"});
+  CHECK(drawn[0].json() ==
+        "{\"file\":\"\",\"line\":0,\"column\":0,\"item\":\"\",\"severity\":\"note\",\"kind\":\"Bind\",\"message\":"
+        "\"generated 1 input, 3 weights and 1 slot from seed 0, not read from any file (name them with --weights, "
+        "--input and --slot)\",\"figures\":{\"inputs\":1,\"weights\":3,\"slots\":1}}");
 
   // Past eight unused tensors, one line counts the rest.
   TensorMap many;
@@ -336,7 +347,7 @@ TEST_CASE("checkpoint: bindParamArgs leaves the checkpoint's weights mapped and 
   CHECK(m.error().kind == ErrorKind::Io);
   auto ok = bindParamArgs(small, ParamArgs{{}, {}, d / "many.safetensors", 0});
   REQUIRE(bool(ok));
-  std::vector<std::string> notes = bindNotices(small, *ok);
+  std::vector<std::string> notes = lines(bindNotices(small, *ok));
   REQUIRE(notes.size() == 10);
   CHECK(notes[0] == d / "many.safetensors" + ": warning: tensor 't0' is not used by the graph");
   CHECK(notes[8] == d / "many.safetensors" + ": warning: 3 more tensors are not used by the graph");

@@ -337,7 +337,7 @@ TEST_CASE("plan: AttentionLds when one lane's state does not fit") {
   CHECK(check == "AttentionLds");
   CHECK(text ==
         "t.pg:5:8: error: attention needs 2056 bytes of workgroup memory for one lane (value width 512) but the "
-        "device has 1024");
+        "device has 1024 [AttentionLds]");
   // 254 + 2 floats fit exactly.
   CHECK(attentionLanes(254, s.make()) == 1);
   CHECK(attentionLanes(255, s.make()) == 0);
@@ -357,7 +357,7 @@ TEST_CASE("plan: GridLimit for an attention and for a plain kernel") {
   CHECK(check == "GridLimit");
   CHECK(text ==
         "t.pg:5:8: error: attention launches 274877906944 workgroups (B * Hkv * query blocks) but the device's grid "
-        "holds 65535 x 65535");
+        "holds 65535 x 65535 [GridLimit]");
   CHECK(plan(big, target("nvidia-h200")).dispatches[0].grid[1] == 129);
 
   Synth s;
@@ -372,7 +372,7 @@ TEST_CASE("plan: GridLimit for an attention and for a plain kernel") {
   CHECK(check2 == "GridLimit");
   CHECK(text2 ==
         "t.pg:3:6: error: op Add launches 2 workgroups (512 elements, 256 per workgroup) but the device's grid holds 1 "
-        "x 1");
+        "x 1 [GridLimit]");
 }
 
 TEST_CASE("plan: BindingLimit when a dispatch binds more storage buffers than the device allows") {
@@ -390,7 +390,9 @@ TEST_CASE("plan: BindingLimit when a dispatch binds more storage buffers than th
   CHECK(plan(concat(3), s.make()).dispatches.size() == 1);
   auto [check, text] = refusal(concat(4), s.make());
   CHECK(check == "BindingLimit");
-  CHECK(text == "t.pg:6:6: error: op Concat %y binds 5 storage buffers (4 read, 1 written) but synth allows 4 per kernel");
+  CHECK(text ==
+        "t.pg:6:6: error: op Concat %y binds 5 storage buffers (4 read, 1 written) but synth allows 4 per kernel "
+        "[BindingLimit]");
   // lavapipe's 32, the Concat of 33 from issue 16 and the one of 32.
   CHECK(refusal(concat(33), target("lavapipe")).second.find("binds 34 storage buffers (33 read, 1 written) but "
                                                               "lavapipe allows 32 per kernel") != std::string::npos);
@@ -409,12 +411,16 @@ TEST_CASE("plan: DtypeLowering names the op, the dtype and the device") {
   {
     auto [check, text] = refusal(sel("f16"), target("lavapipe"));
     CHECK(check == "DtypeLowering");
-    CHECK(text == "t.pg:4:6: error: op Select on f16 does not lower on lavapipe: a spirv target lowers no two-byte select");
+    CHECK(text ==
+          "t.pg:4:6: error: op Select on f16 does not lower on lavapipe: a spirv target lowers no two-byte select "
+          "[DtypeLowering]");
   }
   {
     auto [check, text] = refusal(add("bf16"), target("lavapipe"));
     CHECK(check == "DtypeLowering");
-    CHECK(text == "t.pg:4:6: error: op Add on bf16 does not lower on lavapipe: the device does not list bf16 storage");
+    CHECK(text ==
+          "t.pg:4:6: error: op Add on bf16 does not lower on lavapipe: the device does not list bf16 storage "
+          "[DtypeLowering]");
   }
   {
     Synth s;
@@ -423,14 +429,16 @@ TEST_CASE("plan: DtypeLowering names the op, the dtype and the device") {
     s.f16 = "[storage, arith]";
     auto [check, text] = refusal(sel("f16"), s.make());
     CHECK(check == "DtypeLowering");
-    CHECK(text == "t.pg:4:6: error: op Select on f16 does not lower on synth: the device does not list f16 select");
+    CHECK(text ==
+          "t.pg:4:6: error: op Select on f16 does not lower on synth: the device does not list f16 select "
+          "[DtypeLowering]");
   }
   {
     auto [check, text] = refusal(attention(1, 4, 1, 256, 64, 1, "f16"), target("nvidia-h200"));
     CHECK(check == "DtypeLowering");
     CHECK(text ==
           "t.pg:5:8: error: op Attention on f16 does not lower on nvidia-h200: the generated attention kernel is f32 "
-          "only");
+          "only [DtypeLowering]");
   }
   // Kernels compute in f32 and round each result: storage is all an f16 Add
   // needs (the Raspberry Pi lowers no f16 arithmetic), and the H200 and the
@@ -452,9 +460,10 @@ TEST_CASE("plan: ScratchBytes refuses a scratch the device cannot bind") {
   REQUIRE(!st);
   CHECK(st.error().kind == ErrorKind::Capability);
   CHECK(st.error().capability == "ScratchBytes");
+  CHECK(st.error().json().find(R"("figures":{"scratch_bytes":266240,"max_buffer_bytes":100000})") != std::string::npos);
   CHECK(st.error().str() ==
         "t.pg:5:8: error: split-kv scratch of 266240 bytes (32 rows * 16 splits * (value width 128 + 2) floats) exceeds "
-        "the device's single-buffer limit of 100000 bytes");
+        "the device's single-buffer limit of 100000 bytes [ScratchBytes]");
   // A split-K MatMul's partials: q_proj of 512 rows in 8 chunks.
   Plan mm = plan(testing::parse("graph g\ninput %x : f32[512,4096]\ninput %w : f32[4096,4096]\n"
                                 "%y = MatMul(%x, %w) {transpose_b=true} : f32[512,4096]\noutput %y\n"),
@@ -485,9 +494,11 @@ TEST_CASE("plan: MemoryBudget counts the arena and every buffer outside it") {
   auto st = checkMemoryBudget(p, s.make());
   REQUIRE(!st);
   CHECK(st.error().capability == "MemoryBudget");
+  CHECK(st.error().json().find(R"("figures":{"bytes":2000,"arena_bytes":1000,"weight_bytes":600,"state_bytes":300,)"
+                               R"("io_bytes":100,"memory_bytes":1999})") != std::string::npos);
   CHECK(st.error().str() ==
         "t.pg: error: the plan needs 2000 bytes of device memory (arena 1000, weights 600, state 300, inputs, slots "
-        "and outputs 100) but the device has 1999");
+        "and outputs 100) but the device has 1999 [MemoryBudget]");
 }
 
 TEST_CASE("plan: plain kernels get one thread per result element, 256 per workgroup") {

@@ -223,7 +223,7 @@ int runGenerate(const GenerateOptions& o) {
   // Only the weights are bound from here (the pools start as zeros, the
   // maps are the driver's), so only they count in the notice.
   std::erase_if(params->generated, [&](ValueId id) { return prefillPlan->source.value(id).storage != Storage::Weight; });
-  for (const std::string& line : bindNotices(prefillPlan->source, *params)) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const Error& n : bindNotices(prefillPlan->source, *params)) notice(n);
   std::map<std::string, Tensor> merged;
   if (!o.adapter.empty()) {
     auto adapter = loadAdapter(o.adapter);
@@ -281,9 +281,9 @@ int runGenerate(const GenerateOptions& o) {
     if (auto c = batcher.complete(step, sampled); !c) return report(kvError(c.error()));
     if (batcher.finished() != finishedBefore || elapsed() - lastProgress >= 5) {
       lastProgress = elapsed();
-      std::fprintf(stderr, "generate: %lld of %lld prompts done, %lld tokens, %s tokens/s\n",
-                   (long long)batcher.finished(), (long long)batcher.requests(),
-                   (long long)batcher.stats().generated, perSecond(batcher.stats().generated, elapsed()).c_str());
+      progress("generate: " + std::to_string(batcher.finished()) + " of " + std::to_string(batcher.requests()) +
+               " prompts done, " + std::to_string(batcher.stats().generated) + " tokens, " +
+               perSecond(batcher.stats().generated, elapsed()) + " tokens/s");
     }
   }
   double seconds = elapsed();

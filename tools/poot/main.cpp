@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "command_line.h"
 #include "ir/budget.h"
 #include "tool.h"
 
@@ -128,12 +129,7 @@ int main(int argc, char** argv) {
   probe->add_option("--device", popts.device, "which device: an index or a piece of its name");
   probe->add_option("-o,--output", popts.output, "the profile to write (YAML)")->required();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (auto code = poot::parseCommandLine(app, argc, argv)) return *code;
   if (*run && ropts.noReplay && ropts.backend != "cuda")
     return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
                                         "--no-replay needs --backend cuda: only it can launch a program's "

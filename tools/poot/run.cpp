@@ -31,12 +31,6 @@
 
 namespace poot {
 
-int report(const Error& e) {
-  std::fprintf(stderr, "%s\n", e.str().c_str());
-  if (e.kind == ErrorKind::Usage) return 2;
-  return e.kind == ErrorKind::Capability ? 3 : 1;
-}
-
 namespace {
 
 struct Tol {
@@ -93,13 +87,16 @@ int runRun(const RunOptions& opts) {
   Graph graph = plan->source;
   auto backend = rt::openBackend(opts.backend, opts.device, !opts.noReplay);
   if (!backend) return report(backend.error());
-  if (auto why = (*backend)->replayFallback()) std::fprintf(stderr, "note: %s\n", why->message.c_str());
+  if (auto why = (*backend)->replayFallback()) {
+    why->severity = Severity::Note;
+    notice(*why);
+  }
   auto session = rt::Session::create(plan.take(), backend.take(), {opts.allowOtherDevice});
   if (!session) return report(session.error());
   rt::Session& s = **session;
   auto params = bindParamArgs(graph, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
   if (!params) return report(params.error());
-  for (const std::string& line : bindNotices(graph, *params)) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const Error& n : bindNotices(graph, *params)) notice(n);
 
   std::map<std::string, Tensor> states, perCall;
   for (ValueId id : graph.params) {
@@ -113,11 +110,11 @@ int runRun(const RunOptions& opts) {
   std::optional<LoadProgress> progress;
   auto load = uploadWeights(s, graph, *params, [&](int64_t done, int64_t total) {
     if (!progress) progress.emplace(total);
-    if (auto line = progress->advance(done)) std::fprintf(stderr, "%s\n", line->c_str());
+    if (auto line = progress->advance(done)) poot::progress(*line);
   });
   if (!load) return report(load.error());
   if (params->checkpoint)
-    std::fprintf(stderr, "%s\n", loadSummary(load->bytes, params->checkpoint->files().size(), load->seconds).c_str());
+    poot::progress(loadSummary(load->bytes, params->checkpoint->files().size(), load->seconds));
 
   std::vector<double> times, deviceTimes, overheads;  // overheads: per dispatch
   const size_t dispatches = s.plan().dispatches.size();

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
+#include "diagnostics.h"
 
 namespace poot {
 
@@ -57,8 +57,5 @@ struct ProbeOptions {
 };
 
 int runProbe(const ProbeOptions& opts);
-
-// Prints a diagnostic and returns the exit code its kind calls for.
-int report(const Error& e);
 
 }  // namespace poot

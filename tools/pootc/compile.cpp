@@ -130,12 +130,6 @@ std::string passNames() {
 
 }  // namespace
 
-int report(const Error& e) {
-  std::fprintf(stderr, "%s\n", e.str().c_str());
-  if (e.kind == ErrorKind::Usage) return 2;
-  return e.kind == ErrorKind::Capability ? 3 : 1;
-}
-
 int runCompile(const CompileOptions& opts) {
   if (!opts.printAfter.empty() && opts.printAfter != "all" && !findPass(opts.printAfter))
     return report(usage("--print-after: unknown pass '" + opts.printAfter + "' (passes: " + passNames() + ", or all)"));
@@ -145,6 +139,10 @@ int runCompile(const CompileOptions& opts) {
     return report(usage("--emit=plan writes a binary plan file: name it with -o FILE.plan (or use --emit=plan-text)"));
   if (!opts.dumpKernels.empty() && opts.emit != "plan" && opts.emit != "plan-text")
     return report(usage("--dump-kernels writes the kernels of a plan: use it with --emit=plan or plan-text"));
+  // What they print is text for a person; JSON mode prints nothing else on stderr.
+  if (diagnosticFormat() == DiagFormat::Json && (opts.remarks || !opts.printAfter.empty() || opts.timePhases))
+    return report(usage("--remarks, --print-after and --time-phases print text on stderr: use them without "
+                        "--diagnostics=json"));
   PhaseTimer timer(opts.timePhases);
   auto graph = loadGraph(opts.graph);
   if (!graph) return report(graph.error());

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/diag.h"
+#include "diagnostics.h"
 #include "ir/graph.h"
 
 namespace poot {
@@ -61,9 +61,6 @@ struct InspectOptions {
 };
 
 int runInspect(const InspectOptions& opts);
-
-// Prints a diagnostic and returns the exit code its kind calls for.
-int report(const Error& e);
 
 // Writes a graph to `output` (standard output when empty or "-"): the binary
 // form when the name ends in .pgb, else the text form; atomically, so a

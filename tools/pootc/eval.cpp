@@ -5,7 +5,6 @@
 // seeded generator (bindParamArgs, shared with poot run; its notices go to
 // stderr). A failed validation witness publishes nothing; otherwise each
 // output is written as OUTDIR/NAME.npy, atomically.
-#include <cstdio>
 #include <filesystem>
 
 #include "driver.h"
@@ -23,13 +22,13 @@ int runEval(const EvalOptions& opts) {
 
   auto params = bindParamArgs(g, ParamArgs{opts.inputs, opts.slots, opts.weights, opts.seed});
   if (!params) return report(params.error());
-  for (const std::string& line : bindNotices(g, *params)) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const Error& n : bindNotices(g, *params)) notice(n);
   auto ev = evaluate(g, params->hostTensors());
   if (!ev) return report(ev.error());
   if (!ev->valid()) {
     for (const Export& v : g.validations)
       if (!ev->validations.at(g.value(v.value).name))
-        std::fprintf(stderr, "error: validation failed: %%%s\n", g.value(v.value).name.c_str());
+        report(makeError(ErrorKind::Range, {}, "validation failed: %" + g.value(v.value).name));
     return 1;
   }
 

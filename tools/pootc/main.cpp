@@ -5,6 +5,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "command_line.h"
 #include "driver.h"
 #include "ir/budget.h"
 
@@ -101,12 +102,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (auto code = poot::parseCommandLine(app, argc, argv)) return *code;
 
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
