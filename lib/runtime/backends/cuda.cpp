@@ -28,8 +28,8 @@
 // (grids and buffer addresses are fixed by the plan). Capture rather than
 // building the graph node by node: one launch path serves both ways of
 // running, and nothing beyond handles and one enum has to be declared by
-// hand here (the kernel node's parameter struct changed layout between CUDA
-// 11 and 12; a mistake in it could not be caught without a GPU). The capture
+// hand for it (the kernel node's parameter struct changed layout between
+// CUDA 11 and 12; a mistake in it could not be caught without a GPU). The capture
 // is thread-local: it would be broken only by an unsafe call of this thread,
 // and record() makes none. An empty program has no graph and runs nothing.
 // Without the graph entry points (an older driver) every program launches in
