@@ -7,10 +7,11 @@
 //     lavapipe through the runtime,
 // to the oracle on the graph before the passes, every output element within
 // twice its bound. The passes must form exactly the Attention eqns the
-// generator meant to be recognized (none for a near miss), and each bound
-// must be tight enough to mean something (at most 1% of 1 + |value|). A
-// failure names the seed, the recipe and the graph's text; rerun it with
-// `diff_tests --seed=S`.
+// generator meant to be recognized (none for a near miss), and at most a
+// tenth of the outputs may have a loose bound (over 1% of 1 + |value|), so
+// the comparisons keep their teeth. A failure names the seed, the recipe and
+// the graph's text; rerun it with `diff_tests --seed=S`. The last line says
+// how many graphs ran.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -73,7 +74,10 @@ void checkSeed(uint64_t seed, const DeviceProfile& device, Tally& tally) {
   for (const auto& [name, w] : want->outputs) {
     const Tensor& e = bound->outputs.at("bound." + name);
     double worst = 0;
-    for (int64_t i = 0; i < w.size(); ++i) worst = std::max(worst, kSlack * e.get(i) / (1 + std::fabs(w.get(i))));
+    for (int64_t i = 0; i < w.size(); ++i) {
+      double part = kSlack * e.get(i) / (1 + std::fabs(w.get(i)));
+      if (!(part <= worst)) worst = part;  // a NaN stays
+    }
     CHECK_MESSAGE(std::isfinite(worst), "the bound of output " << name << " is not finite");
     tally.outputs += 1;
     if (worst > kMeaningful) {
@@ -95,9 +99,11 @@ void checkSeed(uint64_t seed, const DeviceProfile& device, Tally& tally) {
   auto run = testing::runOnVulkan(after, device, params);
   REQUIRE_MESSAGE(bool(run), (run ? "" : run.error().str()));
   checkOutputs("lavapipe", *want, *bound, run->outputs);
-  if (seedRange().verbose)
+  if (seedRange().verbose) {
     std::printf("seed %llu: %s; %lld eqns, %lld after the passes\n", (unsigned long long)seed, gen->recipe.c_str(),
                 (long long)before.eqns.size(), (long long)after.eqns.size());
+    std::fflush(stdout);
+  }
 }
 
 TEST_CASE("diff: random graphs, the oracle before and after the passes and the plan on lavapipe") {
