@@ -38,17 +38,11 @@ std::string graphText(const Case& c, bool abs) {
 
 // |got - want| <= 2 gamma_K bound (+ one ulp of a two-byte result); integers equal.
 void checkWithin(const std::string& what, const Tensor& want, const Tensor& got, const Tensor& bound, int64_t k) {
-  REQUIRE_MESSAGE(got.type == want.type, what);
   double u = std::ldexp(1.0, -24), gamma = double(k) * u / (1 - double(k) * u);
   double ulp = want.dtype() == DType::F16 ? std::ldexp(1.0, -10) : want.dtype() == DType::BF16 ? std::ldexp(1.0, -7) : 0;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < want.size(); ++i) {
-    double w = want.get(i), g = got.get(i);
-    double tol = isFloat(want.dtype()) ? 2.02 * gamma * bound.get(i) + ulp * std::fabs(w) : 0;
-    if (!(std::fabs(g - w) <= tol) && ++bad <= 3)
-      FAIL_CHECK(what << " element " << i << ": " << g << " vs " << w << " (bound " << tol << ")");
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << want.size() << " elements out of bound");
+  testing::checkWithinEach(what, want, got, [&](int64_t i) {
+    return isFloat(want.dtype()) ? 2.02 * gamma * bound.get(i) + ulp * std::fabs(want.get(i)) : 0;
+  });
 }
 
 // A graph's oracle run on fresh random parameters, and its twin's over the

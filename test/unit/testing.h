@@ -208,6 +208,23 @@ inline void checkClose(const std::string& what, const Tensor& before, const Tens
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
 }
 
+// `got` has the type of `want` and each element is within tolOf(i), an
+// absolute bound, of want's (equal values, infinities included, always match;
+// so does NaN against NaN); the first three that are not are reported each,
+// with their bound.
+template <class TolOf>
+inline void checkWithinEach(const std::string& what, const Tensor& want, const Tensor& got, TolOf tolOf) {
+  REQUIRE_MESSAGE(got.type == want.type, what);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    double w = want.get(i), g = got.get(i), tol = tolOf(i);
+    bool match = w == g || (std::isnan(w) && std::isnan(g)) || std::fabs(g - w) <= tol;
+    if (!match && ++bad <= 3)
+      FAIL_CHECK(what << " element " << i << ": " << g << " vs " << w << " (bound " << tol << ")");
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << want.size() << " elements out of bound");
+}
+
 // The oracle on both graphs with the same random parameters (drawn from
 // `seed` for `before`): the same outputs and states, by name, within tol,
 // and the same validations.
