@@ -5,11 +5,16 @@
 // pass ptxas (when it is installed); HSACO must be an AMDGPU ELF whose kernel
 // descriptor records the kernel's workgroup memory and whose metadata note
 // names the kernel (those checks live in kernel_checks.h). Both are
-// byte-identical across compiles. The compile time of a 200-instruction
+// byte-identical across compiles. lld links in this process, leaves no
+// temporary file and links again after a failed link. The compile time of a 200-instruction
 // kernel is printed, not asserted.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -140,6 +145,14 @@ kir::Kernel chain200() {
   return b.finish();
 }
 
+// pow on integers, which no target lowers.
+kir::Kernel intPow() {
+  kir::Builder b("int_pow", 32, 1);
+  int32_t out = b.buffer("out", DType::I32, 32, true);
+  b.store(out, b.local(), b.binary(Opc::Pow, b.local(), b.i32(2)));
+  return b.finish();
+}
+
 }  // namespace
 
 TEST_CASE("llvm: ptx of every opcode names the entry, sizes .shared, has bar.sync and passes ptxas") {
@@ -217,22 +230,36 @@ TEST_CASE("llvm: unknown archs and spirv are capability errors naming them") {
 }
 
 TEST_CASE("llvm: an operation with no meaning on its type is an error, not a crash") {
-  kir::Builder b("int_pow", 32, 1);
-  int32_t out = b.buffer("out", DType::I32, 32, true);
-  b.store(out, b.local(), b.binary(Opc::Pow, b.local(), b.i32(2)));
-  auto blob = lowering(Target::Ptx, "sm_90")->compile(b.finish());
+  auto blob = lowering(Target::Ptx, "sm_90")->compile(intPow());
   REQUIRE(!blob);
   CHECK(blob.error().kind == ErrorKind::Verify);
   CHECK(blob.error().message.find("pow on i32") != std::string::npos);
 }
 
-TEST_CASE("llvm: a failing ld.lld is an io error with the command and its output") {
+TEST_CASE("llvm: a failing link is an io error with lld's arguments and messages, and lld links again after it") {
   auto r = llvmgen::linkHsaco("not an object");
   REQUIRE(!r);
   CHECK(r.error().kind == ErrorKind::Io);
-  CHECK(r.error().message.find("ld.lld") != std::string::npos);
-  CHECK(r.error().message.find("-shared") != std::string::npos);
+  CHECK(r.error().message.find("ld.lld -shared") != std::string::npos);
   CHECK(r.error().message.find("failed") != std::string::npos);
+  CHECK(r.error().message.find("ld.lld: error: ") != std::string::npos);  // lld's own message
+  kir::Kernel k = chain200();
+  checkHsaco(k, compile(*lowering(Target::Hsaco, "gfx942"), k));
+}
+
+TEST_CASE("llvm: hsaco links leave no temporary files behind") {
+  auto dir = std::filesystem::temp_directory_path() / ("poot-llvm-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const char* saved = std::getenv("TMPDIR");
+  std::string before = saved ? saved : "";
+  setenv("TMPDIR", dir.c_str(), 1);
+  auto l = lowering(Target::Hsaco, "gfx942");
+  compile(*l, chain200());
+  CHECK(!llvmgen::linkHsaco("not an object"));
+  if (saved) setenv("TMPDIR", before.c_str(), 1);
+  else unsetenv("TMPDIR");
+  CHECK(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("llvm: compile time of a 200-instruction kernel") {

@@ -1,6 +1,7 @@
 // LLVM lowering: a KIR kernel as LLVM IR, then machine code for the profile's
 // target with LLVM 19: NVPTX -> PTX text for the profile's sm, AMDGPU -> an
-// object linked by `ld.lld -shared` into an HSACO code object for its gfx.
+// object linked by lld (in process, as `ld.lld -shared`) into an HSACO code
+// object for its gfx.
 // Storage buffers are kernel pointer parameters in address space 1 in
 // binding order; workgroup arrays are address space 3 globals (on NVPTX past
 // 48 KiB, offsets into the one dynamic shared array, so a launch passes the

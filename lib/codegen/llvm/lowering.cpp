@@ -4,7 +4,7 @@
 // each kernel gets a fresh LLVMContext, its module (module.h), the new pass
 // manager's O2 pipeline with the target's own passes, then the legacy
 // codegen pipeline into memory. PTX is that assembly text; HSACO is the
-// object linked by ld.lld (link.h). The context's error diagnostics (an
+// object linked by lld in process (link.h). The context's error diagnostics (an
 // AMDGPU kernel over its arch's LDS, say) are collected and returned as an
 // error instead of LLVM's default, which prints them and exits.
 #include "codegen/llvm/llvm.h"
