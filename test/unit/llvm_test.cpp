@@ -5,8 +5,9 @@
 // pass ptxas (when it is installed); HSACO must be an AMDGPU ELF whose kernel
 // descriptor records the kernel's workgroup memory and whose metadata note
 // names the kernel (those checks live in kernel_checks.h). Both are
-// byte-identical across compiles. lld links in this process, leaves no
-// temporary file and links again after a failed link. The compile time of a 200-instruction
+// byte-identical across compiles, and compileKernels, which spreads kernels
+// over threads, gives each the same bytes. lld links in this process, leaves
+// no temporary file and links again after a failed link. The compile time of a 200-instruction
 // kernel is printed, not asserted.
 #include <doctest/doctest.h>
 
@@ -260,6 +261,29 @@ TEST_CASE("llvm: hsaco links leave no temporary files behind") {
   else unsetenv("TMPDIR");
   CHECK(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("llvm: compileKernels gives each kernel the blob compile() gives it, in order, on any number of threads") {
+  std::vector<kir::Kernel> kernels = {allOps(64), chain200(), intPow(), allOps(256)};
+  for (auto [t, arch] : {std::pair{Target::Ptx, "sm_90"}, {Target::Hsaco, "gfx942"}}) {
+    CAPTURE(arch);
+    auto l = lowering(t, arch);
+    for (unsigned threads : {1u, 3u, 8u}) {
+      CAPTURE(threads);
+      auto blobs = llvmgen::compileKernels(t, arch, kernels, threads);
+      REQUIRE(blobs);
+      REQUIRE(blobs->size() == kernels.size());
+      for (size_t i : {0, 1, 3}) {
+        REQUIRE((*blobs)[i]);
+        CHECK(*(*blobs)[i] == compile(*l, kernels[i]));
+      }
+      REQUIRE(!(*blobs)[2]);
+      CHECK((*blobs)[2].error().message.find("pow on i32") != std::string::npos);
+    }
+  }
+  auto none = llvmgen::compileKernels(Target::Hsaco, "gfx9999", kernels, 2);
+  REQUIRE(!none);
+  CHECK(none.error().kind == ErrorKind::Capability);
 }
 
 TEST_CASE("llvm: compile time of a 200-instruction kernel") {

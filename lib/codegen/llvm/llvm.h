@@ -6,8 +6,9 @@
 // binding order; workgroup arrays are address space 3 globals (on NVPTX past
 // 48 KiB, offsets into the one dynamic shared array, so a launch passes the
 // kernel's workgroup memory as its dynamic shared size); thread and
-// workgroup ids are the target's intrinsics. One Lowering is made per
-// compile and holds the target machine every kernel is compiled with.
+// workgroup ids are the target's intrinsics. A Lowering holds one target
+// machine, which compiles one kernel at a time; compileKernels spreads a
+// plan's kernels over threads, each with a Lowering of its own.
 #pragma once
 
 #include <cstdint>
@@ -32,5 +33,14 @@ class Lowering {
   // The LLVM IR module as text, for tests and debugging.
   virtual std::string llvmIr(const kir::Kernel& k) = 0;
 };
+
+// Every kernel's blob, in kernel order, compiled on up to `threads` threads
+// (at most one per kernel), each with its own Lowering; a kernel's blob is
+// what compile() makes of it alone, so the thread count changes nothing in
+// the output. Fails when a Lowering cannot be made; a kernel that fails has
+// its error in its place.
+Expected<std::vector<Expected<std::vector<uint8_t>>>> compileKernels(Target target, const std::string& arch,
+                                                                     const std::vector<kir::Kernel>& kernels,
+                                                                     unsigned threads);
 
 }  // namespace poot::llvmgen
