@@ -154,6 +154,12 @@ kir::Kernel intPow() {
   return b.finish();
 }
 
+// Bytes that are no object.
+std::vector<uint8_t> junk() {
+  std::string text = "not an object";
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
 }  // namespace
 
 TEST_CASE("llvm: ptx of every opcode names the entry, sizes .shared, has bar.sync and passes ptxas") {
@@ -238,7 +244,7 @@ TEST_CASE("llvm: an operation with no meaning on its type is an error, not a cra
 }
 
 TEST_CASE("llvm: a failing link is an io error with lld's arguments and messages, and lld links again after it") {
-  auto r = llvmgen::linkHsaco("not an object");
+  auto r = llvmgen::linkHsaco(junk());
   REQUIRE(!r);
   CHECK(r.error().kind == ErrorKind::Io);
   CHECK(r.error().message.find("ld.lld -shared") != std::string::npos);
@@ -256,7 +262,7 @@ TEST_CASE("llvm: hsaco links leave no temporary files behind") {
   setenv("TMPDIR", dir.c_str(), 1);
   auto l = lowering(Target::Hsaco, "gfx942");
   compile(*l, chain200());
-  CHECK(!llvmgen::linkHsaco("not an object"));
+  CHECK(!llvmgen::linkHsaco(junk()));
   if (saved) setenv("TMPDIR", before.c_str(), 1);
   else unsetenv("TMPDIR");
   CHECK(std::filesystem::is_empty(dir));

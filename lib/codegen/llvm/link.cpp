@@ -59,14 +59,14 @@ bool lldSpent = false;  // a link crashed or could not reset lld's state
 
 }  // namespace
 
-Expected<std::vector<uint8_t>> linkHsaco(std::string_view object) {
+Expected<std::vector<uint8_t>> linkHsaco(const std::vector<uint8_t>& object) {
   // The output must not exist beforehand: lld writes a new file and renames
   // it into place, and ext4 starts writing a file back to disk when it
   // replaces another by a rename.
   TempDir dir;
   if (auto s = dir.create(); !s) return s.error();
   std::string in = dir.path() + "/kernel.o", out = dir.path() + "/kernel.hsaco";
-  if (auto s = writeFileAtomic(in, std::string(object)); !s) return s.error();
+  if (auto s = writeFileAtomic(in, std::string(object.begin(), object.end())); !s) return s.error();
   // One thread: the objects are small, and lld starts no thread pool then.
   std::vector<const char*> args = {"ld.lld", "-shared", "--threads=1", "-o", out.c_str(), in.c_str()};
   std::string command;

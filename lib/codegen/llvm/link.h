@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "ir/diag.h"
@@ -12,6 +11,6 @@
 namespace poot::llvmgen {
 
 // An Io error naming the link's arguments and lld's messages when it fails.
-Expected<std::vector<uint8_t>> linkHsaco(std::string_view object);
+Expected<std::vector<uint8_t>> linkHsaco(const std::vector<uint8_t>& object);
 
 }  // namespace poot::llvmgen

@@ -30,12 +30,16 @@ class Lowering {
 
   // The kernel's blob: PTX text (ptx) or the HSACO ELF (hsaco).
   virtual Expected<std::vector<uint8_t>> compile(const kir::Kernel& k) = 0;
+  // What LLVM makes of the kernel before any link: the PTX text, or the
+  // AMDGPU relocatable object that linkHsaco (link.h) makes the HSACO of.
+  virtual Expected<std::vector<uint8_t>> emit(const kir::Kernel& k) = 0;
   // The LLVM IR module as text, for tests and debugging.
   virtual std::string llvmIr(const kir::Kernel& k) = 0;
 };
 
-// Every kernel's blob, in kernel order, compiled on up to `threads` threads
-// (at most one per kernel), each with its own Lowering; a kernel's blob is
+// Every kernel's blob, in kernel order, emitted on up to `threads` threads
+// (at most one per kernel), each with its own Lowering, then, for HSACO,
+// linked one after another once every thread is done; a kernel's blob is
 // what compile() makes of it alone, so the thread count changes nothing in
 // the output. Fails when a Lowering cannot be made; a kernel that fails has
 // its error in its place.

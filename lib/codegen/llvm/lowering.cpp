@@ -4,7 +4,8 @@
 // each kernel gets a fresh LLVMContext, its module (module.h), the new pass
 // manager's O2 pipeline with the target's own passes, then the legacy
 // codegen pipeline into memory; compileKernels runs that on several threads,
-// one target machine each (LLVM shares nothing else between them). PTX is that assembly text; HSACO is the
+// one target machine each (LLVM shares nothing else between them), and
+// links the HSACO objects once they have all been made. PTX is that assembly text; HSACO is the
 // object linked by lld in process (link.h). The context's error diagnostics (an
 // AMDGPU kernel over its arch's LDS, say) are collected and returned as an
 // error instead of LLVM's default, which prints them and exits.
@@ -81,6 +82,12 @@ class LlvmLowering final : public Lowering {
   LlvmLowering(Target target, std::unique_ptr<llvm::TargetMachine> tm) : target_(target), tm_(std::move(tm)) {}
 
   Expected<std::vector<uint8_t>> compile(const kir::Kernel& k) override {
+    auto code = emit(k);
+    if (!code || target_ == Target::Ptx) return code;
+    return linkHsaco(*code);
+  }
+
+  Expected<std::vector<uint8_t>> emit(const kir::Kernel& k) override {
     KernelContext kc;
     auto m = optimized(k, kc.ctx);
     if (!m) return m.error();
@@ -92,8 +99,7 @@ class LlvmLowering final : public Lowering {
       return capability("LlvmBackend", "the llvm target machine cannot emit this file type");
     pm.run(**m);
     if (!kc.errors.empty()) return capability("LlvmBackend", "llvm refused " + k.entry + ": " + kc.errors);
-    if (target_ == Target::Ptx) return std::vector<uint8_t>(code.begin(), code.end());
-    return linkHsaco(std::string_view(code.data(), code.size()));
+    return std::vector<uint8_t>(code.begin(), code.end());
   }
 
   std::string llvmIr(const kir::Kernel& k) override {
@@ -169,12 +175,17 @@ Expected<std::vector<Expected<std::vector<uint8_t>>>> compileKernels(Target targ
   std::vector<Expected<std::vector<uint8_t>>> blobs(kernels.size(), std::vector<uint8_t>{});
   std::atomic<size_t> next = 0;
   auto work = [&](Lowering& l) {
-    for (size_t n = next++; n < order.size(); n = next++) blobs[order[n]] = l.compile(kernels[order[n]]);
+    for (size_t n = next++; n < order.size(); n = next++) blobs[order[n]] = l.emit(kernels[order[n]]);
   };
   std::vector<std::thread> pool;
   for (size_t w = 1; w < workers; ++w) pool.emplace_back(work, std::ref(*lowerings[w]));
   work(*lowerings[0]);
   for (std::thread& t : pool) t.join();
+  // lld (re)initializes every LLVM target at each link, which must not
+  // overlap a compile on another thread: the links come after, in order.
+  if (target == Target::Hsaco)
+    for (auto& blob : blobs)
+      if (blob) blob = linkHsaco(*blob);
   return blobs;
 }
 
