@@ -270,21 +270,22 @@ TEST_CASE("llvm: hsaco links leave no temporary files behind") {
 }
 
 TEST_CASE("llvm: compileKernels gives each kernel the blob compile() gives it, in order, on any number of threads") {
-  std::vector<kir::Kernel> kernels = {allOps(64), chain200(), intPow(), allOps(256)};
+  std::vector<kir::Kernel> kernels = {chain200(), intPow(), allOps(64)};
   for (auto [t, arch] : {std::pair{Target::Ptx, "sm_90"}, {Target::Hsaco, "gfx942"}}) {
     CAPTURE(arch);
     auto l = lowering(t, arch);
-    for (unsigned threads : {1u, 3u, 8u}) {
+    std::vector<uint8_t> first = compile(*l, kernels[0]), last = compile(*l, kernels[2]);
+    for (unsigned threads : {1u, 2u, 8u}) {
       CAPTURE(threads);
       auto blobs = llvmgen::compileKernels(t, arch, kernels, threads);
       REQUIRE(blobs);
       REQUIRE(blobs->size() == kernels.size());
-      for (size_t i : {0, 1, 3}) {
-        REQUIRE((*blobs)[i]);
-        CHECK(*(*blobs)[i] == compile(*l, kernels[i]));
-      }
-      REQUIRE(!(*blobs)[2]);
-      CHECK((*blobs)[2].error().message.find("pow on i32") != std::string::npos);
+      REQUIRE((*blobs)[0]);
+      CHECK(*(*blobs)[0] == first);
+      REQUIRE(!(*blobs)[1]);
+      CHECK((*blobs)[1].error().message.find("pow on i32") != std::string::npos);
+      REQUIRE((*blobs)[2]);
+      CHECK(*(*blobs)[2] == last);
     }
   }
   auto none = llvmgen::compileKernels(Target::Hsaco, "gfx9999", kernels, 2);
