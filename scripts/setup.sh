@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ python3 clang-14 libclang-rt-14-dev
   libcli11-dev libflatbuffers-dev flatbuffers-compiler
   spirv-tools spirv-headers libyaml-cpp-dev doctest-dev nlohmann-json3-dev
-  llvm-19-dev llvm-19-tools lld-19 libzstd-dev
+  llvm-19-dev llvm-19-tools lld-19 liblld-19-dev libzstd-dev
   libvulkan-dev mesa-vulkan-drivers vulkan-tools glslang-tools python3-numpy
 )
 

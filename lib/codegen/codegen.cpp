@@ -1,7 +1,10 @@
 // The driver loop: KIR for every kernel, then one emitter for the target.
-// The LLVM lowering is created once per plan (its target machine is the
-// costly part); SPIR-V modules are validated as they are written.
+// PTX and HSACO kernels are compiled by LLVM on one thread per core, each
+// thread with its own lowering (llvm.h), and come back in kernel order;
+// SPIR-V modules are written and validated one after another.
 #include "codegen/codegen.h"
+
+#include <thread>
 
 #include "codegen/gen/generators.h"
 #include "codegen/kir/verify.h"
@@ -63,22 +66,19 @@ Status generateKernels(Plan& p, const DeviceProfile& d) {
 
 Status emitKernels(Plan& p, const DeviceProfile& d, const std::vector<kir::Kernel>& kernels) {
   std::vector<const Dispatch*> first = firstDispatches(p);
-  std::unique_ptr<llvmgen::Lowering> lowering;
   if (d.target != Target::Spirv) {
-    auto l = llvmgen::Lowering::create(d.target, d.arch);
-    if (!l) return l.error();
-    lowering = std::move(*l);
+    auto blobs = llvmgen::compileKernels(d.target, d.arch, kernels, std::thread::hardware_concurrency());
+    if (!blobs) return blobs.error();
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      auto& blob = (*blobs)[i];
+      if (!blob) return inKernel(p, first[i], p.kernels[i], blob.error());
+      p.kernels[i].blob = blob.take();
+    }
+    return ok();
   }
   for (size_t i = 0; i < kernels.size(); ++i) {
     Kernel& k = p.kernels[i];
-    const kir::Kernel& kk = kernels[i];
-    if (lowering) {
-      auto blob = lowering->compile(kk);
-      if (!blob) return inKernel(p, first[i], k, blob.error());
-      k.blob = std::move(*blob);
-      continue;
-    }
-    auto words = spirv::emit(kk);
+    auto words = spirv::emit(kernels[i]);
     if (!words) return inKernel(p, first[i], k, words.error());
     if (auto s = spirv::validate(*words); !s) return inKernel(p, first[i], k, s.error());
     k.blob.resize(words->size() * 4);

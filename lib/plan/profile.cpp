@@ -264,6 +264,11 @@ MaybeError ProfileReader::field(const Entry& e, DeviceProfile& p) {
   if (k == "grid_limits") return gridLimits(e, p);
   if (k == "two_byte_floats") return twoByteFloats(e, p);
 
+  // poot probe writes 'unknown' where the driver reports no count: the
+  // planner sizes its splits by this figure, so it asks rather than guesses.
+  if (k == "compute_units" && e.value.IsScalar() && e.value.Tag() == "?" && e.value.Scalar() == "unknown")
+    return bad(e, k, "the device's count is unknown (its driver reports none); the planner needs its SMs, CUs or "
+                     "cores: write the number here");
   int64_t* slot = k == "compute_units"            ? &p.compute_units
                   : k == "workgroup_memory_bytes" ? &p.workgroup_memory_bytes
                   : k == "max_workgroup_size"     ? &p.max_workgroup_size

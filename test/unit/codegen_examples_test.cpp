@@ -7,8 +7,8 @@
 // SPIRV-Tools validation. For PTX and HSACO, which LLVM makes from the KIR
 // alone, each kernel whose KIR is new to the profile (equal KIR under another
 // entry name counts as seen) is compiled once with the profile's Lowering, as
-// emitKernels would: an HSACO costs an ld.lld run, and the example graphs
-// share most kernels. PTX must pass the text checks of kernel_checks.h and
+// emitKernels would: an HSACO costs an LLVM compile and a link, and the
+// example graphs share most kernels. PTX must pass the text checks of kernel_checks.h and
 // assemble with ptxas for the profile's arch (when ptxas is installed); HSACO
 // must be an AMDGPU ELF64 whose kernel descriptor records the workgroup
 // memory of the kernel's KIR. A pair the planner refuses with a capability

@@ -5,11 +5,17 @@
 // pass ptxas (when it is installed); HSACO must be an AMDGPU ELF whose kernel
 // descriptor records the kernel's workgroup memory and whose metadata note
 // names the kernel (those checks live in kernel_checks.h). Both are
-// byte-identical across compiles. The compile time of a 200-instruction
+// byte-identical across compiles, and compileKernels, which spreads kernels
+// over threads, gives each the same bytes. lld links in this process, leaves
+// no temporary file and links again after a failed link. The compile time of a 200-instruction
 // kernel is printed, not asserted.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -140,6 +146,20 @@ kir::Kernel chain200() {
   return b.finish();
 }
 
+// pow on integers, which no target lowers.
+kir::Kernel intPow() {
+  kir::Builder b("int_pow", 32, 1);
+  int32_t out = b.buffer("out", DType::I32, 32, true);
+  b.store(out, b.local(), b.binary(Opc::Pow, b.local(), b.i32(2)));
+  return b.finish();
+}
+
+// Bytes that are no object.
+std::vector<uint8_t> junk() {
+  std::string text = "not an object";
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
 }  // namespace
 
 TEST_CASE("llvm: ptx of every opcode names the entry, sizes .shared, has bar.sync and passes ptxas") {
@@ -217,22 +237,60 @@ TEST_CASE("llvm: unknown archs and spirv are capability errors naming them") {
 }
 
 TEST_CASE("llvm: an operation with no meaning on its type is an error, not a crash") {
-  kir::Builder b("int_pow", 32, 1);
-  int32_t out = b.buffer("out", DType::I32, 32, true);
-  b.store(out, b.local(), b.binary(Opc::Pow, b.local(), b.i32(2)));
-  auto blob = lowering(Target::Ptx, "sm_90")->compile(b.finish());
+  auto blob = lowering(Target::Ptx, "sm_90")->compile(intPow());
   REQUIRE(!blob);
   CHECK(blob.error().kind == ErrorKind::Verify);
   CHECK(blob.error().message.find("pow on i32") != std::string::npos);
 }
 
-TEST_CASE("llvm: a failing ld.lld is an io error with the command and its output") {
-  auto r = llvmgen::linkHsaco("not an object");
+TEST_CASE("llvm: a failing link is an io error with lld's arguments and messages, and lld links again after it") {
+  auto r = llvmgen::linkHsaco(junk());
   REQUIRE(!r);
   CHECK(r.error().kind == ErrorKind::Io);
-  CHECK(r.error().message.find("ld.lld") != std::string::npos);
-  CHECK(r.error().message.find("-shared") != std::string::npos);
+  CHECK(r.error().message.find("ld.lld -shared") != std::string::npos);
   CHECK(r.error().message.find("failed") != std::string::npos);
+  CHECK(r.error().message.find("ld.lld: error: ") != std::string::npos);  // lld's own message
+  kir::Kernel k = chain200();
+  checkHsaco(k, compile(*lowering(Target::Hsaco, "gfx942"), k));
+}
+
+TEST_CASE("llvm: hsaco links leave no temporary files behind") {
+  auto dir = std::filesystem::temp_directory_path() / ("poot-llvm-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const char* saved = std::getenv("TMPDIR");
+  std::string before = saved ? saved : "";
+  setenv("TMPDIR", dir.c_str(), 1);
+  auto l = lowering(Target::Hsaco, "gfx942");
+  compile(*l, chain200());
+  CHECK(!llvmgen::linkHsaco(junk()));
+  if (saved) setenv("TMPDIR", before.c_str(), 1);
+  else unsetenv("TMPDIR");
+  CHECK(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("llvm: compileKernels gives each kernel the blob compile() gives it, in order, on any number of threads") {
+  std::vector<kir::Kernel> kernels = {chain200(), intPow(), allOps(64)};
+  for (auto [t, arch] : {std::pair{Target::Ptx, "sm_90"}, {Target::Hsaco, "gfx942"}}) {
+    CAPTURE(arch);
+    auto l = lowering(t, arch);
+    std::vector<uint8_t> first = compile(*l, kernels[0]), last = compile(*l, kernels[2]);
+    for (unsigned threads : {1u, 2u, 8u}) {
+      CAPTURE(threads);
+      auto blobs = llvmgen::compileKernels(t, arch, kernels, threads);
+      REQUIRE(blobs);
+      REQUIRE(blobs->size() == kernels.size());
+      REQUIRE((*blobs)[0]);
+      CHECK(*(*blobs)[0] == first);
+      REQUIRE(!(*blobs)[1]);
+      CHECK((*blobs)[1].error().message.find("pow on i32") != std::string::npos);
+      REQUIRE((*blobs)[2]);
+      CHECK(*(*blobs)[2] == last);
+    }
+  }
+  auto none = llvmgen::compileKernels(Target::Hsaco, "gfx9999", kernels, 2);
+  REQUIRE(!none);
+  CHECK(none.error().kind == ErrorKind::Capability);
 }
 
 TEST_CASE("llvm: compile time of a 200-instruction kernel") {

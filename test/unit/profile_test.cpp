@@ -119,6 +119,13 @@ TEST_CASE("profile: malformed profiles are refused with file:line:col and the fi
       {9, "  x: '65535'", "t.yaml:9:6: error: field 'grid_limits.x': expected a positive integer, got the quoted string '65535'"},
       {4, "compute_units: !!int 2",
        "t.yaml:4:16: error: field 'compute_units': expected a positive integer, got the tagged scalar '2'"},
+      {4, "compute_units: unknown",
+       "t.yaml:4:16: error: field 'compute_units': the device's count is unknown (its driver reports none); the "
+       "planner needs its SMs, CUs or cores: write the number here"},
+      {4, "compute_units: 'unknown'",
+       "t.yaml:4:16: error: field 'compute_units': expected a positive integer, got the quoted string 'unknown'"},
+      {6, "max_workgroup_size: unknown",
+       "t.yaml:6:21: error: field 'max_workgroup_size': expected a positive integer, got 'unknown'"},
       {1, "name: \"lava\\x07pipe\"",
        "t.yaml:1:7: error: field 'name': byte 4 (7) is not a printable ascii character"},
       {1, "name: \"lava\\npipe\"",

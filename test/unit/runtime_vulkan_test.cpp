@@ -11,8 +11,11 @@
 // device-local memory the host never maps, bytes moved by staging copies in
 // chunks): random bytes of odd sizes, above the chunk size and at odd offsets
 // come back byte for byte, including after the staging buffer has held other
-// data. And poot probe's profile of this device loads with the compiler's
-// loadProfile and agrees with targets/lavapipe.yaml.
+// data. lavapipe offers neither vendor extension that counts compute units,
+// so it reports none, and the count from a (fake) NVIDIA or AMD properties
+// struct is what the driver says. poot probe's profile of this device says
+// its compute units are unknown, which the compiler's loadProfile refuses;
+// with the figure written in, it agrees with targets/lavapipe.yaml.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include <filesystem>
 #include <random>
 #include <unistd.h>
+#include <vulkan/vulkan.h>
 
 #include "ir/io.h"
 #include "plan/profile.h"
@@ -183,12 +187,32 @@ TEST_CASE("runtime vulkan: lavapipe is found and described") {
   CHECK(d.maxWorkgroupSize == 1024);
   CHECK(d.workgroupMemoryBytes == 32768);
   CHECK(d.f16Storage);
+  CHECK(d.computeUnits == 0);
 
   auto none = rt::createVulkanBackend({"no-such-gpu"});
   REQUIRE(!none);
   CHECK(none.error().kind == ErrorKind::Capability);
   CHECK(none.error().message.find("no vulkan device matches 'no-such-gpu'") != std::string::npos);
   CHECK(bool(rt::createVulkanBackend({"0"})));
+}
+
+TEST_CASE("runtime vulkan: compute units from the vendor extensions, none without one") {
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  nv.shaderSMCount = 132;
+  nv.shaderWarpsPerSM = 64;
+  VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  amd.shaderEngineCount = 6;  // a Radeon RX 7900 XTX: 6 engines x 2 arrays x 8 CUs
+  amd.shaderArraysPerEngineCount = 2;
+  amd.computeUnitsPerShaderArray = 8;
+  amd.simdPerComputeUnit = 2;
+  amd.wavefrontsPerSimd = 16;
+  CHECK(rt::vulkanComputeUnits(&nv, nullptr) == 132);
+  CHECK(rt::vulkanComputeUnits(nullptr, &amd) == 96);
+  CHECK(rt::vulkanComputeUnits(nullptr, nullptr) == 0);
+  nv.shaderSMCount = 0;
+  CHECK(rt::vulkanComputeUnits(&nv, nullptr) == 0);
+  amd.shaderEngineCount = 0;
+  CHECK(rt::vulkanComputeUnits(nullptr, &amd) == 0);
 }
 
 TEST_CASE("runtime vulkan: dispatches compute on buffer ranges, replay, and see earlier writes") {
@@ -314,7 +338,7 @@ TEST_CASE("runtime vulkan: POOT_VULKAN_STAGING forces the staging path") {
   }
 }
 
-TEST_CASE("runtime vulkan: the probed profile loads and agrees with targets/lavapipe.yaml") {
+TEST_CASE("runtime vulkan: the probed profile asks for its compute units and agrees with targets/lavapipe.yaml") {
   setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
   auto out = scratchDir() / "probed.yaml";
   // The tool beside this test binary in the build tree (test/unit/unit_tests).
@@ -323,9 +347,17 @@ TEST_CASE("runtime vulkan: the probed profile loads and agrees with targets/lava
   REQUIRE_MESSAGE(std::filesystem::exists(poot), poot);
   std::string cmd = poot + " probe --device lavapipe -o " + out.string();
   REQUIRE(std::system(cmd.c_str()) == 0);
-  auto probed = loadProfile(out.string());
-  REQUIRE_MESSAGE(bool(probed), (probed ? "" : probed.error().str()));
+  auto unknown = loadProfile(out.string());
+  REQUIRE(!unknown);
+  CHECK(unknown.error().kind == ErrorKind::Profile);
+  CHECK(unknown.error().message.find("field 'compute_units': the device's count is unknown") == 0);
+  std::string text = take(readFile(out.string()));
+  size_t at = text.find("compute_units: unknown\n");
+  REQUIRE(at != std::string::npos);
   DeviceProfile want = testing::loadTarget("lavapipe");
+  auto probed = parseProfile(text.replace(at, 22, "compute_units: " + std::to_string(want.compute_units)), "p.yaml");
+  REQUIRE_MESSAGE(bool(probed), (probed ? "" : probed.error().str()));
+  CHECK(probed->compute_units == want.compute_units);
   CHECK(probed->name == want.name);
   CHECK(probed->target == want.target);
   CHECK(probed->arch == want.arch);

@@ -12,6 +12,22 @@ namespace poot {
 
 namespace {
 
+// The compute_units field, with where its figure came from; "unknown" when
+// the device reports none, which pootc refuses until someone writes it.
+std::string computeUnitsText(const rt::DeviceInfo& d) {
+  if (d.computeUnits <= 0)
+    return "# Unknown: core Vulkan has no count of compute units, and this driver offers neither\n"
+           "# VK_NV_shader_sm_builtins nor VK_AMD_shader_core_properties. pootc refuses the profile until\n"
+           "# the device's count (SMs, CUs, cores; lavapipe: its worker threads) replaces 'unknown'.\n"
+           "compute_units: unknown\n";
+  std::string from = d.target == rt::Target::Ptx
+                         ? "# The multiprocessor count.\n"
+                         : "# From the vendor extension: shaderSMCount (VK_NV_shader_sm_builtins), or\n"
+                           "# computeUnitsPerShaderArray x shaderArraysPerEngineCount x shaderEngineCount\n"
+                           "# (VK_AMD_shader_core_properties).\n";
+  return from + "compute_units: " + std::to_string(d.computeUnits) + "\n";
+}
+
 std::string profileText(const rt::DeviceInfo& d) {
   auto n = [](int64_t v) { return std::to_string(v); };
   std::string f16 = d.f16Arith ? "[storage, arith]" : d.f16Storage ? "[storage]" : "[]";
@@ -22,8 +38,7 @@ std::string profileText(const rt::DeviceInfo& d) {
   out += std::string("target: ") + rt::targetName(d.target) + "\n";
   out += "# The newest Vulkan version both the loader and the device report.\n";
   out += "arch: " + d.arch + "\n";
-  out += "# Vulkan does not report compute units: lavapipe's worker threads, else 1 (edit it).\n";
-  out += "compute_units: " + n(d.computeUnits) + "\n";
+  out += computeUnitsText(d);
   out += "# maxComputeSharedMemorySize.\n";
   out += "workgroup_memory_bytes: " + n(d.workgroupMemoryBytes) + "\n";
   out += "# min(maxComputeWorkGroupInvocations, maxComputeWorkGroupSize.x).\n";

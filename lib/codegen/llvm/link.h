@@ -1,18 +1,16 @@
-// Linking an AMDGPU relocatable object into an HSACO code object: the
-// object goes to a temporary file and `ld.lld -shared` (the path the build
-// configured as POOT_LD_LLD) links it; both temporary files are removed.
+// Linking an AMDGPU relocatable object into an HSACO code object with lld as
+// a library, in this process (no ld.lld process per kernel): the same link
+// as `ld.lld -shared`, through temporary files that are removed afterwards.
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "ir/diag.h"
 
 namespace poot::llvmgen {
 
-// An Io error naming the command and its output when ld.lld is missing or
-// fails.
-Expected<std::vector<uint8_t>> linkHsaco(std::string_view object);
+// An Io error naming the link's arguments and lld's messages when it fails.
+Expected<std::vector<uint8_t>> linkHsaco(const std::vector<uint8_t>& object);
 
 }  // namespace poot::llvmgen

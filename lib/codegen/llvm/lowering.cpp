@@ -3,8 +3,10 @@
 // the first with sm_90a, and one CUDA 13's ptxas accepts), and
 // each kernel gets a fresh LLVMContext, its module (module.h), the new pass
 // manager's O2 pipeline with the target's own passes, then the legacy
-// codegen pipeline into memory. PTX is that assembly text; HSACO is the
-// object linked by ld.lld (link.h). The context's error diagnostics (an
+// codegen pipeline into memory; compileKernels runs that on several threads,
+// one target machine each (LLVM shares nothing else between them), and
+// links the HSACO objects once they have all been made. PTX is that assembly text; HSACO is the
+// object linked by lld in process (link.h). The context's error diagnostics (an
 // AMDGPU kernel over its arch's LDS, say) are collected and returned as an
 // error instead of LLVM's default, which prints them and exits.
 #include "codegen/llvm/llvm.h"
@@ -21,7 +23,11 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <numeric>
+#include <thread>
 
 #include "codegen/llvm/link.h"
 #include "codegen/llvm/module.h"
@@ -76,6 +82,12 @@ class LlvmLowering final : public Lowering {
   LlvmLowering(Target target, std::unique_ptr<llvm::TargetMachine> tm) : target_(target), tm_(std::move(tm)) {}
 
   Expected<std::vector<uint8_t>> compile(const kir::Kernel& k) override {
+    auto code = emit(k);
+    if (!code || target_ == Target::Ptx) return code;
+    return linkHsaco(*code);
+  }
+
+  Expected<std::vector<uint8_t>> emit(const kir::Kernel& k) override {
     KernelContext kc;
     auto m = optimized(k, kc.ctx);
     if (!m) return m.error();
@@ -87,8 +99,7 @@ class LlvmLowering final : public Lowering {
       return capability("LlvmBackend", "the llvm target machine cannot emit this file type");
     pm.run(**m);
     if (!kc.errors.empty()) return capability("LlvmBackend", "llvm refused " + k.entry + ": " + kc.errors);
-    if (target_ == Target::Ptx) return std::vector<uint8_t>(code.begin(), code.end());
-    return linkHsaco(std::string_view(code.data(), code.size()));
+    return std::vector<uint8_t>(code.begin(), code.end());
   }
 
   std::string llvmIr(const kir::Kernel& k) override {
@@ -144,6 +155,38 @@ Expected<std::unique_ptr<Lowering>> Lowering::create(Target target, const std::s
       triple, arch, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Default));
   if (!tm) return capability("TargetArch", "llvm cannot make a target machine for " + triple + " " + arch);
   return std::unique_ptr<Lowering>(std::make_unique<LlvmLowering>(target, std::move(tm)));
+}
+
+Expected<std::vector<Expected<std::vector<uint8_t>>>> compileKernels(Target target, const std::string& arch,
+                                                                     const std::vector<kir::Kernel>& kernels,
+                                                                     unsigned threads) {
+  size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(kernels.size(), 1));
+  std::vector<std::unique_ptr<Lowering>> lowerings;
+  for (size_t w = 0; w < workers; ++w) {
+    auto l = Lowering::create(target, arch);
+    if (!l) return l.error();
+    lowerings.push_back(std::move(*l));
+  }
+  // The largest kernels first, so that no worker starts a long one last.
+  std::vector<size_t> order(kernels.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return kernels[a].insts.size() > kernels[b].insts.size(); });
+  std::vector<Expected<std::vector<uint8_t>>> blobs(kernels.size(), std::vector<uint8_t>{});
+  std::atomic<size_t> next = 0;
+  auto work = [&](Lowering& l) {
+    for (size_t n = next++; n < order.size(); n = next++) blobs[order[n]] = l.emit(kernels[order[n]]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers; ++w) pool.emplace_back(work, std::ref(*lowerings[w]));
+  work(*lowerings[0]);
+  for (std::thread& t : pool) t.join();
+  // lld (re)initializes every LLVM target at each link, which must not
+  // overlap a compile on another thread: the links come after, in order.
+  if (target == Target::Hsaco)
+    for (auto& blob : blobs)
+      if (blob) blob = linkHsaco(*blob);
+  return blobs;
 }
 
 }  // namespace poot::llvmgen

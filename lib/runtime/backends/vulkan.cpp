@@ -63,7 +63,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <utility>
+#include <vector>
 
 namespace poot::rt {
 
@@ -73,7 +74,7 @@ namespace {
   X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                                       \
   X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                                     \
   X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice)  \
-  X(vkGetDeviceProcAddr)
+  X(vkGetDeviceProcAddr) X(vkEnumerateDeviceExtensionProperties)
 
 #define POOT_VK_DEVICE_FNS(X)                                                                            \
   X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkCreateBuffer) X(vkDestroyBuffer)        \
@@ -391,9 +392,25 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
     return e;
   }
 
+  // Core Vulkan has no count of compute units; NVIDIA's and AMD's drivers
+  // give one through their own extension, asked for only where offered.
+  uint32_t extensionCount = 0;
+  f_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensionCount, nullptr);
+  std::vector<VkExtensionProperties> extensions(extensionCount);
+  if (extensionCount) f_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensionCount, extensions.data());
+  auto offered = [&](const char* name) {
+    return std::any_of(extensions.begin(), extensions.end(),
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+  };
   VkPhysicalDeviceVulkan11Properties p11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  bool hasNv = offered(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  bool hasAmd = offered(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &p11;
+  if (hasNv) nv.pNext = std::exchange(p2.pNext, &nv);
+  if (hasAmd) amd.pNext = std::exchange(p2.pNext, &amd);
   f_.vkGetPhysicalDeviceProperties2(physical_, &p2);
 
   const VkPhysicalDeviceLimits& l = p.limits;
@@ -411,14 +428,7 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
   info_.maxBindings = std::min({int64_t(l.maxPerStageDescriptorStorageBuffers), int64_t(l.maxDescriptorSetStorageBuffers),
                                 int64_t(l.maxPerStageResources)});
   timestampNs_ = l.timestampPeriod;  // 0 again in createDevice when the queue family takes none
-  // Vulkan does not report a count of compute units; lavapipe runs one
-  // worker thread per CPU core (LP_NUM_THREADS overrides it).
-  info_.computeUnits = 1;
-  if (p12.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) {
-    const char* threads = std::getenv("LP_NUM_THREADS");
-    info_.computeUnits = threads && std::atoi(threads) > 0 ? std::atoi(threads)
-                                                            : std::max(1u, std::thread::hardware_concurrency());
-  }
+  info_.computeUnits = vulkanComputeUnits(hasNv ? &nv : nullptr, hasAmd ? &amd : nullptr);
 
   VkPhysicalDeviceMemoryProperties mem;
   f_.vkGetPhysicalDeviceMemoryProperties(physical_, &mem);
@@ -1008,6 +1018,14 @@ Status VulkanBackend::run(ProgramId program) {
 }
 
 }  // namespace
+
+int64_t vulkanComputeUnits(const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV* nv,
+                           const VkPhysicalDeviceShaderCorePropertiesAMD* amd) {
+  if (nv && nv->shaderSMCount) return nv->shaderSMCount;
+  if (amd)
+    return int64_t(amd->computeUnitsPerShaderArray) * amd->shaderArraysPerEngineCount * amd->shaderEngineCount;
+  return 0;
+}
 
 VulkanMemoryChoice vulkanMemoryChoice(const Backend& backend) {
   if (auto* v = dynamic_cast<const VulkanBackend*>(&backend)) return v->memoryChoice();

@@ -25,6 +25,10 @@
 #include "ir/diag.h"
 #include "runtime/backend.h"
 
+// The vendor properties that count a device's compute units (vulkan_core.h).
+struct VkPhysicalDeviceShaderSMBuiltinsPropertiesNV;
+struct VkPhysicalDeviceShaderCorePropertiesAMD;
+
 namespace poot::rt {
 
 struct VulkanOptions {
@@ -45,6 +49,15 @@ struct VulkanOptions {
 };
 
 Expected<std::unique_ptr<Backend>> createVulkanBackend(const VulkanOptions& opts = {});
+
+// A device's compute units as its vendor extension reports them, 0 when it
+// reports none (core Vulkan has no such count): the SM count of
+// VK_NV_shader_sm_builtins, else the CUs per shader array x arrays per
+// engine x shader engines of VK_AMD_shader_core_properties. A null pointer
+// stands for an extension the device does not offer. The backend's
+// DeviceInfo::computeUnits is this figure, 0 included.
+int64_t vulkanComputeUnits(const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV* nv,
+                           const VkPhysicalDeviceShaderCorePropertiesAMD* amd);
 
 // How a backend from createVulkanBackend holds its buffers.
 struct VulkanMemoryChoice {
