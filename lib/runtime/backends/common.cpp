@@ -52,4 +52,22 @@ Error outsideBuffer(const char* backend, BufferId buffer, int64_t size, int64_t 
                        ") are outside buffer " + std::to_string(buffer) + " of " + std::to_string(size) + " bytes");
 }
 
+Status checkKernelLimits(const DeviceInfo& info, const std::string& entry, int64_t workgroupSize,
+                         int64_t workgroupMemory) {
+  auto refuse = [](const char* kind, std::string msg) {
+    Error e = makeError(ErrorKind::Capability, {}, std::move(msg));
+    e.capability = kind;
+    return e;
+  };
+  if (workgroupSize < 1 || workgroupSize > info.maxWorkgroupSize)
+    return refuse("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
+                                       " threads a workgroup, " + info.name + " holds " +
+                                       std::to_string(info.maxWorkgroupSize));
+  if (workgroupMemory < 0 || workgroupMemory > info.workgroupMemoryBytes)
+    return refuse("WorkgroupMemory", "kernel '" + entry + "' uses " + std::to_string(workgroupMemory) +
+                                         " bytes of workgroup memory, " + info.name + " has " +
+                                         std::to_string(info.workgroupMemoryBytes));
+  return ok();
+}
+
 }  // namespace poot::rt

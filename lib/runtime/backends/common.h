@@ -41,4 +41,32 @@ Status checkBufferRange(const char* backend, const std::vector<Buf>& buffers, Bu
   return ok();
 }
 
+// What a backend checks of a kernel before building it: 1 to
+// info.maxWorkgroupSize threads a workgroup and at most
+// info.workgroupMemoryBytes of workgroup memory (Capability errors,
+// "WorkgroupSize" and "WorkgroupMemory").
+Status checkKernelLimits(const DeviceInfo& info, const std::string& entry, int64_t workgroupSize,
+                         int64_t workgroupMemory);
+
+// Whether a dispatch's kernel is one of `kernels` (each with its binding
+// count in `bindings`), binds as many buffers as it takes, and each binding
+// lies inside its buffer at an offset that is a multiple of `alignment`;
+// an Io error, named for `backend`, otherwise.
+template <class Kern, class Buf>
+Status checkDispatch(const char* backend, const DispatchCommand& d, const std::vector<Kern>& kernels,
+                     const std::vector<Buf>& buffers, int64_t alignment) {
+  auto fail = [&](const std::string& msg) { return makeError(ErrorKind::Io, {}, std::string(backend) + ": " + msg); };
+  if (d.kernel < 0 || size_t(d.kernel) >= kernels.size()) return fail("no kernel " + std::to_string(d.kernel));
+  int takes = kernels[size_t(d.kernel)].bindings;
+  if (int(d.bindings.size()) != takes)
+    return fail("a dispatch binds " + std::to_string(d.bindings.size()) + " buffers, its kernel takes " +
+                std::to_string(takes));
+  for (const BufferRange& b : d.bindings) {
+    if (auto s = checkBufferRange(backend, buffers, b.buffer, b.offset, b.bytes); !s) return s;
+    if (b.offset % alignment)
+      return fail("binding offset " + std::to_string(b.offset) + " is not a multiple of " + std::to_string(alignment));
+  }
+  return ok();
+}
+
 }  // namespace poot::rt

@@ -513,14 +513,7 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
   if (blob.empty() || std::find(blob.begin(), blob.end(), uint8_t(0)) != blob.end())
     return makeError(ErrorKind::Format, {}, "kernel '" + entry + "' is not ptx text (" +
                                                 std::to_string(blob.size()) + " bytes)");
-  if (workgroupSize < 1 || workgroupSize > info_.maxWorkgroupSize)
-    return capability("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
-                                           " threads a workgroup, " + info_.name + " holds " +
-                                           std::to_string(info_.maxWorkgroupSize));
-  if (workgroupMemory < 0 || workgroupMemory > info_.workgroupMemoryBytes)
-    return capability("WorkgroupMemory", "kernel '" + entry + "' uses " + std::to_string(workgroupMemory) +
-                                             " bytes of workgroup memory, " + info_.name + " has " +
-                                             std::to_string(info_.workgroupMemoryBytes));
+  if (auto s = checkKernelLimits(info_, entry, workgroupSize, workgroupMemory); !s) return s.error();
   if (auto s = current(); !s) return s.error();
 
   Kern k;
@@ -568,22 +561,11 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
 Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& dispatches) {
   std::vector<Launch> launches;
   for (const DispatchCommand& d : dispatches) {
-    if (d.kernel < 0 || size_t(d.kernel) >= kernels_.size())
-      return makeError(ErrorKind::Io, {}, "cuda: no kernel " + std::to_string(d.kernel));
-    const Kern& k = kernels_[size_t(d.kernel)];
-    if (int(d.bindings.size()) != k.bindings)
-      return makeError(ErrorKind::Io, {}, "cuda: a dispatch binds " + std::to_string(d.bindings.size()) +
-                                              " buffers, its kernel takes " + std::to_string(k.bindings));
+    if (auto s = checkDispatch("cuda", d, kernels_, buffers_, info_.bindingAlignment); !s) return s.error();
     Launch l;
     l.kernel = d.kernel;
     for (int i = 0; i < 3; ++i) l.grid[i] = unsigned(d.grid[i]);
-    for (const BufferRange& b : d.bindings) {
-      if (auto s = checkRange(b.buffer, b.offset, b.bytes); !s) return s.error();
-      if (b.offset % info_.bindingAlignment)
-        return makeError(ErrorKind::Io, {}, "cuda: binding offset " + std::to_string(b.offset) +
-                                                " is not a multiple of " + std::to_string(info_.bindingAlignment));
-      l.args.push_back(buffers_[size_t(b.buffer)].ptr + CUdeviceptr(b.offset));
-    }
+    for (const BufferRange& b : d.bindings) l.args.push_back(buffers_[size_t(b.buffer)].ptr + CUdeviceptr(b.offset));
     for (CUdeviceptr& a : l.args) l.params.push_back(&a);
     launches.push_back(std::move(l));
   }

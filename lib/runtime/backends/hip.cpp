@@ -571,14 +571,7 @@ Status HipBackend::checkCodeObject(const std::vector<uint8_t>& blob, const std::
 Expected<KernelId> HipBackend::createKernel(const std::vector<uint8_t>& blob, const std::string& entry,
                                             int64_t workgroupSize, int64_t workgroupMemory, int bindings, bool) {
   if (auto s = checkCodeObject(blob, entry); !s) return s.error();
-  if (workgroupSize < 1 || workgroupSize > info_.maxWorkgroupSize)
-    return capability("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
-                                           " threads a workgroup, " + info_.name + " holds " +
-                                           std::to_string(info_.maxWorkgroupSize));
-  if (workgroupMemory < 0 || workgroupMemory > info_.workgroupMemoryBytes)
-    return capability("WorkgroupMemory", "kernel '" + entry + "' uses " + std::to_string(workgroupMemory) +
-                                             " bytes of workgroup memory, " + info_.name + " has " +
-                                             std::to_string(info_.workgroupMemoryBytes));
+  if (auto s = checkKernelLimits(info_, entry, workgroupSize, workgroupMemory); !s) return s.error();
   if (auto s = current(); !s) return s.error();
 
   Kern k;
@@ -609,22 +602,11 @@ Expected<KernelId> HipBackend::createKernel(const std::vector<uint8_t>& blob, co
 Expected<ProgramId> HipBackend::record(const std::vector<DispatchCommand>& dispatches) {
   std::vector<Launch> launches;
   for (const DispatchCommand& d : dispatches) {
-    if (d.kernel < 0 || size_t(d.kernel) >= kernels_.size())
-      return makeError(ErrorKind::Io, {}, "hip: no kernel " + std::to_string(d.kernel));
-    const Kern& k = kernels_[size_t(d.kernel)];
-    if (int(d.bindings.size()) != k.bindings)
-      return makeError(ErrorKind::Io, {}, "hip: a dispatch binds " + std::to_string(d.bindings.size()) +
-                                              " buffers, its kernel takes " + std::to_string(k.bindings));
+    if (auto s = checkDispatch("hip", d, kernels_, buffers_, info_.bindingAlignment); !s) return s.error();
     Launch l;
     l.kernel = d.kernel;
     for (int i = 0; i < 3; ++i) l.grid[i] = unsigned(d.grid[i]);
-    for (const BufferRange& b : d.bindings) {
-      if (auto s = checkRange(b.buffer, b.offset, b.bytes); !s) return s.error();
-      if (b.offset % info_.bindingAlignment)
-        return makeError(ErrorKind::Io, {}, "hip: binding offset " + std::to_string(b.offset) +
-                                                " is not a multiple of " + std::to_string(info_.bindingAlignment));
-      l.args.push_back(at(buffers_[size_t(b.buffer)], b.offset));
-    }
+    for (const BufferRange& b : d.bindings) l.args.push_back(at(buffers_[size_t(b.buffer)], b.offset));
     for (void*& a : l.args) l.params.push_back(&a);
     launches.push_back(std::move(l));
   }
