@@ -98,7 +98,7 @@ POOT_API const char* poot_plan_device(const poot_plan* plan);
 POOT_API poot_status poot_plan_count(const poot_plan* plan, poot_kind kind, size_t* count);
 POOT_API poot_status poot_plan_param(const poot_plan* plan, poot_kind kind, size_t index, poot_tensor* param);
 
-/* Opens `backend` ("vulkan" or "cuda") on `device` (an index or a piece of
+/* Opens `backend` ("vulkan", "cuda" or "hip") on `device` (an index or a piece of
  * its name; null or "" for the backend's choice) and starts a session of the
  * plan on it (the plan's target, arch, device name and limits checked
  * against the live device; allow_other_device nonzero runs a plan built for

@@ -2,6 +2,7 @@
 #include "runtime/backends/backends.h"
 
 #include "runtime/backends/cuda.h"
+#include "runtime/backends/hip.h"
 #include "runtime/backends/vulkan.h"
 
 namespace poot::rt {
@@ -9,11 +10,7 @@ namespace poot::rt {
 Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device, bool replay) {
   if (name == "vulkan") return createVulkanBackend(VulkanOptions{device});
   if (name == "cuda") return createCudaBackend(CudaOptions{device, replay});
-  if (name == "hip") {
-    Error e = makeError(ErrorKind::Capability, {}, "the " + name + " backend is not part of this build of poot");
-    e.capability = "Backend";
-    return e;
-  }
+  if (name == "hip") return createHipBackend(HipOptions{device, replay});
   return makeError(ErrorKind::Usage, {}, "unknown backend '" + name + "' (backends: vulkan, cuda, hip)");
 }
 

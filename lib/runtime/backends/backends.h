@@ -1,6 +1,5 @@
-// Opening a backend by the name the tools take (--backend): "vulkan" and
-// "cuda"; "hip" is a name of the contract that this build does not have
-// yet, refused as a capability.
+// Opening a backend by the name the tools take (--backend): "vulkan",
+// "cuda" and "hip".
 #pragma once
 
 #include <memory>
@@ -11,9 +10,10 @@
 
 namespace poot::rt {
 
-// `device` picks the device as VulkanOptions::device or CudaOptions::device
-// does (empty: the default); `replay` is CudaOptions::replay (Vulkan always
-// replays its command buffers).
+// `device` picks the device as VulkanOptions::device, CudaOptions::device or
+// HipOptions::device does (empty: the default); `replay` is
+// CudaOptions::replay or HipOptions::replay (Vulkan always replays its
+// command buffers).
 Expected<std::unique_ptr<Backend>> openBackend(const std::string& name, const std::string& device,
                                                bool replay = true);
 

@@ -61,6 +61,8 @@
 #include <optional>
 #include <type_traits>
 
+#include "runtime/backends/common.h"
+
 namespace poot::rt {
 
 namespace {
@@ -248,11 +250,6 @@ Expected<Fns> loadDriver() {
   return *shared;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(uint8_t(c)));
-  return s;
-}
-
 int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 struct Buf {
@@ -394,21 +391,10 @@ Status CudaBackend::pickDevice(const CudaOptions& opts) {
   std::string want = opts.device;
   if (want.empty())
     if (const char* env = std::getenv("POOT_CUDA_DEVICE")) want = env;
-  int chosen = want.empty() ? 0 : -1;
-  bool index = !want.empty() && std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(uint8_t(c)); });
-  for (int i = 0; i < n && chosen < 0; ++i) {
-    const std::string& name = names[size_t(i)];
-    if (index ? std::to_string(i) == want
-              : lower(name).find(lower(want)) != std::string::npos || cudaSlug(name) == lower(want))
-      chosen = i;
-  }
-  if (chosen < 0) {
-    std::string list;
-    for (int i = 0; i < n; ++i) list += (i ? ", " : "") + std::to_string(i) + ": " + names[size_t(i)];
-    return capability("Device", "no cuda device matches '" + want + "' (devices: " + list + ")");
-  }
-  if (CUresult r = f_.cuDeviceGet(&device_, chosen); r != CUDA_SUCCESS) return failed(f_, "cuDeviceGet", r);
-  info_.name = names[size_t(chosen)];
+  auto chosen = pickDeviceByName(names, want, "nvidia", "cuda");
+  if (!chosen) return chosen.error();
+  if (CUresult r = f_.cuDeviceGet(&device_, *chosen); r != CUDA_SUCCESS) return failed(f_, "cuDeviceGet", r);
+  info_.name = names[size_t(*chosen)];
   return ok();
 }
 
@@ -487,14 +473,7 @@ Expected<BufferId> CudaBackend::allocate(int64_t bytes) {
 }
 
 Status CudaBackend::checkRange(BufferId buffer, int64_t offset, int64_t bytes) const {
-  if (buffer < 0 || size_t(buffer) >= buffers_.size())
-    return makeError(ErrorKind::Io, {}, "cuda: no buffer " + std::to_string(buffer));
-  if (offset < 0 || bytes < 0 || offset + bytes > buffers_[size_t(buffer)].bytes)
-    return makeError(ErrorKind::Io, {},
-                     "cuda: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
-                         ") are outside buffer " + std::to_string(buffer) + " of " +
-                         std::to_string(buffers_[size_t(buffer)].bytes) + " bytes");
-  return ok();
+  return checkBufferRange("cuda", buffers_, buffer, offset, bytes);
 }
 
 Status CudaBackend::upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) {
@@ -534,14 +513,7 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
   if (blob.empty() || std::find(blob.begin(), blob.end(), uint8_t(0)) != blob.end())
     return makeError(ErrorKind::Format, {}, "kernel '" + entry + "' is not ptx text (" +
                                                 std::to_string(blob.size()) + " bytes)");
-  if (workgroupSize < 1 || workgroupSize > info_.maxWorkgroupSize)
-    return capability("WorkgroupSize", "kernel '" + entry + "' runs " + std::to_string(workgroupSize) +
-                                           " threads a workgroup, " + info_.name + " holds " +
-                                           std::to_string(info_.maxWorkgroupSize));
-  if (workgroupMemory < 0 || workgroupMemory > info_.workgroupMemoryBytes)
-    return capability("WorkgroupMemory", "kernel '" + entry + "' uses " + std::to_string(workgroupMemory) +
-                                             " bytes of workgroup memory, " + info_.name + " has " +
-                                             std::to_string(info_.workgroupMemoryBytes));
+  if (auto s = checkKernelLimits(info_, entry, workgroupSize, workgroupMemory); !s) return s.error();
   if (auto s = current(); !s) return s.error();
 
   Kern k;
@@ -589,22 +561,11 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
 Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& dispatches) {
   std::vector<Launch> launches;
   for (const DispatchCommand& d : dispatches) {
-    if (d.kernel < 0 || size_t(d.kernel) >= kernels_.size())
-      return makeError(ErrorKind::Io, {}, "cuda: no kernel " + std::to_string(d.kernel));
-    const Kern& k = kernels_[size_t(d.kernel)];
-    if (int(d.bindings.size()) != k.bindings)
-      return makeError(ErrorKind::Io, {}, "cuda: a dispatch binds " + std::to_string(d.bindings.size()) +
-                                              " buffers, its kernel takes " + std::to_string(k.bindings));
+    if (auto s = checkDispatch("cuda", d, kernels_, buffers_, info_.bindingAlignment); !s) return s.error();
     Launch l;
     l.kernel = d.kernel;
     for (int i = 0; i < 3; ++i) l.grid[i] = unsigned(d.grid[i]);
-    for (const BufferRange& b : d.bindings) {
-      if (auto s = checkRange(b.buffer, b.offset, b.bytes); !s) return s.error();
-      if (b.offset % info_.bindingAlignment)
-        return makeError(ErrorKind::Io, {}, "cuda: binding offset " + std::to_string(b.offset) +
-                                                " is not a multiple of " + std::to_string(info_.bindingAlignment));
-      l.args.push_back(buffers_[size_t(b.buffer)].ptr + CUdeviceptr(b.offset));
-    }
+    for (const BufferRange& b : d.bindings) l.args.push_back(buffers_[size_t(b.buffer)].ptr + CUdeviceptr(b.offset));
     for (CUdeviceptr& a : l.args) l.params.push_back(&a);
     launches.push_back(std::move(l));
   }
@@ -692,19 +653,7 @@ Status CudaBackend::run(ProgramId program) {
 
 }  // namespace
 
-std::string cudaSlug(const std::string& name) {
-  std::string out;
-  int depth = 0;
-  for (char c : name) {
-    if (c == '(') ++depth;
-    else if (c == ')') depth = std::max(0, depth - 1);
-    else if (depth == 0 && std::isalnum(uint8_t(c))) out += char(std::tolower(uint8_t(c)));
-    else if (depth == 0 && !out.empty() && out.back() != '-') out += '-';
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  if (out.empty()) return "nvidia-gpu";
-  return out == "nvidia" || out.rfind("nvidia-", 0) == 0 ? out : "nvidia-" + out;
-}
+std::string cudaSlug(const std::string& name) { return deviceSlug(name, "nvidia"); }
 
 Expected<std::unique_ptr<Backend>> createCudaBackend(const CudaOptions& opts) {
   auto b = std::make_unique<CudaBackend>();
