@@ -31,7 +31,7 @@ struct DeviceInfo {
   Target target = Target::Spirv;
   std::string arch;     // the newest environment the device runs: "vulkan1.3"
   std::string driver;   // driver name and version, for messages and probe comments
-  int64_t computeUnits = 1;
+  int64_t computeUnits = 1;  // 0: the driver does not say (Vulkan without a vendor extension)
   int64_t workgroupMemoryBytes = 0;
   int64_t maxWorkgroupSize = 0;
   int64_t subgroupSize = 0;
