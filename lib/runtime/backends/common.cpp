@@ -14,7 +14,7 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-std::string deviceSlug(const std::string& name, const std::string& vendor) {
+std::string nameSlug(const std::string& name) {
   std::string out;
   int depth = 0;
   for (char c : name) {
@@ -24,6 +24,11 @@ std::string deviceSlug(const std::string& name, const std::string& vendor) {
     else if (depth == 0 && !out.empty() && out.back() != '-') out += '-';
   }
   while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+std::string deviceSlug(const std::string& name, const std::string& vendor) {
+  std::string out = nameSlug(name);
   if (out.empty()) return vendor + "-gpu";
   return out == vendor || out.rfind(vendor + "-", 0) == 0 ? out : vendor + "-" + out;
 }

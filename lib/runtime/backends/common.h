@@ -1,6 +1,7 @@
-// What the GPU backends that open a vendor driver (CUDA, HIP) share: the
-// profile-style slug of a device name, the choice of a device by ordinal or
-// name, and the check of a byte range against a buffer's size.
+// What the GPU backends share: the profile-style slug of a device name (all
+// three), and for those that open a vendor driver (CUDA, HIP) the choice of
+// a device by ordinal or name and the check of a byte range against a
+// buffer's size.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,11 @@
 namespace poot::rt {
 
 // `name` lower case, runs of other characters as one '-', parenthesized
-// parts dropped, starting "VENDOR-" once: ("NVIDIA H200", "nvidia") ->
+// parts dropped: "NVIDIA H200 (rev 1)" -> "nvidia-h200"; empty when nothing
+// is left.
+std::string nameSlug(const std::string& name);
+
+// nameSlug(name), starting "VENDOR-" once: ("NVIDIA H200", "nvidia") ->
 // "nvidia-h200", ("AMD Instinct MI300X", "amd") -> "amd-instinct-mi300x";
 // "VENDOR-gpu" when nothing is left.
 std::string deviceSlug(const std::string& name, const std::string& vendor);

@@ -66,6 +66,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/backends/common.h"
+
 namespace poot::rt {
 
 namespace {
@@ -117,15 +119,7 @@ std::string lower(std::string s) {
 // "NVIDIA H200 (rev 1)" -> "nvidia-h200"; lavapipe by its driver.
 std::string slugOf(const std::string& name, VkDriverId driver) {
   if (driver == VK_DRIVER_ID_MESA_LLVMPIPE) return "lavapipe";
-  std::string out;
-  int depth = 0;
-  for (char c : name) {
-    if (c == '(') ++depth;
-    else if (c == ')') depth = std::max(0, depth - 1);
-    else if (depth == 0 && std::isalnum(uint8_t(c))) out += char(std::tolower(uint8_t(c)));
-    else if (depth == 0 && !out.empty() && out.back() != '-') out += '-';
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
+  std::string out = nameSlug(name);
   return out.empty() ? "vulkan-device" : out;
 }
 
