@@ -334,7 +334,7 @@ class Planner {
     for (int32_t m : grp.members)
       if (isReduction(g_.eqns[size_t(m)].op)) partialBytes += 4;
     int64_t n = grp.space.empty() ? 1 : grp.space.back();
-    Schedule s = fusedSchedule(grp.rows, n, partialBytes, d_);
+    Schedule s = fusedSchedule(grp.rows, n, numel(grp.space) / n, partialBytes, d_);
     int64_t count = numel(grp.space), groups = grp.rows ? count / n : ceilDiv(count, s.workgroupSize);
     std::string counted = grp.rows ? str(count / n) + " rows" : str(count) + " elements, " + str(s.workgroupSize) + " per workgroup";
     auto grid = gridFor(e, "a fused kernel", groups, counted);

@@ -120,12 +120,14 @@ Schedule combineSchedule(int64_t lanes, int64_t splits);
 Schedule plainSchedule(const std::string& kind, const DeviceProfile& d);
 
 // A fused kernel (ir/fusion.h): a group without reductions runs the plain
-// workgroup, one thread an element ("fused"); a row group of rows of n
-// elements ("fused-rows") runs the widest power of two of threads within
-// the plain workgroup that n still gives work to all (at least one), and
-// keeps one partial a thread for each reduction: `partialBytes` is the
+// workgroup, one thread an element ("fused"); a group of `rowCount` rows of
+// n elements ("fused-rows") runs the widest power of two of threads that n
+// still gives work to all (at least one), within the plain workgroup, or
+// within kWideRowsWorkgroup when the rows are fewer than the compute units,
+// and keeps one partial a thread for each reduction: `partialBytes` is the
 // bytes of one thread's partials (4 for each reduction).
-Schedule fusedSchedule(bool rows, int64_t n, int64_t partialBytes, const DeviceProfile& d);
+constexpr int64_t kWideRowsWorkgroup = 1024;
+Schedule fusedSchedule(bool rows, int64_t n, int64_t rowCount, int64_t partialBytes, const DeviceProfile& d);
 
 // The MatMul schedule for a [batch..., m, k] x [k, n] (or transposed [n, k])
 // product (a and b of those dtypes), and the reason it was chosen. Up to

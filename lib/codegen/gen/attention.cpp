@@ -80,8 +80,9 @@ kir::Kernel streaming(const GenInput& in, const Form& f) {
   return b.finish();
 }
 
-// One workgroup per (row, split): the split's chunk of the live range,
-// folded over the lanes and written unnormalized as (o[dv], m, l).
+// One workgroup per (row, split): the split's chunk of the live range (whole
+// strides of the lanes, splitChunk), folded over the lanes and written
+// unnormalized as (o[dv], m, l).
 kir::Kernel partials(const GenInput& in, const Form& f) {
   const KernelRequest& r = in.request;
   int64_t lanes = r.schedule.lanes, splits = r.schedule.splits, count = f.B * f.Hq * f.Lq * splits;
@@ -92,9 +93,8 @@ kir::Kernel partials(const GenInput& in, const Form& f) {
   V wg = b.workgroupId(), lane = b.local();
   b.ifThen(b.lt(wg, b.i32(count)), [&] {
     V row = b.div(wg, b.i32(splits)), split = b.rem(wg, b.i32(splits));
-    V lo = b.div(b.mul(split, b.i32(f.Lk)), b.i32(splits));
-    V hi = b.div(b.mul(b.add(split, b.i32(1)), b.i32(f.Lk)), b.i32(splits));
-    streamRow(b, r, f, states, lane, row, lo, hi);
+    KeyRange chunk = splitChunk(b, split, splits, keyBound(b, f, queryRow(b, f, row).bi), lanes);
+    streamRow(b, r, f, states, lane, row, chunk.lo, chunk.hi);
     V at = b.mul(wg, b.i32(f.Dv + 2));
     attn::Folded whole = attn::foldStates(b, states.states(), lane, lanes, f.Dv,
                                           [&](V c, V num, V) { b.store(scratch, b.add(at, c), num); });

@@ -50,6 +50,13 @@ void declareOperands(Builder& b, const KernelRequest& r, const Form& f) {
 
 V keyBound(Builder& b, const Form& f, V bi) { return f.live ? loadIndex(b, f.len, bi, 0, f.Lk) : b.i32(f.Lk); }
 
+KeyRange splitChunk(Builder& b, V split, int64_t splits, V bound, int64_t granule) {
+  V per = b.div(b.add(bound, b.i32(splits - 1)), b.i32(splits));
+  V chunk = b.mul(b.div(b.add(per, b.i32(granule - 1)), b.i32(granule)), b.i32(granule));
+  V lo = b.min(b.mul(split, chunk), bound);
+  return KeyRange{lo, b.min(b.add(lo, chunk), bound)};
+}
+
 V keyRow(Builder& b, const Form& f, V bi, V g, V t) {
   if (!f.paged) return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hkv)), g), b.i32(f.Lk)), t);
   V word = loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1);

@@ -35,8 +35,20 @@ Form formOf(const KernelRequest& r);
 // The operands' buffers, in binding order.
 void declareOperands(Builder& b, const KernelRequest& r, const Form& f);
 
+// A half-open range of key positions.
+struct KeyRange {
+  V lo, hi;
+};
+
 // The key bound of batch row bi: Lk, or len[bi] clamped into 0..=Lk.
 V keyBound(Builder& b, const Form& f, V bi);
+
+// Split `split` of `splits` of the keys [0, bound): the live range cut into
+// contiguous chunks of ceil(bound / splits) keys rounded up to a multiple of
+// `granule`, so the work follows the live length, not the capacity, and a
+// chunk is whole tiles. Splits past the live length get an empty range at
+// bound (lo == hi).
+KeyRange splitChunk(Builder& b, V split, int64_t splits, V bound, int64_t granule);
 
 // The key (and value) row of key t of batch row bi, KV head g.
 V keyRow(Builder& b, const Form& f, V bi, V g, V t);
@@ -58,9 +70,6 @@ V maskedScore(Builder& b, const Form& f, const MaskRow& row, V score, V t);
 // The keys [lo, hi) narrowed to the ones a causal row can see: at most its
 // position plus one, and with a window from position - window + 1; the same
 // range for any other mask. May leave lo >= hi (no key).
-struct KeyRange {
-  V lo, hi;
-};
 KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi);
 
 // The decode and prefill schedules' kernels (decode.cpp, prefill.cpp).

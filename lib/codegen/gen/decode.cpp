@@ -7,7 +7,8 @@
 //     are in flight together; the next tile's loads are issued once this
 //     tile's scores are in workgroup memory, so they arrive while its values
 //     are folded in. A key past hi is read at hi - 1 (so nothing past the
-//     live length or the split's chunk is ever read) and scores -inf.
+//     live length or the split's chunk is ever read) and scores -inf. A
+//     split's chunk is whole tiles of the row's live range (splitChunk).
 //  2. Scores. Key thread (kt, j) of kLanes holds slice j of every row's q in
 //     registers (runs j, j + kLanes, ... of `vector` elements, loaded once)
 //     and leaves each row's partial dot (fused multiply-adds) in plane j of
@@ -89,8 +90,9 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
     V bound = keyBound(b, f, bi);
     V lo = b.i32(0), hi = bound;
     if (S > 1) {
-      lo = b.div(b.mul(split, b.i32(f.Lk)), b.i32(S));
-      hi = b.min(b.div(b.mul(b.add(split, b.i32(1)), b.i32(f.Lk)), b.i32(S)), bound);
+      KeyRange chunk = splitChunk(b, split, S, bound, Tk);
+      lo = chunk.lo;
+      hi = chunk.hi;
     }
     auto headOf = [&](V qi) { return b.add(b.mul(g, b.i32(f.nrep)), b.div(qi, b.i32(f.Lq))); };
     auto queryRow = [&](int64_t qi) {

@@ -12,8 +12,8 @@
 //   state in place, one per element of its update, stored where it goes.
 //   "fused-rows": one workgroup per row of S = [R..., N]. Each reduction, in
 //   step order, strides its row over the threads (thread t takes t, t + W,
-//   ...), each thread folding into an accumulator that starts from the
-//   operation's identity (-0.0 for a float sum, so a row of -0.0 sums to
+//   ..., four of them loaded at once), each thread folding into an
+//   accumulator that starts from the operation's identity (-0.0 for a float sum, so a row of -0.0 sums to
 //   -0.0 as the oracle's does), then the W partials fold as a tree in
 //   workgroup memory; every thread reads the row's value. Steps that do not
 //   vary along the row are then computed once, and one loop over the row
@@ -32,6 +32,7 @@
 #include "codegen/gen/index.h"
 #include "codegen/gen/values.h"
 #include "ir/fusion.h"
+#include "plan/schedule.h"
 
 namespace poot {
 
@@ -39,6 +40,8 @@ namespace {
 
 using namespace gen;
 using Coords = std::vector<V>;
+
+constexpr int64_t kRowUnroll = 4;  // "fused-rows": a thread's elements loaded at once
 
 class Emitter {
  public:
@@ -196,13 +199,20 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
       c.push_back(j);
       return c;
     };
+    // Elements tid, tid + W, ... < N of the row, kRowUnroll of them written
+    // out a step, so that their loads are in flight together.
+    auto strided = [&](const std::function<void(V)>& body) {
+      b.forUnrolled(ceilDiv(N, W), kRowUnroll, [&](V i) {
+        V j = b.add(tid, b.mul(i, b.i32(W)));
+        if (N % W == 0) em.inScope([&] { body(j); });
+        else b.ifThen(b.lt(j, b.i32(N)), [&] { em.inScope([&] { body(j); }); });
+      });
+    };
     for (auto [step, array] : partials) {
       const FusedStep& s = r.steps[size_t(step)];
       Scalar t = valueScalar(s.type.dtype);
       int32_t acc = b.var(t, identityOf(b, s.op, t));
-      b.forRange(tid, b.i32(N), W, [&](V j) {
-        em.inScope([&] { b.set(acc, combine(b, s.op, b.get(acc), em.at(s.args[0], along(j)))); });
-      });
+      strided([&](V j) { b.set(acc, combine(b, s.op, b.get(acc), em.at(s.args[0], along(j)))); });
       b.sharedStore(array, tid, b.get(acc));
       b.barrier();
       for (int64_t half = W / 2; half >= 1; half /= 2) {
@@ -220,11 +230,9 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
       const Shape& s = r.steps[i].type.shape;
       if (!isReduction(r.steps[i].op) && (s.empty() || s.back() == 1)) em.at(int32_t(i), em.bcast(once, space, s));
     }
-    b.forRange(tid, b.i32(N), W, [&](V j) {
-      em.inScope([&] {
-        for (size_t k = 0; k < r.results.size(); ++k)
-          if (r.results[k].shape == space) b.store(f.out[k], b.add(b.mul(row, b.i32(N)), j), em.at(r.stores[k], along(j)));
-      });
+    strided([&](V j) {
+      for (size_t k = 0; k < r.results.size(); ++k)
+        if (r.results[k].shape == space) b.store(f.out[k], b.add(b.mul(row, b.i32(N)), j), em.at(r.stores[k], along(j)));
     });
     b.ifThen(b.eq(tid, b.i32(0)), [&] {
       em.inScope([&] {

@@ -17,6 +17,7 @@ namespace poot::attn {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kFoldUnroll = 16;  // foldStates: states read at once
 }  // namespace
 
 LaneStates::LaneStates(Builder& b, int64_t lanes, int64_t dv) : b_(b), lanes_(lanes), dv_(dv) {
@@ -67,20 +68,22 @@ States LaneStates::states() {
 
 Folded foldStates(Builder& b, const States& s, V lane, int64_t lanes, int64_t dv,
                   const std::function<void(V c, V num, V den)>& channel) {
-  V count = b.i32(s.count);
+  // The loops over the states are written kFoldUnroll at a time, so that
+  // many loads are in flight together (the states of a split-KV combine are
+  // in global memory: one at a time, 16 splits made a latency chain of 48).
   int32_t mx = b.var(kir::Scalar::F32, b.f32(-kInf));
-  b.forRange(b.i32(0), count, 1, [&](V i) { b.set(mx, b.max(b.get(mx), s.m(i))); });
+  b.forUnrolled(s.count, kFoldUnroll, [&](V i) { b.set(mx, b.max(b.get(mx), s.m(i))); });
   V M = b.get(mx);
   auto weight = [&](V i) {
     V m = s.m(i);
     return b.select(b.eq(m, b.f32(-kInf)), b.f32(0), b.exp(b.sub(m, M)));
   };
   int32_t den = b.var(kir::Scalar::F32, b.f32(0));
-  b.forRange(b.i32(0), count, 1, [&](V i) { b.set(den, b.add(b.get(den), b.mul(s.l(i), weight(i)))); });
+  b.forUnrolled(s.count, kFoldUnroll, [&](V i) { b.set(den, b.add(b.get(den), b.mul(s.l(i), weight(i)))); });
   V total = b.get(den);
   b.forRange(lane, b.i32(dv), lanes, [&](V c) {
     int32_t num = b.var(kir::Scalar::F32, b.f32(0));
-    b.forRange(b.i32(0), count, 1, [&](V i) { b.set(num, b.add(b.get(num), b.mul(s.o(i, c), weight(i)))); });
+    b.forUnrolled(s.count, kFoldUnroll, [&](V i) { b.set(num, b.add(b.get(num), b.mul(s.o(i, c), weight(i)))); });
     channel(c, b.get(num), total);
   });
   return Folded{M, total};
