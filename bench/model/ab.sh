@@ -10,7 +10,8 @@
 # `NAME FOLDER round R: step S ms, device D ms`.
 # Usage: bench/model/ab.sh WORK DIR...
 # AB_PLANS: the plan names (default: decode-b1 decode-b1-bf16 decode-b8
-# prefill-512); AB_ITERS: steps a run (default 50).
+# prefill-512); AB_ITERS: steps a run (default 50); AB_POS: the position
+# (default 0; a decode at pos P reads P + 1 keys, the cache drawn).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 WORK DIR..." >&2; exit 2; }
 work=$1
@@ -34,7 +35,7 @@ for name in ${AB_PLANS:-decode-b1 decode-b1-bf16 decode-b8 prefill-512}; do
     for dir in "$@"; do
       log=$work/ab.log
       if ! "$poot" run "$dir/$name.plan" --backend cuda --weights "$weights" --input tokens="$work/tokens-$tok.npy" \
-        --slot pos=0 --iterations "${AB_ITERS:-50}" --output-dir "$work/out" >"$log" 2>&1; then
+        --slot pos="${AB_POS:-0}" --iterations "${AB_ITERS:-50}" --output-dir "$work/out" >"$log" 2>&1; then
         echo "$name $dir round $round: failed"
         sed 's/^/  /' "$log"
         continue

@@ -12,7 +12,8 @@
 //   state in place, one per element of its update, stored where it goes.
 //   "fused-rows": one workgroup per row of S = [R..., N]. Each reduction, in
 //   step order, strides its row over the threads (thread t takes t, t + W,
-//   ..., four of them loaded at once), each thread folding into an
+//   ..., four of them loaded at once; with four or fewer a thread, the
+//   whole row's loads at once, kept for the stores), each thread folding into an
 //   accumulator that starts from the operation's identity (-0.0 for a float sum, so a row of -0.0 sums to
 //   -0.0 as the oracle's does), then the W partials fold as a tree in
 //   workgroup memory; every thread reads the row's value. Steps that do not
@@ -41,7 +42,7 @@ namespace {
 using namespace gen;
 using Coords = std::vector<V>;
 
-constexpr int64_t kRowUnroll = 4;  // "fused-rows": a thread's elements loaded at once
+constexpr int64_t kRowUnroll = 4;  // "fused-rows": a thread's elements loaded at once (genRows)
 
 class Emitter {
  public:
@@ -199,20 +200,51 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
       c.push_back(j);
       return c;
     };
-    // Elements tid, tid + W, ... < N of the row, kRowUnroll of them written
-    // out a step, so that their loads are in flight together.
-    auto strided = [&](const std::function<void(V)>& body) {
-      b.forUnrolled(ceilDiv(N, W), kRowUnroll, [&](V i) {
+    // Elements tid, tid + W, ... < N of the row. A thread with at most
+    // kRowUnroll of them has them written out in this scope, so what the
+    // reductions load the stores reuse, and everything the row's outputs
+    // need that no reduction decides (the norm's weight) is loaded first,
+    // with the rest: the row costs one wait for memory. Otherwise they are
+    // written kRowUnroll a step, their loads in flight together. body(j, ok)
+    // takes element j, and ok (-1: always) says whether it is in the row
+    // (a thread past the row's end takes a copy of the last element).
+    const int64_t per = ceilDiv(N, W);
+    std::vector<std::pair<V, V>> own;
+    if (per <= kRowUnroll) {
+      for (int64_t i = 0; i < per; ++i) {
+        V j = b.add(tid, b.i32(i * W));
+        own.emplace_back(N % W == 0 ? j : b.min(j, b.i32(N - 1)), N % W == 0 ? V(-1) : b.lt(j, b.i32(N)));
+      }
+      std::vector<bool> decided(r.steps.size());
+      for (size_t i = 0; i < r.steps.size(); ++i) {
+        decided[i] = isReduction(r.steps[i].op);
+        for (int32_t a : r.steps[i].args) decided[i] = decided[i] || (a >= 0 && decided[size_t(a)]);
+      }
+      for (auto [j, ok] : own)
+        for (size_t i = 0; i < r.steps.size(); ++i) {
+          const Shape& sh = r.steps[i].type.shape;
+          if (!decided[i] && !sh.empty() && sh.back() == N) em.at(int32_t(i), em.bcast(along(j), space, sh));
+        }
+    }
+    auto strided = [&](const std::function<void(V, V)>& body) {
+      if (!own.empty()) {
+        for (auto [j, ok] : own) body(j, ok);
+        return;
+      }
+      b.forUnrolled(per, kRowUnroll, [&](V i) {
         V j = b.add(tid, b.mul(i, b.i32(W)));
-        if (N % W == 0) em.inScope([&] { body(j); });
-        else b.ifThen(b.lt(j, b.i32(N)), [&] { em.inScope([&] { body(j); }); });
+        if (N % W == 0) em.inScope([&] { body(j, -1); });
+        else b.ifThen(b.lt(j, b.i32(N)), [&] { em.inScope([&] { body(j, -1); }); });
       });
     };
     for (auto [step, array] : partials) {
       const FusedStep& s = r.steps[size_t(step)];
       Scalar t = valueScalar(s.type.dtype);
       int32_t acc = b.var(t, identityOf(b, s.op, t));
-      strided([&](V j) { b.set(acc, combine(b, s.op, b.get(acc), em.at(s.args[0], along(j)))); });
+      strided([&](V j, V ok) {
+        V folded = combine(b, s.op, b.get(acc), em.at(s.args[0], along(j)));
+        b.set(acc, ok < 0 ? folded : b.select(ok, folded, b.get(acc)));
+      });
       b.sharedStore(array, tid, b.get(acc));
       b.barrier();
       for (int64_t half = W / 2; half >= 1; half /= 2) {
@@ -230,9 +262,13 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
       const Shape& s = r.steps[i].type.shape;
       if (!isReduction(r.steps[i].op) && (s.empty() || s.back() == 1)) em.at(int32_t(i), em.bcast(once, space, s));
     }
-    strided([&](V j) {
-      for (size_t k = 0; k < r.results.size(); ++k)
-        if (r.results[k].shape == space) b.store(f.out[k], b.add(b.mul(row, b.i32(N)), j), em.at(r.stores[k], along(j)));
+    strided([&](V j, V ok) {
+      auto store = [&] {
+        for (size_t k = 0; k < r.results.size(); ++k)
+          if (r.results[k].shape == space) b.store(f.out[k], b.add(b.mul(row, b.i32(N)), j), em.at(r.stores[k], along(j)));
+      };
+      if (ok < 0) store();
+      else b.ifThen(ok, store);
     });
     b.ifThen(b.eq(tid, b.i32(0)), [&] {
       em.inScope([&] {
