@@ -50,9 +50,14 @@ def tokens(config, shape, seed):
     return rng.integers(0, config.vocab_size, size=shape, dtype=np.int32)
 
 
+def save_weights(model, work):
+    """The f32 weights by their checkpoint names, which poot binds by name."""
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, f"{work}/model.safetensors")
+
+
 def prepare(plans, work):
     config, model = build(plans)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, f"{work}/model.safetensors")
+    save_weights(model, work)
     # The same weights rounded to bf16, as transformers publishes a model:
     # shards of at most 2 GB with their index.
     model.to(torch.bfloat16).save_pretrained(f"{work}/bf16", max_shard_size="2GB")

@@ -8,32 +8,45 @@
 # config's own torch_dtype is bf16), each beside its `pootc inspect` text;
 # also the cut config for transformers (config.json) and a copy of the poot
 # binary, for run_h200.sh on the GPU host.
-# Usage: bench/model/make_plans.sh BUILD OUT_DIR [LAYERS]
+# With SET generate instead (generate_h200.sh's plans): for B = 1, 8 and 32,
+# a paged prefill plan of B rows of 128 tokens and a paged decode plan of B
+# rows (live length), each pair over one pool of B * 256 slots with a
+# capacity of 256 positions (a 128-token prompt and 128 new tokens), for
+# `poot generate`; f32 weights.
+# Usage: bench/model/make_plans.sh BUILD OUT_DIR [LAYERS] [model|generate]
 set -euo pipefail
-if [ $# -lt 2 ]; then
-  echo "usage: $0 BUILD OUT_DIR [LAYERS]" >&2
-  exit 2
-fi
+case "$#:${4:-model}" in
+  [234]:model | 4:generate) ;;
+  *) echo "usage: $0 BUILD OUT_DIR [LAYERS] [model|generate]" >&2; exit 2 ;;
+esac
 build=$(cd "$1" && pwd)
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
 layers=${3:-4}
+set=${4:-model}
 cd "$(dirname "$0")/../.."
 pootc=$build/tools/pootc/pootc
 config=examples/models/llama-3-8b.json
 python3 -c "import json,sys; c=json.load(open('$config')); c['num_hidden_layers']=$layers; json.dump(c, open('$out/config.json','w'), indent=1)"
 
-plan() {  # NAME WEIGHTS-DTYPE TRACE-ARGS...
-  local name=$1 dtype=$2
-  shift 2
-  "$pootc" trace "$config" --layers "$layers" --capacity 4096 --weights-dtype "$dtype" "$@" -o "$out/$name.pg"
+plan() {  # NAME WEIGHTS-DTYPE CAPACITY TRACE-ARGS...
+  local name=$1 dtype=$2 capacity=$3
+  shift 3
+  "$pootc" trace "$config" --layers "$layers" --capacity "$capacity" --weights-dtype "$dtype" "$@" -o "$out/$name.pg"
   "$pootc" compile "$out/$name.pg" --device targets/nvidia-h200.yaml -o "$out/$name.plan"
   "$pootc" inspect "$out/$name.plan" > "$out/$name.txt"
   echo "$name: $(grep -c '^  d[0-9]' "$out/$name.txt") dispatches"
 }
-plan decode-b1 f32 --phase decode --live
-plan decode-b1-bf16 bf16 --phase decode --live
-plan decode-b8 f32 --phase decode --live --batch 8
-plan prefill-512 f32 --phase prefill --tokens 512
-plan prefill-2048 f32 --phase prefill --tokens 2048
+if [ "$set" = model ]; then
+  plan decode-b1 f32 4096 --phase decode --live
+  plan decode-b1-bf16 bf16 4096 --phase decode --live
+  plan decode-b8 f32 4096 --phase decode --live --batch 8
+  plan prefill-512 f32 4096 --phase prefill --tokens 512
+  plan prefill-2048 f32 4096 --phase prefill --tokens 2048
+else
+  for b in 1 8 32; do
+    plan generate-prefill-b$b f32 256 --phase prefill --kv paged --batch $b --tokens 128 --pool-slots $((b * 256))
+    plan generate-decode-b$b f32 256 --phase decode --kv paged --live --batch $b --pool-slots $((b * 256))
+  done
+fi
 install -s "$build/tools/poot/poot" "$out/poot"  # stripped: 1.4 MB instead of 33 to carry

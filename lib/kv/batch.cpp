@@ -1,8 +1,9 @@
 // The batcher: admission against the blocks every live sequence may still
 // take (its prompt plus maxNew - 1 tokens, rounded up to blocks, minus what
-// it holds), a wait for a shared prefix still being computed (so the prefix
-// cache can serve it once committed), and steps of the sequences furthest
-// behind, ties broken by sequence id, so the same requests always give the
+// it holds), a wait for a shared prefix a live sequence of the same identity
+// is still computing (so the prefix cache can serve it once committed), and
+// steps of the sequences furthest behind, ties broken by the previous step's
+// identity first, then by sequence id, so the same requests always give the
 // same steps.
 #include "kv/batch.h"
 
@@ -40,7 +41,12 @@ void Batcher::notePeak() {
   stats_.peakBlocks = std::max(stats_.peakBlocks, cache_.pool().size() - cache_.pool().available());
 }
 
-KvResult<int64_t> Batcher::submit(std::vector<int32_t> prompt) {
+int64_t Batcher::unfinished(uint64_t identity) const {
+  auto it = unfinished_.find(identity);
+  return it == unfinished_.end() ? 0 : it->second;
+}
+
+KvResult<int64_t> Batcher::submit(std::vector<int32_t> prompt, uint64_t identity) {
   if (prompt.empty()) return KvError{KvErrorKind::EmptyPrompt, "a sequence starts with at least one token"};
   int64_t length = int64_t(prompt.size()) + config_.maxNew - 1;
   if (length > cache_.config().capacity)
@@ -54,6 +60,8 @@ KvResult<int64_t> Batcher::submit(std::vector<int32_t> prompt) {
                                                  std::to_string(cache_.pool().size())};
   prompts_.push_back(std::move(prompt));
   outputs_.emplace_back();
+  identities_.push_back(identity);
+  ++unfinished_[identity];
   queue_.push_back(int64_t(prompts_.size()) - 1);
   return int64_t(prompts_.size()) - 1;
 }
@@ -63,16 +71,18 @@ KvStatus Batcher::admit() {
     int64_t request = queue_.front();
     const std::vector<int32_t>& prompt = prompts_[request];
     if (cache_.pool().available() - reservedBlocks() < finalBlocks(request)) return KvOk{};
-    // A prefix another live sequence is still computing: wait for its commit.
+    // A prefix another live sequence of its identity is still computing:
+    // wait for its commit.
     if (cache_.config().prefixCache) {
       int32_t lookable = int32_t(prompt.size() - 1) / kBlockSize;
       for (const auto& [seq, other] : live_) {
         const Sequence* s = cache_.sequence(seq);
+        if (s->identity != identities_[request]) continue;
         int32_t shared = std::min(lookable, sharedBlocks(prompt, s->tokens));
         if (shared > 0 && s->written < shared * kBlockSize) return KvOk{};
       }
     }
-    auto started = cache_.startSequence(prompt, config_.identity);
+    auto started = cache_.startSequence(prompt, identities_[request]);
     if (!started) return started.error();
     queue_.pop_front();
     live_.emplace(started->seq, request);
@@ -87,28 +97,41 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
   if (auto a = admit(); !a) return a.error();
   if (live_.empty()) return std::optional<PlannedStep>{};
   const int32_t capacity = cache_.config().capacity;
-  // The prefill candidates, else every live sequence (each has a token to compute).
-  std::vector<std::pair<int32_t, SeqId>> prefill, decode;  // (written, seq)
+  // The prefill candidates, else every live sequence (each has a token to
+  // compute), furthest behind first, then the previous step's identity.
+  struct Candidate {
+    int32_t written;
+    bool otherIdentity;
+    SeqId seq;
+    auto operator<=>(const Candidate&) const = default;
+  };
+  std::vector<Candidate> prefill, decode;
   for (const auto& [seq, request] : live_) {
     const Sequence* s = cache_.sequence(seq);
     int32_t pending = int32_t(s->tokens.size()) - s->written;
-    decode.push_back({s->written, seq});
-    if (pending > 1 && s->written <= capacity - config_.prefillTokens) prefill.push_back({s->written, seq});
+    Candidate c{s->written, s->identity != lastIdentity_, seq};
+    decode.push_back(c);
+    if (pending > 1 && s->written <= capacity - config_.prefillTokens) prefill.push_back(c);
   }
   bool usePrefill = !prefill.empty();
   auto& candidates = usePrefill ? prefill : decode;
   std::sort(candidates.begin(), candidates.end());
   int32_t rows = usePrefill ? config_.prefillRows : config_.decodeRows;
   int32_t tokens = usePrefill ? config_.prefillTokens : 1;
+  // The rows: the first candidate's position and identity.
+  uint64_t identity = cache_.sequence(candidates.front().seq)->identity;
   std::vector<SeqId> layout;
-  for (const auto& [written, seq] : candidates)
-    if (written == candidates.front().first && int32_t(layout.size()) < rows) layout.push_back(seq);
+  for (const Candidate& c : candidates)
+    if (c.written == candidates.front().written && cache_.sequence(c.seq)->identity == identity &&
+        int32_t(layout.size()) < rows)
+      layout.push_back(c.seq);
   layout.resize(size_t(rows), kPadding);
 
   auto maps = cache_.buildStep(layout, tokens);
   if (!maps) return maps.error();
   PlannedStep step;
   step.prefill = usePrefill;
+  step.identity = identity;
   step.maps = std::move(*maps);
   for (int32_t r = 0; r < rows; ++r) {
     SeqId seq = layout[size_t(r)];
@@ -125,6 +148,7 @@ KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sam
     return KvError{KvErrorKind::BadStep, "a step of " + std::to_string(step.sampleAt.size()) + " rows got " +
                                              std::to_string(sampled.size()) + " sampled tokens"};
   if (auto c = cache_.commit(step.maps); !c) return c.error();
+  lastIdentity_ = step.identity;
   ++(step.prefill ? stats_.prefillSteps : stats_.decodeSteps);
   if (!step.prefill)
     stats_.decodeRowsUsed += std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; });
@@ -139,6 +163,7 @@ KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sam
       if (auto f = cache_.finish(seq); !f) return f.error();
       live_.erase(seq);
       ++finished_;
+      if (--unfinished_[identities_[request]] == 0) unfinished_.erase(identities_[request]);
       continue;
     }
     int32_t one[1] = {token};

@@ -12,8 +12,13 @@
 // single pending token (a sampled one) takes the decode plan. A sequence
 // stops after maxNew generated tokens or at an end-of-sequence id and is
 // finished at once, freeing its row and its blocks for the next request.
-// The batcher only plans: the caller runs each step and hands back the
-// sampled tokens.
+// Each request carries the weights identity it runs on (the base model or an
+// adapter; a reloaded adapter has a fresh one), fixed when it is submitted.
+// A step serves rows of one identity only, which it names, so the caller
+// binds that identity's weights before running it; at equal positions a step
+// keeps the previous step's identity, so the weights change as seldom as the
+// positions allow. The batcher only plans: the caller runs each step and
+// hands back the sampled tokens.
 #pragma once
 
 #include <cstdint>
@@ -33,14 +38,14 @@ struct BatchConfig {
   int32_t decodeRows = 1;                      // the decode plan's batch rows (one token a row)
   int32_t maxNew = 1;                          // tokens to generate a request, at least 1
   std::set<int32_t> eos;                       // end-of-sequence ids (kept in the output)
-  uint64_t identity = 0;                       // the weights identity of every request
 };
 
 // One planned step. Row r holds request requests[r] (-1 on padding); when
 // sampleAt[r] >= 0 the logits of its token sampleAt[r] give the request's
-// next token.
+// next token. Every row's sequence runs on the weights of `identity`.
 struct PlannedStep {
   bool prefill = false;  // which plan runs it
+  uint64_t identity = 0;
   StepMaps maps;
   std::vector<int64_t> requests;
   std::vector<int32_t> sampleAt;
@@ -59,10 +64,11 @@ class Batcher {
  public:
   Batcher(KvCache& cache, BatchConfig config);
 
-  // Queues a request; its index counts from 0. A request must fit alone:
-  // prompt + maxNew - 1 tokens within the capacity and its blocks within the
-  // pool (a Capacity or OutOfBlocks error, and nothing queued).
-  KvResult<int64_t> submit(std::vector<int32_t> prompt);
+  // Queues a request on the weights of `identity`; its index counts from 0.
+  // A request must fit alone: prompt + maxNew - 1 tokens within the capacity
+  // and its blocks within the pool (a Capacity or OutOfBlocks error, and
+  // nothing queued).
+  KvResult<int64_t> submit(std::vector<int32_t> prompt, uint64_t identity);
   // Admits what fits, then plans the next step; nothing when every request
   // is done.
   KvResult<std::optional<PlannedStep>> next();
@@ -71,6 +77,9 @@ class Batcher {
   KvStatus complete(const PlannedStep& step, std::span<const int32_t> sampled);
 
   bool done() const { return queue_.empty() && live_.empty(); }
+  // Requests of this identity not done yet (queued or live): while there are
+  // any, its weights are still needed, even after its adapter was reloaded.
+  int64_t unfinished(uint64_t identity) const;
   int64_t finished() const { return finished_; }
   int64_t requests() const { return int64_t(prompts_.size()); }
   // Each request's generated tokens (complete once done()).
@@ -86,6 +95,9 @@ class Batcher {
   KvCache& cache_;
   BatchConfig config_;
   std::vector<std::vector<int32_t>> prompts_, outputs_;
+  std::vector<uint64_t> identities_;  // per request
+  std::map<uint64_t, int64_t> unfinished_;  // identity -> requests not done
+  uint64_t lastIdentity_ = 0;         // the last planned step's
   std::deque<int64_t> queue_;
   std::map<SeqId, int64_t> live_;  // sequence -> request
   int64_t finished_ = 0;

@@ -99,4 +99,46 @@ Expected<std::map<std::string, Tensor>> mergeAdapter(const Graph& g, const Bound
   return merged;
 }
 
+Expected<uint64_t> AdapterSet::load(const std::string& name, const std::string& dir) {
+  if (name.empty()) return makeError(ErrorKind::Usage, {dir}, "an adapter needs a name");
+  auto adapter = loadAdapter(dir);
+  if (!adapter) return adapter.error();
+  auto merged = mergeAdapter(graph_, base_, *adapter);
+  if (!merged) return merged.error();
+  uint64_t id = ++last_;
+  merged_.emplace(id, merged.take());
+  current_[name] = id;
+  return id;
+}
+
+std::optional<uint64_t> AdapterSet::identity(const std::string& name) const {
+  auto it = current_.find(name);
+  if (it == current_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> AdapterSet::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, id] : current_) out.push_back(name);
+  return out;
+}
+
+const std::map<std::string, Tensor>* AdapterSet::merged(uint64_t identity) const {
+  static const std::map<std::string, Tensor> none;
+  if (identity == kBase) return &none;
+  auto it = merged_.find(identity);
+  return it == merged_.end() ? nullptr : &it->second;
+}
+
+Status AdapterSet::retire(uint64_t identity) {
+  auto refuse = [&](const std::string& why) {
+    return makeError(ErrorKind::Usage, {}, "cannot retire weights identity " + std::to_string(identity) + ": " + why);
+  };
+  if (identity == kBase) return refuse("it is the base model's");
+  for (const auto& [name, id] : current_)
+    if (id == identity) return refuse("it is adapter " + name + "'s current one");
+  if (!merged_.erase(identity)) return refuse("no adapter holds it");
+  return ok();
+}
+
 }  // namespace poot

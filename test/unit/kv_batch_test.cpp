@@ -1,17 +1,23 @@
 // Unit tests of the continuous-batching policy (kv/batch.h) with a stand-in
-// model: the "K/V" a step writes at a slot is a fingerprint of the sequence's
-// tokens through that position, and the next token is a function of the
-// fingerprint the last position reads back through the read map. So a wrong
-// map, a slot shared by two live sequences or a stale cached block changes
-// the tokens. Random request streams (shared prefixes, end-of-sequence ids,
-// tight pools, several plan shapes) must give every request the tokens it
-// gets alone, with the prefix cache on and off, hit the cache where they
-// share a prefix, and leave every reference count at zero.
+// model: the "K/V" a step writes at a slot is a fingerprint of the weights
+// identity and the sequence's tokens through that position, and the next
+// token is a function of the fingerprint the last position reads back
+// through the read map. So a wrong map, a slot shared by two live sequences,
+// a stale cached block or a block cached under another identity changes the
+// tokens; the simulated pool also remembers the identity that wrote each
+// slot, and every read of a step must find its own. Random request streams
+// (shared prefixes across the base model and adapters, adapters reloaded
+// mid-stream, end-of-sequence ids, tight pools, several plan shapes) must
+// give every request the tokens it gets alone on its identity, with the
+// prefix cache on and off, hit the cache where they share a prefix, run
+// each step on one identity, and leave every reference count at zero.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "kv/batch.h"
@@ -25,11 +31,19 @@ constexpr int32_t kVocab = 7;
 
 int32_t nextToken(uint64_t fingerprint) { return int32_t(poot::testing::mix(fingerprint, 17) % kVocab); }
 
+// A request: its prompt, its weights identity, and the steps that have run
+// when it is submitted.
+struct Request {
+  std::vector<int32_t> prompt;
+  uint64_t identity = 1;
+  int64_t at = 0;
+};
+
 // What a request generates when it runs alone.
-std::vector<int32_t> alone(std::vector<int32_t> tokens, const BatchConfig& cfg) {
-  std::vector<int32_t> out;
+std::vector<int32_t> alone(const Request& q, const BatchConfig& cfg) {
+  std::vector<int32_t> tokens = q.prompt, out;
   while (int32_t(out.size()) < cfg.maxNew) {
-    uint64_t h = 0;
+    uint64_t h = poot::testing::mix(0, q.identity);
     for (int32_t t : tokens) h = poot::testing::mix(h, uint32_t(t));
     int32_t next = nextToken(h);
     out.push_back(next);
@@ -39,23 +53,32 @@ std::vector<int32_t> alone(std::vector<int32_t> tokens, const BatchConfig& cfg) 
   return out;
 }
 
+// The simulated pools: each slot's fingerprint and the identity that wrote it.
+struct Pool {
+  std::vector<uint64_t> value, writer;
+};
+
 // Runs one planned step on the simulated pool: writes each new token's
-// fingerprint, then reads every row back and samples where asked.
-std::vector<int32_t> runStep(const PlannedStep& step, std::vector<uint64_t>& pool) {
+// fingerprint, then reads every row back (each slot written under the
+// step's identity) and samples where asked.
+std::vector<int32_t> runStep(const PlannedStep& step, Pool& pool) {
   const StepMaps& m = step.maps;
   for (int32_t r = 0; r < m.rows; ++r) {
     if (m.seqs[r] == kPadding) continue;
-    uint64_t h = m.pos[r] == 0 ? 0 : pool[m.read[r * m.capacity + m.pos[r] - 1]];
+    uint64_t h = m.pos[r] == 0 ? poot::testing::mix(0, step.identity) : pool.value[m.read[r * m.capacity + m.pos[r] - 1]];
     for (int32_t t = 0; t < m.count[r]; ++t) {
       h = poot::testing::mix(h, uint32_t(m.tokenIds[r * m.tokens + t]));
-      pool[m.write[r * m.tokens + t]] = h;
+      pool.value[m.write[r * m.tokens + t]] = h;
+      pool.writer[m.write[r * m.tokens + t]] = step.identity;
     }
   }
   std::vector<int32_t> sampled(m.rows, -1);
   for (int32_t r = 0; r < m.rows; ++r) {
+    if (m.seqs[r] == kPadding) continue;
+    for (int32_t p = 0; p < m.pos[r] + m.count[r]; ++p) REQUIRE(pool.writer[m.read[r * m.capacity + p]] == step.identity);
     if (step.sampleAt[r] < 0) continue;
     int32_t last = m.pos[r] + step.sampleAt[r];
-    sampled[r] = nextToken(pool[m.read[r * m.capacity + last]]);
+    sampled[r] = nextToken(pool.value[m.read[r * m.capacity + last]]);
   }
   return sampled;
 }
@@ -63,75 +86,155 @@ std::vector<int32_t> runStep(const PlannedStep& step, std::vector<uint64_t>& poo
 struct Outcome {
   std::vector<std::vector<int32_t>> outputs;
   BatchStats stats;
+  std::vector<uint64_t> stepIdentities;  // each step's, in order (idle time not counted)
 };
 
-Outcome runAll(const std::vector<std::vector<int32_t>>& prompts, const BatchConfig& cfg, KvConfig kv) {
+// Runs the requests (sorted by `at`) to the end, checking each step.
+Outcome runAll(const std::vector<Request>& requests, const BatchConfig& cfg, KvConfig kv) {
   KvCache cache(kv);
   Batcher batcher(cache, cfg);
-  for (const auto& p : prompts) REQUIRE(batcher.submit(p));
-  std::vector<uint64_t> pool(size_t(kv.numBlocks) * kBlockSize, 0);
+  Pool pool{std::vector<uint64_t>(size_t(kv.numBlocks) * kBlockSize, 0),
+            std::vector<uint64_t>(size_t(kv.numBlocks) * kBlockSize, 0)};
+  Outcome out;
   int64_t decodeRows = 0;
+  size_t submitted = 0;
+  int64_t clock = 0;  // steps run, and steps idle waiting for a request
+  std::map<uint64_t, int64_t> unfinished;
   for (int guard = 0; guard < 100000; ++guard) {
+    for (; submitted < requests.size() && requests[submitted].at <= clock; ++submitted) {
+      REQUIRE(batcher.submit(requests[submitted].prompt, requests[submitted].identity));
+      ++unfinished[requests[submitted].identity];
+    }
     auto step = batcher.next();
     REQUIRE_MESSAGE(step, step.error().message);
-    if (!*step) break;
+    if (!*step) {
+      if (submitted == requests.size()) break;
+      clock = requests[submitted].at;  // idle until the next request arrives
+      continue;
+    }
     const PlannedStep& s = **step;
     REQUIRE(s.maps.rows == (s.prefill ? cfg.prefillRows : cfg.decodeRows));
     REQUIRE(s.maps.tokens == (s.prefill ? cfg.prefillTokens : 1));
-    // One position for the whole step, as the paged plans take it.
+    // One position and one identity for the whole step, as the paged plans
+    // take one position and the caller binds one set of weights.
     for (int32_t r = 0; r < s.maps.rows; ++r)
-      if (s.maps.seqs[r] != kPadding) REQUIRE(s.maps.pos[r] == s.maps.pos[0]);
+      if (s.maps.seqs[r] != kPadding) {
+        REQUIRE(s.maps.pos[r] == s.maps.pos[0]);
+        REQUIRE(cache.sequence(s.maps.seqs[r])->identity == s.identity);
+        REQUIRE(requests[size_t(s.requests[r])].identity == s.identity);
+      }
     if (!s.prefill)
       for (int32_t r = 0; r < s.maps.rows; ++r) decodeRows += s.maps.seqs[r] != kPadding;
     std::vector<int32_t> sampled = runStep(s, pool);
+    int64_t finishedBefore = batcher.finished();
     REQUIRE(batcher.complete(s, sampled));
+    out.stepIdentities.push_back(s.identity);
+    ++clock;
     REQUIRE(int32_t(cache.sequences().size()) <= cfg.decodeRows);
+    // A request is done when it has maxNew tokens or ends in an eos id.
+    if (batcher.finished() != finishedBefore)
+      for (size_t r = 0; r < s.requests.size(); ++r)
+        if (s.sampleAt[r] >= 0) {
+          const auto& o = batcher.outputs()[size_t(s.requests[r])];
+          if (int32_t(o.size()) == cfg.maxNew || cfg.eos.count(o.back())) --unfinished[s.identity];
+        }
+    for (const auto& [identity, n] : unfinished) REQUIRE(batcher.unfinished(identity) == n);
   }
   REQUIRE(batcher.done());
-  REQUIRE(batcher.finished() == int64_t(prompts.size()));
+  REQUIRE(batcher.finished() == int64_t(requests.size()));
+  for (const Request& q : requests) REQUIRE(batcher.unfinished(q.identity) == 0);
   for (int32_t b = 0; b < cache.pool().size(); ++b) REQUIRE(cache.pool().refs(b) == 0);
   REQUIRE(batcher.stats().peakBlocks <= kv.numBlocks);
   REQUIRE(batcher.stats().decodeRowsUsed == decodeRows);
-  return {batcher.outputs(), batcher.stats()};
+  out.outputs = batcher.outputs();
+  out.stats = batcher.stats();
+  return out;
 }
 
 }  // namespace
 
+// Requests of one identity, all submitted at once.
+std::vector<Request> ofIdentity(const std::vector<std::vector<int32_t>>& prompts, uint64_t identity) {
+  std::vector<Request> out;
+  for (const auto& p : prompts) out.push_back({p, identity, 0});
+  return out;
+}
+
 TEST_CASE("kv batch: a request admitted after a shared prefix was computed hits it") {
-  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2, .maxNew = 3, .eos = {}, .identity = 1};
+  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2, .maxNew = 3, .eos = {}};
   std::vector<int32_t> shared(40);
   for (int32_t i = 0; i < 40; ++i) shared[i] = i % kVocab;
   std::vector<std::vector<int32_t>> prompts{shared, shared, shared};
   prompts[1].push_back(3);
   prompts[2].resize(20);
-  Outcome on = runAll(prompts, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = true});
-  Outcome off = runAll(prompts, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = false});
+  std::vector<Request> requests = ofIdentity(prompts, 1);
+  Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = true});
+  Outcome off = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = false});
   CHECK(on.outputs == off.outputs);
-  for (size_t i = 0; i < prompts.size(); ++i) CHECK(on.outputs[i] == alone(prompts[i], cfg));
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i], cfg));
   CHECK(on.stats.hits == 2);
   CHECK(on.stats.skippedTokens == 32 + 16);  // two blocks of the 41-token prompt, one of the 20
   CHECK(off.stats.hits == 0);
   CHECK(on.stats.generated == 9);
 }
 
+TEST_CASE("kv batch: an adapter never hits the base model's blocks, nor after a reload the old adapter's") {
+  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2, .maxNew = 3, .eos = {}};
+  std::vector<int32_t> shared(40);
+  for (int32_t i = 0; i < 40; ++i) shared[i] = (3 * i) % kVocab;
+  std::vector<int32_t> longer = shared;
+  longer.push_back(5);
+  // The base model (1) and an adapter (2) on the same prompt, then the
+  // adapter again on a longer one; after the first step the adapter is
+  // reloaded (3) and runs both prompts again while 2's are in flight.
+  std::vector<Request> requests{{shared, 1, 0}, {shared, 2, 0}, {longer, 2, 0}, {shared, 3, 1}, {longer, 3, 1}};
+  Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = true});
+  Outcome off = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = false});
+  CHECK(on.outputs == off.outputs);
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i], cfg));
+  // Only each identity's longer prompt hits, on its own first prompt's two
+  // blocks: 2 never takes 1's, 3 never takes 2's, though all are cached.
+  CHECK(on.stats.hits == 2);
+  CHECK(on.stats.skippedTokens == 32 + 32);
+  // 2's requests, submitted before the reload, finish on 2's weights after it.
+  REQUIRE(on.stepIdentities.size() > 1);
+  CHECK(std::count(on.stepIdentities.begin() + 1, on.stepIdentities.end(), 2u) > 0);
+  CHECK(std::count(on.stepIdentities.begin(), on.stepIdentities.end(), 3u) > 0);
+}
+
+TEST_CASE("kv batch: equal positions keep the previous step's identity") {
+  // Two identities with two prompts each, submitted alternately, and a
+  // prefill plan of one row: the prefills go 1, 1, 2, 2 (at position 0 the
+  // previous identity goes first), then the decodes at position 16 go 2
+  // (the previous), then 1. Two changes of weights where the sequence order
+  // alone (1, 2, 1, 2, 1, 2) would make five.
+  BatchConfig cfg{.prefillRows = 1, .prefillTokens = 16, .decodeRows = 4, .maxNew = 2, .eos = {}};
+  std::vector<int32_t> a(16, 1), b(16, 2);
+  std::vector<Request> requests{{a, 1, 0}, {a, 2, 0}, {b, 1, 0}, {b, 2, 0}};
+  Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 32, .prefixCache = true});
+  CHECK(on.stepIdentities == std::vector<uint64_t>{1, 1, 2, 2, 2, 1});
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i], cfg));
+}
+
 TEST_CASE("kv batch: submit refuses a request that cannot fit alone and queues nothing") {
   KvCache cache({.numBlocks = 2, .capacity = 64, .prefixCache = true});
-  Batcher batcher(cache, {.prefillRows = 1, .prefillTokens = 8, .decodeRows = 1, .maxNew = 10, .eos = {}, .identity = 1});
-  auto capacity = batcher.submit(std::vector<int32_t>(60, 1));
+  Batcher batcher(cache, {.prefillRows = 1, .prefillTokens = 8, .decodeRows = 1, .maxNew = 10, .eos = {}});
+  auto capacity = batcher.submit(std::vector<int32_t>(60, 1), 1);
   REQUIRE_FALSE(capacity);
   CHECK(capacity.error().kind == KvErrorKind::Capacity);
-  auto blocks = batcher.submit(std::vector<int32_t>(30, 1));
+  auto blocks = batcher.submit(std::vector<int32_t>(30, 1), 1);
   REQUIRE_FALSE(blocks);
   CHECK(blocks.error().kind == KvErrorKind::OutOfBlocks);
-  auto empty = batcher.submit({});
+  auto empty = batcher.submit({}, 1);
   REQUIRE_FALSE(empty);
   CHECK(empty.error().kind == KvErrorKind::EmptyPrompt);
   CHECK(batcher.requests() == 0);
+  CHECK(batcher.unfinished(1) == 0);
   CHECK(batcher.done());
 }
 
 TEST_CASE("kv batch: property: random request streams give every request its tokens alone") {
-  int64_t hits = 0, fullPools = 0;
+  int64_t hits = 0, fullPools = 0, reloads = 0, mixed = 0;
   for (uint64_t seed = 0; seed < 150; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
@@ -142,26 +245,40 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
     cfg.decodeRows = 1 + pick(4);
     cfg.maxNew = 1 + pick(12);
     if (pick(2)) cfg.eos = {pick(kVocab)};
-    cfg.identity = 1 + pick(3);
     int32_t capacity = kBlockSize * (2 + pick(4));
     std::vector<int32_t> base(capacity);
     for (int32_t& t : base) t = pick(kVocab);
-    std::vector<std::vector<int32_t>> prompts(1 + pick(10));
+    // The base model (1) and two adapters, now and then reloaded (a fresh
+    // identity for the requests submitted from then on).
+    std::vector<uint64_t> identities{1, 2, 3};
+    uint64_t nextIdentity = 4;
+    std::vector<Request> requests(1 + pick(10));
     int32_t longest = 0;
-    for (auto& p : prompts) {
+    int64_t at = 0;
+    for (Request& q : requests) {
       int32_t length = 1 + pick(capacity - cfg.maxNew + 1);
       int32_t shared = pick(2) ? length : pick(length + 1);
-      p.assign(base.begin(), base.begin() + shared);
-      while (int32_t(p.size()) < length) p.push_back(pick(kVocab));
+      q.prompt.assign(base.begin(), base.begin() + shared);
+      while (int32_t(q.prompt.size()) < length) q.prompt.push_back(pick(kVocab));
       longest = std::max(longest, length + cfg.maxNew - 1);
+      if (pick(5) == 0) {
+        identities[size_t(1 + pick(2))] = nextIdentity++;
+        ++reloads;
+      }
+      q.identity = identities[size_t(pick(3))];
+      at += pick(3) == 0 ? pick(8) : 0;
+      q.at = at;
     }
+    std::set<uint64_t> used;
+    for (const Request& q : requests) used.insert(q.identity);
+    mixed += used.size() > 1;
     int32_t least = (longest + kBlockSize - 1) / kBlockSize;
     KvConfig kv{.numBlocks = least + pick(3 * least), .capacity = capacity, .prefixCache = true};
-    Outcome on = runAll(prompts, cfg, kv);
+    Outcome on = runAll(requests, cfg, kv);
     kv.prefixCache = false;
-    Outcome off = runAll(prompts, cfg, kv);
+    Outcome off = runAll(requests, cfg, kv);
     REQUIRE(on.outputs == off.outputs);
-    for (size_t i = 0; i < prompts.size(); ++i) REQUIRE(on.outputs[i] == alone(prompts[i], cfg));
+    for (size_t i = 0; i < requests.size(); ++i) REQUIRE(on.outputs[i] == alone(requests[i], cfg));
     CHECK(off.stats.hits == 0);
     hits += on.stats.hits;
     fullPools += on.stats.peakBlocks == kv.numBlocks;
@@ -169,4 +286,6 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
   // The streams exercised what they are for.
   CHECK(hits > 0);
   CHECK(fullPools > 0);
+  CHECK(reloads > 0);
+  CHECK(mixed > 50);
 }

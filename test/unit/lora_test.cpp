@@ -1,6 +1,7 @@
 // Unit tests of LoRA adapters (oracle/lora.h): the merge W + scale * B A on
 // a small hand-checked weight, with lora_alpha / r and rsLoRA's
-// lora_alpha / sqrt(r), and the refusals of a malformed adapter.
+// lora_alpha / sqrt(r), the refusals of a malformed adapter, and an
+// AdapterSet's identities through loads, a hot reload and retiring.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -108,4 +109,57 @@ TEST_CASE("lora: malformed adapters are refused") {
   auto m = mergeAdapter(g, base, *a);
   REQUIRE_FALSE(m);
   CHECK(m.error().message == "the adapter of proj.weight is [2, 4], the weight f32[2,3]");
+}
+
+TEST_CASE("lora: an adapter set gives each load a fresh identity and keeps a reloaded one's weights until retired") {
+  TempDirs temps;
+  Graph g = oneWeight();
+  BoundParams base;
+  base.tensors["proj.weight"] = f32({2, 3}, {1, 0, -1, 0.5, 0.25, 0});
+  std::string one = writeAdapter(temps, "set1", "{\"r\": 1, \"lora_alpha\": 1}", rankOne());  // + B A
+  std::string two = writeAdapter(temps, "set2", "{\"r\": 1, \"lora_alpha\": 2}", rankOne());  // + 2 B A
+  AdapterSet set(g, base);
+  CHECK(set.merged(AdapterSet::kBase)->empty());
+  CHECK_FALSE(set.identity("a"));
+
+  auto a = set.load("a", one);
+  REQUIRE_MESSAGE(a, a.error().str());
+  auto b = set.load("b", two);
+  REQUIRE_MESSAGE(b, b.error().str());
+  CHECK(*a == 2);
+  CHECK(*b == 3);
+  CHECK(set.names() == std::vector<std::string>{"a", "b"});
+  CHECK(set.merged(*a)->at("proj.weight").get(0) == 1 + 2);
+
+  // A reload: a fresh identity for the name, the old weights still held.
+  auto reloaded = set.load("a", two);
+  REQUIRE(reloaded);
+  CHECK(*reloaded == 4);
+  CHECK(set.identity("a") == 4u);
+  CHECK(set.merged(4)->at("proj.weight").get(0) == 1 + 4);
+  REQUIRE(set.merged(2) != nullptr);
+  CHECK(set.merged(2)->at("proj.weight").get(0) == 1 + 2);
+
+  // A failed load changes nothing and takes no identity.
+  auto bad = set.load("a", writeAdapter(temps, "set-bad", "{\"r\": 1}", rankOne()));
+  REQUIRE_FALSE(bad);
+  CHECK(set.identity("a") == 4u);
+  auto unnamed = set.load("", one);
+  REQUIRE_FALSE(unnamed);
+  CHECK(unnamed.error().kind == ErrorKind::Usage);
+
+  // Only a replaced identity can be retired.
+  for (uint64_t held : {AdapterSet::kBase, uint64_t(3), uint64_t(4)}) {
+    auto r = set.retire(held);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == ErrorKind::Usage);
+    CHECK(set.merged(held) != nullptr);
+  }
+  REQUIRE(set.retire(2));
+  CHECK(set.merged(2) == nullptr);
+  CHECK_FALSE(set.retire(2));
+  auto again = set.load("b", one);
+  REQUIRE(again);
+  CHECK(*again == 5);
+  CHECK(set.merged(3) != nullptr);  // b's old identity, held until retired
 }

@@ -1,20 +1,26 @@
 // poot generate: token generation over a paged prefill plan and a paged
 // decode plan with the KV driver (lib/kv). Everything that can be checked
-// before a step runs is checked first, so bad input writes nothing: the two
-// plans must fit together (the paged slots tokens, pos, read and write, the
-// output logits, the same capacity, vocabulary, pools and weights; the
-// decode plan one token a row), the prompts file must parse, every prompt
-// must fit the capacity and the pool alone. Then both plans open a Session
-// on the backend, the weights are bound in each (a checkpoint, else the
-// generator's seed 0, as `poot run` draws them; with --adapter, those it
-// targets merged with it), and the batcher
-// (kv/batch.h) plans each step: its maps become the step's tokens, pos,
-// read and write, the sampled tokens go back to it. The two sessions hold
-// their own copies of the pools; before a step, the pools move from the
-// session that wrote them last to the one that runs (a read back and an
-// upload of every pool, at a phase change only). A progress line goes to
-// stderr as prompts finish (and at least every 5 s); the summary to stdout; --output is
-// written once every prompt is done, atomically.
+// before a step runs is checked first, so bad input writes nothing: the
+// --adapter NAME=DIR words, the two plans must fit together (the paged slots
+// tokens, pos, read and write, the output logits, the same capacity,
+// vocabulary, pools and weights; the decode plan one token a row), the
+// prompts file must parse and name only given adapters, every prompt must
+// fit the capacity and the pool alone, every adapter must load and merge.
+// Then both plans open a Session on the backend with the base weights bound
+// (a checkpoint, else the generator's seed 0, as `poot run` draws them); the
+// adapters' merged weights are kept on the host (oracle/lora.h AdapterSet,
+// one weights identity each). The batcher (kv/batch.h) plans each step over
+// one identity: a session whose bound identity is another first rebinds the
+// weights either identity changes (from the adapter's merged set or the
+// base), its maps become the step's tokens, pos, read and write, and the
+// sampled tokens go back to it. The two sessions hold their own copies of
+// the pools; before a step, the pools move from the session that wrote them
+// last to the one that runs (a read back and an upload of every pool, at a
+// phase change only). A progress line goes to stderr as prompts finish (and
+// at least every 5 s); the summary to stdout; --output is written once every
+// prompt is done, atomically.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -149,24 +155,64 @@ Expected<std::set<int32_t>> eosIds(const GenerateOptions& o) {
   return std::set<int32_t>{};
 }
 
-// One plan, opened on the backend, its weights bound: the adapter's merged
-// ones in place of those it targets.
-Expected<std::unique_ptr<rt::Session>> openPlan(const GenerateOptions& o, rt::PlanFile plan, const BoundParams& params,
-                                                const std::map<std::string, Tensor>& merged) {
-  Graph graph = plan.source;
+// One plan, opened on the backend, the base weights bound.
+Expected<std::unique_ptr<rt::Session>> openPlan(const GenerateOptions& o, rt::PlanFile plan,
+                                                const std::vector<rt::WeightBytes>& weights) {
   auto backend = rt::openBackend(o.backend, o.device);
   if (!backend) return backend.error();
   auto session = rt::Session::create(std::move(plan), backend.take(), {o.allowOtherDevice});
   if (!session) return session.error();
-  std::vector<rt::WeightBytes> weights = weightBytes(graph, params);
-  for (rt::WeightBytes& w : weights)
-    if (auto it = merged.find(w.name); it != merged.end()) {
-      w.data = it->second.bytes.data();
-      w.bytes = int64_t(it->second.bytes.size());
-    }
   auto load = (*session)->bindWeights(weights);
   if (!load) return load.error();
   return session.take();
+}
+
+// A plan's session and the weights identity bound in it.
+struct Bound {
+  std::unique_ptr<rt::Session> session;
+  uint64_t identity = AdapterSet::kBase;
+};
+
+// Makes `to` the identity bound in b: binds every weight that b's identity
+// or `to` changes, with `to`'s value (its merged one, else the base one).
+// Returns whether it rebound anything.
+Expected<bool> bindIdentity(Bound& b, uint64_t to, const AdapterSet& adapters,
+                            const std::vector<rt::WeightBytes>& base) {
+  if (b.identity == to) return false;
+  const std::map<std::string, Tensor>& was = *adapters.merged(b.identity);
+  const std::map<std::string, Tensor>& now = *adapters.merged(to);
+  std::vector<rt::WeightBytes> weights;
+  for (rt::WeightBytes w : base) {
+    if (auto it = now.find(w.name); it != now.end()) {
+      w.data = it->second.bytes.data();
+      w.bytes = int64_t(it->second.bytes.size());
+    } else if (!was.count(w.name)) {
+      continue;
+    }
+    weights.push_back(w);
+  }
+  auto load = b.session->bindWeights(weights);
+  if (!load) return load.error();
+  b.identity = to;
+  return true;
+}
+
+// The --adapter words, NAME=DIR each: a name of letters, digits, '_', '.'
+// and '-', given once.
+Expected<std::map<std::string, std::string>> adapterArgs(const std::vector<std::string>& words) {
+  std::map<std::string, std::string> out;
+  for (const std::string& w : words) {
+    size_t eq = w.find('=');
+    std::string name = w.substr(0, eq);
+    auto nameChar = [](char c) { return std::isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-'; };
+    bool fine = eq != std::string::npos && eq > 0 && eq + 1 < w.size() && std::all_of(name.begin(), name.end(), nameChar);
+    if (!fine)
+      return makeError(ErrorKind::Usage, {}, "--adapter '" + w + "' is not NAME=DIR (a name of letters, digits, '_', "
+                                             "'.' and '-', then the adapter's directory)");
+    if (!out.emplace(name, w.substr(eq + 1)).second)
+      return makeError(ErrorKind::Usage, {}, "--adapter names adapter '" + name + "' twice");
+  }
+  return out;
 }
 
 Tensor i32(Shape shape, const std::vector<int32_t>& words) {
@@ -184,6 +230,10 @@ std::string perSecond(int64_t n, double seconds) {
 }  // namespace
 
 int runGenerate(const GenerateOptions& o) {
+  auto adapterDirs = adapterArgs(o.adapters);
+  if (!adapterDirs) return report(adapterDirs.error());
+  std::set<std::string> adapterNames;
+  for (const auto& [name, dir] : *adapterDirs) adapterNames.insert(name);
   auto prefillPlan = rt::loadPlanFile(o.prefillPlan);
   if (!prefillPlan) return report(prefillPlan.error());
   auto decodePlan = rt::loadPlanFile(o.decodePlan);
@@ -195,7 +245,7 @@ int runGenerate(const GenerateOptions& o) {
   if (auto f = fitTogether(*p, *d, o.decodePlan); !f) return report(f.error());
   auto eos = eosIds(o);
   if (!eos) return report(eos.error());
-  auto prompts = readPrompts(o.prompts, p->vocab);
+  auto prompts = readPrompts(o.prompts, p->vocab, adapterNames);
   if (!prompts) return report(prompts.error());
   if (!o.output.empty()) {
     // Refused now, not after the whole run: a folder that is not there.
@@ -212,34 +262,34 @@ int runGenerate(const GenerateOptions& o) {
                               .prefillTokens = int32_t(p->tokens),
                               .decodeRows = int32_t(d->rows),
                               .maxNew = int32_t(o.maxNew),
-                              .eos = *eos,
-                              .identity = o.adapter.empty() ? 1u : 2u});  // the base model, or the adapter
-  for (const Prompt& prompt : *prompts)
-    if (auto s = batcher.submit(prompt.tokens); !s) return report(kvError(s.error(), {o.prompts, prompt.line, 1}));
+                              .eos = *eos});
 
   // Weights: the checkpoint's, the rest from the generator (seed 0).
-  auto params = bindParamArgs(prefillPlan->source, ParamArgs{{}, {}, o.weights, 0});
+  const Graph source = prefillPlan->source;  // the sessions take the plans
+  auto params = bindParamArgs(source, ParamArgs{{}, {}, o.weights, 0});
   if (!params) return report(params.error());
   // Only the weights are bound from here (the pools start as zeros, the
   // maps are the driver's), so only they count in the notice.
-  std::erase_if(params->generated, [&](ValueId id) { return prefillPlan->source.value(id).storage != Storage::Weight; });
-  for (const Error& n : bindNotices(prefillPlan->source, *params)) notice(n);
-  std::map<std::string, Tensor> merged;
-  if (!o.adapter.empty()) {
-    auto adapter = loadAdapter(o.adapter);
-    if (!adapter) return report(adapter.error());
-    auto m = mergeAdapter(prefillPlan->source, *params, *adapter);
-    if (!m) return report(m.error());
-    merged = m.take();
+  std::erase_if(params->generated, [&](ValueId id) { return source.value(id).storage != Storage::Weight; });
+  for (const Error& n : bindNotices(source, *params)) notice(n);
+  AdapterSet adapters(source, *params);
+  for (const auto& [name, dir] : *adapterDirs)
+    if (auto a = adapters.load(name, dir); !a) return report(a.error());
+  for (const Prompt& prompt : *prompts) {
+    uint64_t identity = prompt.adapter.empty() ? AdapterSet::kBase : *adapters.identity(prompt.adapter);
+    if (auto s = batcher.submit(prompt.tokens, identity); !s) return report(kvError(s.error(), {o.prompts, prompt.line, 1}));
   }
-  auto prefill = openPlan(o, prefillPlan.take(), *params, merged);
-  if (!prefill) return report(prefill.error());
-  auto decode = openPlan(o, decodePlan.take(), *params, merged);
-  if (!decode) return report(decode.error());
+  std::vector<rt::WeightBytes> baseWeights = weightBytes(source, *params);
+  auto prefillSession = openPlan(o, prefillPlan.take(), baseWeights);
+  if (!prefillSession) return report(prefillSession.error());
+  auto decodeSession = openPlan(o, decodePlan.take(), baseWeights);
+  if (!decodeSession) return report(decodeSession.error());
+  Bound prefill{prefillSession.take()}, decode{decodeSession.take()};
+  int64_t rebinds = 0;
 
   std::vector<Sampler> samplers;
   for (int64_t i = 0; i < batcher.requests(); ++i) samplers.emplace_back(SampleOptions{o.temperature, o.topP, o.seed}, i);
-  rt::Session* owner = prefill->get();  // the session whose pools are current (both start as zeros)
+  rt::Session* owner = prefill.session.get();  // the session whose pools are current (both start as zeros)
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double lastProgress = 0;
@@ -248,7 +298,11 @@ int runGenerate(const GenerateOptions& o) {
     if (!planned) return report(kvError(planned.error()));
     if (!*planned) break;
     const kv::PlannedStep& step = **planned;
-    rt::Session& s = step.prefill ? **prefill : **decode;
+    Bound& b = step.prefill ? prefill : decode;
+    auto rebound = bindIdentity(b, step.identity, adapters, baseWeights);
+    if (!rebound) return report(rebound.error());
+    rebinds += *rebound;
+    rt::Session& s = *b.session;
     if (owner != &s) {
       for (const auto& [name, t] : p->states) {
         auto pool = owner->readState(name);
@@ -297,13 +351,17 @@ int runGenerate(const GenerateOptions& o) {
   std::printf("generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill and %lld decode steps)\n",
               (long long)st.generated, (long long)batcher.requests(), seconds, perSecond(st.generated, seconds).c_str(),
               (long long)st.prefillSteps, (long long)st.decodeSteps);
+  if (!adapterNames.empty())
+    std::printf("adapters: %zu, weights rebound %lld times\n", adapterNames.size(), (long long)rebinds);
   if (st.decodeSteps > 0)
     std::printf("decode steps used %.2f of %lld rows on average\n", double(st.decodeRowsUsed) / double(st.decodeSteps),
                 (long long)d->rows);
   if (!o.output.empty()) {
     std::ostringstream out;
     for (size_t i = 0; i < batcher.outputs().size(); ++i) {
-      out << "{\"index\": " << i << ", \"tokens\": [";
+      out << "{\"index\": " << i;
+      if (!(*prompts)[i].adapter.empty()) out << ", \"adapter\": \"" << (*prompts)[i].adapter << '"';
+      out << ", \"tokens\": [";
       for (size_t k = 0; k < batcher.outputs()[i].size(); ++k) out << (k ? ", " : "") << batcher.outputs()[i][k];
       out << "]}\n";
     }

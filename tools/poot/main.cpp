@@ -83,26 +83,34 @@ int main(int argc, char** argv) {
               "last token. The rows of one step share a position, so each step serves the prompts furthest behind.\n"
               "A prompt stops after --max-new tokens or at an end-of-sequence id (kept in its output): --eos, else\n"
               "eos_token_id of --config, else of generation_config.json or config.json in a --weights directory.\n"
+              "A line may start with @NAME: that prompt runs on the base weights merged with the adapter\n"
+              "--adapter NAME=DIR names (each adapter its own weights, the others' K/V never reused); a step\n"
+              "runs prompts of one adapter (or the base model), rebinding the weights an adapter changes.\n"
               "A prompt whose first blocks of 16 tokens were computed before (the same tokens and weights) reuses\n"
               "their K/V and skips their prefill. A progress line goes to stderr as prompts finish (at least every 5 s), then:\n"
               "  prefix cache: H of N prompts hit, S prefill tokens skipped\n"
               "  peak kv blocks in use: B of P\n"
               "  generated T tokens for N prompts in X s: R tokens/s (... prefill and ... decode steps)\n"
+              "  adapters: A, weights rebound W times   (with --adapter: identity changes of a session)\n"
               "  decode steps used U of D rows on average   (the decode plan's D rows; sequences at other positions wait)\n"
               "Weights not in --weights come from the generator with seed 0, as 'poot run' and 'pootc eval' draw them.\n"
               "Bad input (the plans, the prompts file, a prompt too long for the capacity or the pool) is refused\n"
               "before anything runs, and --output is written only when every prompt is done.\n"
               "Examples:\n"
               "  poot generate p.plan d.plan --prompts prompts.txt --max-new 32 --output out.jsonl\n"
-              "  poot generate p.plan d.plan --prompts prompts.txt --weights model/ --temperature 0.8 --top-p 0.95 --seed 7");
+              "  poot generate p.plan d.plan --prompts prompts.txt --weights model/ --temperature 0.8 --top-p 0.95 --seed 7\n"
+              "  poot generate p.plan d.plan --prompts mixed.txt --weights model/ --adapter chat=lora1/ --adapter sql=lora2/\n"
+              "    (mixed.txt lines: '@chat 128000 9906 11', '@sql 128000 3110', '128000 791')");
   gen->add_option("PREFILL_PLAN", gopts.prefillPlan, "paged prefill plan")->required();
   gen->add_option("DECODE_PLAN", gopts.decodePlan, "paged decode plan (one token a row)")->required();
-  gen->add_option("--prompts", gopts.prompts, "the prompts: one a line, token ids separated by spaces")->required();
+  gen->add_option("--prompts", gopts.prompts,
+                  "the prompts: one a line, token ids separated by spaces, optionally after @NAME (an --adapter)")
+      ->required();
   gen->add_option("--weights", gopts.weights,
                   "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
-  gen->add_option("--adapter", gopts.adapter,
-                  "a LoRA adapter as PEFT saves it (adapter_config.json, adapter_model.safetensors), merged into "
-                  "the weights it targets (the prefix cache of the run is the adapter's)");
+  gen->add_option("--adapter", gopts.adapters,
+                  "NAME=DIR: a LoRA adapter as PEFT saves it (adapter_config.json, adapter_model.safetensors) that "
+                  "prompt lines starting with @NAME run on (repeatable)");
   gen->add_option("--config", gopts.config, "a config.json or generation_config.json whose eos_token_id ends a prompt");
   gen->add_option("--eos", gopts.eos, "an end-of-sequence id (repeatable; wins over any config)");
   gen->add_option("--max-new", gopts.maxNew, "tokens to generate a prompt (default: 16)")
@@ -113,7 +121,9 @@ int main(int argc, char** argv) {
   gen->add_option("--top-p", gopts.topP, "sample from the most likely tokens of this much probability (default: 1)")
       ->check(CLI::Range(1e-9, 1.0));
   gen->add_option("--seed", gopts.seed, "seed of sampling; each prompt draws from its own generator (default: 0)");
-  gen->add_option("--output", gopts.output, "FILE.jsonl: one line per prompt, {\"index\": I, \"tokens\": [...]}");
+  gen->add_option("--output", gopts.output,
+                  "FILE.jsonl: one line per prompt, {\"index\": I, \"tokens\": [...]} (with \"adapter\": \"NAME\" "
+                  "after the index for an @NAME prompt)");
   gen->add_option("--backend", gopts.backend, "vulkan (spirv plans) or cuda (ptx plans) (default: vulkan)")
       ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
   gen->add_option("--device", gopts.device, "which device: an index or a piece of its name");

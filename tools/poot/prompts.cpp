@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace poot {
 
-Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab) {
+Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
+                                          const std::set<std::string>& adapters) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return makeError(ErrorKind::Io, {path}, "cannot read the prompts file");
   std::stringstream buf;
@@ -26,7 +28,7 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
     if (end == std::string::npos) end = text.size();
     std::string_view row(text.data() + at, end - at);
     if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
-    Prompt p{{}, line};
+    Prompt p{{}, line, {}};
     size_t i = 0;
     while (i < row.size()) {
       if (row[i] == ' ' || row[i] == '\t') { ++i; continue; }
@@ -34,10 +36,24 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
       while (j < row.size() && row[j] != ' ' && row[j] != '\t') ++j;
       std::string_view word = row.substr(i, j - i);
       Loc loc{path, line, int(i) + 1};
+      if (word[0] == '@' && p.tokens.empty() && p.adapter.empty()) {
+        p.adapter = word.substr(1);
+        if (p.adapter.empty()) return makeError(ErrorKind::Syntax, loc, "'@' names no adapter (write @NAME)");
+        if (!adapters.count(p.adapter)) {
+          std::string known;
+          for (const std::string& a : adapters) known += (known.empty() ? "" : ", ") + a;
+          return makeError(ErrorKind::Usage, loc, "no adapter '" + p.adapter + "' (--adapter " + p.adapter +
+                                                      "=DIR); " + (known.empty() ? "none is given" : "given: " + known));
+        }
+        i = j;
+        continue;
+      }
       int64_t id = 0;
       auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
       if (ec != std::errc() || ptr != word.data() + word.size())
-        return makeError(ErrorKind::Syntax, loc, "'" + std::string(word) + "' is not a token id (a decimal integer)");
+        return makeError(ErrorKind::Syntax, loc,
+                         "'" + std::string(word) + "' is not a token id (a decimal integer" +
+                             (word[0] == '@' ? "; an @ADAPTER comes first on its line, once)" : ")"));
       if (id < 0 || id >= vocab)
         return makeError(ErrorKind::Range, loc, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                                     std::to_string(vocab) + ")");

@@ -1,5 +1,7 @@
 // The text inputs of `poot generate`: the prompts file (one prompt a line,
-// token ids separated by spaces or tabs; every id an integer in [0, vocab))
+// token ids separated by spaces or tabs; every id an integer in [0, vocab);
+// a line whose first word is @NAME runs on the adapter --adapter NAME=DIR
+// named, the others on the base model)
 // and the end-of-sequence ids of a model config (`eos_token_id` of a
 // config.json or generation_config.json: an integer or a list of them).
 // Errors name the file, and the line and column where there is one.
@@ -16,13 +18,17 @@ namespace poot {
 
 struct Prompt {
   std::vector<int32_t> tokens;
-  int line = 0;  // 1-based, in the prompts file
+  int line = 0;         // 1-based, in the prompts file
+  std::string adapter;  // empty: the base model
 };
 
-// Every line a prompt: an empty line, a word that is not a decimal integer
-// or an id outside [0, vocab) is a Syntax or Range error at its line and
-// column; a file with no prompt is an error too.
-Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab);
+// Every line a prompt: an empty line (or one with only @NAME), a word that
+// is not a decimal integer (an @NAME past the first word among them) or an
+// id outside [0, vocab) is a Syntax or Range error at its line and column,
+// and so is an @NAME not in `adapters` (a Usage error there); a file with no
+// prompt is an error too.
+Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
+                                          const std::set<std::string>& adapters);
 
 // The eos_token_id of a config file; none when the file has no such key.
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath);

@@ -35,7 +35,7 @@ struct GenerateOptions {
   std::string prompts;                  // one prompt a line, token ids separated by spaces
   std::string weights;                  // a checkpoint (file, index or directory), optional
   std::string config;                   // a config.json or generation_config.json for eos_token_id
-  std::string adapter;                  // a PEFT LoRA adapter directory; empty: the base model
+  std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
   std::vector<int32_t> eos;             // end-of-sequence ids; they win over any config
   int64_t maxNew = 16;                  // tokens to generate a prompt
   bool noPrefixCache = false;

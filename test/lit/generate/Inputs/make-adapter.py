@@ -1,10 +1,10 @@
 # make-adapter.py GRAPH BASE.safetensors ADAPTER_DIR MERGED.safetensors
-# [--target SUFFIX]...: writes a LoRA adapter as PEFT saves it for the
-# weights of GRAPH whose names end in one of the SUFFIXes (default
+# [--target SUFFIX]... [--seed N]: writes a LoRA adapter as PEFT saves it for
+# the weights of GRAPH whose names end in one of the SUFFIXes (default
 # self_attn.q_proj.weight and self_attn.v_proj.weight): adapter_config.json
 # (r = 4, lora_alpha = 8, so scale 2) and adapter_model.safetensors with
 # base_model.model.MODULE.lora_A.weight [4, in] and .lora_B.weight [out, 4]
-# (values k/64, k in -32..32, seeded), and MERGED: BASE (f32, as
+# (values k/64, k in -32..32, drawn from seed N, default 11), and MERGED: BASE (f32, as
 # make-weights.py writes it) with each target replaced by W + 2 * B A. Every
 # value is a multiple of 1/4096 below 32 in magnitude, so f32 holds the
 # merge exactly whatever the order of its sums.
@@ -21,11 +21,14 @@ spec = importlib.util.spec_from_file_location("make_weights", os.path.join(here,
 mw = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mw)
 
-args, targets = [], []
+args, targets, seed = [], [], 11
 i = 1
 while i < len(sys.argv):
     if sys.argv[i] == "--target":
         targets.append(sys.argv[i + 1])
+        i += 2
+    elif sys.argv[i] == "--seed":
+        seed = int(sys.argv[i + 1])
         i += 2
     else:
         args.append(sys.argv[i])
@@ -51,7 +54,7 @@ def read_f32_safetensors(path):
 
 
 base = read_f32_safetensors(base_path)
-rng = random.Random(11)
+rng = random.Random(seed)
 small = lambda: rng.choice([k for k in range(-32, 33) if k]) / 64
 adapter, merged = [], dict(base)
 for line in open(graph):
@@ -72,7 +75,7 @@ os.makedirs(adapter_dir, exist_ok=True)
 with open(os.path.join(adapter_dir, "adapter_model.safetensors"), "wb") as f:
     f.write(mw.safetensors(adapter))
 with open(os.path.join(adapter_dir, "adapter_config.json"), "w") as f:
-    json.dump({"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "target_modules": ["q_proj", "v_proj"],
+    json.dump({"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "target_modules": sorted({t.split(".")[-2] for t in targets}),
                "fan_in_fan_out": False}, f)
 with open(merged_path, "wb") as f:
     f.write(mw.safetensors([(name, ("f32", shape, mw.encode("f32", v))) for name, (shape, v) in merged.items()]))
