@@ -4,14 +4,15 @@
 # token ids, so that what differs between them is the compiler. The weights
 # are prepared as run_h200.sh prepares them (hf_side.py prepare into WORK,
 # from the first folder's config.json); each folder's plans run with the
-# first folder's poot binary, at pos 0, `poot run --backend cuda --iterations
+# first folder's poot binary, at the positions of AB_POS, `poot run --backend cuda --iterations
 # AB_ITERS`, and the folders take turns, twice over, so that a drift of the
 # GPU's clocks falls on all of them alike. Prints one line a run:
 # `NAME FOLDER round R: step S ms, device D ms`.
 # Usage: bench/model/ab.sh WORK DIR...
 # AB_PLANS: the plan names (default: decode-b1 decode-b1-bf16 decode-b8
-# prefill-512); AB_ITERS: steps a run (default 50); AB_POS: the position
-# (default 0; a decode at pos P reads P + 1 keys, the cache drawn).
+# prefill-512); AB_ITERS: steps a run (default 50); AB_POS: the positions,
+# one run of every plan at each (default 0; a decode at pos P reads P + 1
+# keys of a drawn cache); the lines then also name the position.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 WORK DIR..." >&2; exit 2; }
 work=$1
@@ -21,6 +22,7 @@ poot=$1/poot
 mkdir -p "$work"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 "$here/hf_side.py" prepare "$1" "$work"
+for pos in ${AB_POS:-0}; do
 for name in ${AB_PLANS:-decode-b1 decode-b1-bf16 decode-b8 prefill-512}; do
   case $name in
     *-bf16) weights=$work/bf16 ;;
@@ -35,14 +37,15 @@ for name in ${AB_PLANS:-decode-b1 decode-b1-bf16 decode-b8 prefill-512}; do
     for dir in "$@"; do
       log=$work/ab.log
       if ! "$poot" run "$dir/$name.plan" --backend cuda --weights "$weights" --input tokens="$work/tokens-$tok.npy" \
-        --slot pos="${AB_POS:-0}" --iterations "${AB_ITERS:-50}" --output-dir "$work/out" >"$log" 2>&1; then
-        echo "$name $dir round $round: failed"
+        --slot pos="$pos" --iterations "${AB_ITERS:-50}" --output-dir "$work/out" >"$log" 2>&1; then
+        echo "$name pos $pos $dir round $round: failed"
         sed 's/^/  /' "$log"
         continue
       fi
       step=$(sed -n 's/^median step time: \([0-9.]*\) ms.*/\1/p' "$log")
       device=$(sed -n 's/^median device time: \([0-9.]*\) ms.*/\1/p' "$log")
-      echo "$name $dir round $round: step $step ms, device $device ms"
+      echo "$name pos $pos $dir round $round: step $step ms, device $device ms"
     done
   done
+done
 done
