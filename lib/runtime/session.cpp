@@ -403,7 +403,7 @@ Status Session::copyStates(bool restore) {
   return ok();
 }
 
-Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs) {
+Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs, bool readOutputs) {
   if (auto s = checkBinds(inputs); !s) return s.error();
   for (size_t i = 0; i < plan_.buffers.size(); ++i) {
     const Buffer& b = plan_.buffers[i];
@@ -436,11 +436,30 @@ Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs) 
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const Export& o : plan_.outputs) {
+    if (!readOutputs) break;
     auto t = download(o.buffer);
     if (!t) return t.error();
     result.outputs.emplace(o.name, t.take());
   }
   return result;
+}
+
+Expected<Tensor> Session::readOutput(const std::string& name, int64_t first, int64_t count) {
+  for (const Export& o : plan_.outputs) {
+    if (o.name != name) continue;
+    const Type& type = plan_.buffers[size_t(o.buffer)].type;
+    int64_t n = numel(type.shape), width = int64_t(dtypeBytes(type.dtype));
+    if (first < 0 || count < 0 || first > n - count)
+      return makeError(ErrorKind::Range, {},
+                       "elements [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of output %" +
+                           name + " are not all among its " + std::to_string(n));
+    Tensor t(Type{type.dtype, {count}});
+    BufferRange r = rangeOf(o.buffer);
+    if (auto s = backend_->download(r.buffer, r.offset + first * width, t.bytes.data(), count * width); !s)
+      return s.error();
+    return t;
+  }
+  return bindError("the plan has no output %" + name);
 }
 
 }  // namespace poot::rt

@@ -90,8 +90,17 @@ class Session {
   Status setState(const std::string& name, const Tensor& value);
   Expected<Tensor> readState(const std::string& name);
 
-  // One step; `inputs` holds every per-call input and slot, by name.
-  Expected<StepResult> step(const std::map<std::string, Tensor>& inputs);
+  // One step; `inputs` holds every per-call input and slot, by name. With
+  // readOutputs false the outputs stay on the device (StepResult::outputs
+  // is empty) for readOutput to take the parts it needs.
+  Expected<StepResult> step(const std::map<std::string, Tensor>& inputs, bool readOutputs = true);
+
+  // Elements [first, first + count) of output `name` as the last step left
+  // it (row-major), as a tensor of that many elements of the output's dtype:
+  // a sampler needs one row of logits a sequence, not the whole of a
+  // prefill's. A name the plan does not export is a Bind error, elements
+  // outside the output a Range error.
+  Expected<Tensor> readOutput(const std::string& name, int64_t first, int64_t count);
 
   // Whether failed witnesses are handled by copying the states aside (some
   // witness is written after a state write) rather than by running the

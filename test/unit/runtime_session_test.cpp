@@ -443,6 +443,21 @@ TEST_CASE("runtime session: a failing guard publishes nothing and leaves the sta
     auto sum = s.readState("s");
     REQUIRE(bool(sum));
     for (int64_t i = 0; i < 4; ++i) CHECK(sum->get(i) == float(state.get(i) + x.get(i)));
+    // Outputs left on the device, then read in part: the same values.
+    auto quiet = s.step({{"x", x}, {"len", len}}, false);
+    REQUIRE(bool(quiet));
+    CHECK(quiet->outputs.empty());
+    auto g = s.readOutput("g", 0, 1);
+    REQUIRE(bool(g));
+    CHECK(g->bytes == good->outputs.at("g").bytes);
+    auto past = s.readOutput("g", 1, 1);
+    REQUIRE(!past);
+    CHECK(past.error().kind == ErrorKind::Range);
+    CHECK(past.error().message == "elements [1, 2) of output %g are not all among its 1");
+    auto missing = s.readOutput("s", 0, 1);
+    REQUIRE(!missing);
+    CHECK(missing.error().kind == ErrorKind::Bind);
+    REQUIRE(bool(s.setState("s", *sum)));  // the state before this step, for the failure below
 
     // And fails again with the new state kept.
     setWord(len, 0, 0);

@@ -323,20 +323,34 @@ int runGenerate(const GenerateOptions& o) {
     inputs["pos"] = i32({}, {pos});
     inputs["read"] = i32({m.rows, m.capacity}, m.read);
     inputs["write"] = i32({m.rows * m.tokens}, m.write);
-    auto result = s.step(inputs);
+    auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
     if (!result) return report(result.error());
     if (result->deviceSeconds) (step.prefill ? devicePrefill : deviceDecode) += *result->deviceSeconds;
     else deviceTimed = false;
-    const Tensor& logits = result->outputs.at("logits");
+    // The logits of the positions sampled: a decode step's rows in one read
+    // (one position a row, all of them wanted), a prefill's one position a
+    // row, each on its own (not the 2 GB of 32 rows of 128 tokens).
     std::vector<int32_t> sampled(m.rows, -1);
     std::vector<float> row(size_t(p->vocab));
+    Tensor logits;  // a decode step's rows, or the prefill row being sampled
+    if (m.tokens == 1) {
+      auto all = s.readOutput("logits", 0, int64_t(m.rows) * p->vocab);
+      if (!all) return report(all.error());
+      logits = all.take();
+    }
     for (int32_t r = 0; r < m.rows; ++r) {
       if (step.sampleAt[r] < 0) continue;
-      int64_t base = (int64_t(r) * m.tokens + step.sampleAt[r]) * p->vocab;
+      int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * p->vocab;
+      if (m.tokens > 1) {
+        auto one = s.readOutput("logits", at, p->vocab);
+        if (!one) return report(one.error());
+        logits = one.take();
+        at = 0;
+      }
       // f32 (pagedShape checked it): the row's bytes as they are, not a
       // conversion a logit (at 32 rows of Llama 3's 128256, that loop took
       // 10 ms of host time a step).
-      std::memcpy(row.data(), logits.bytes.data() + base * int64_t(sizeof(float)), row.size() * sizeof(float));
+      std::memcpy(row.data(), logits.bytes.data() + at * int64_t(sizeof(float)), row.size() * sizeof(float));
       sampled[r] = samplers[step.requests[r]].next(row);
     }
     int64_t finishedBefore = batcher.finished();
