@@ -13,6 +13,11 @@
 
 namespace poot {
 
+// The index of the first largest logit, as a scan keeping i where
+// logits[i] > logits[best] (from best = 0) finds it: a NaN never wins, but a
+// NaN first logit stays (nothing compares greater than it); 0 when empty.
+int32_t firstLargest(std::span<const float> logits);
+
 struct SampleOptions {
   double temperature = 0;  // 0: greedy
   double topP = 1;         // in (0, 1]
