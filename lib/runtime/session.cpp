@@ -444,7 +444,7 @@ Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs, 
   return result;
 }
 
-Expected<Tensor> Session::readOutput(const std::string& name, int64_t first, int64_t count) {
+Status Session::readOutput(const std::string& name, int64_t first, int64_t count, void* into) {
   for (const Export& o : plan_.outputs) {
     if (o.name != name) continue;
     const Type& type = plan_.buffers[size_t(o.buffer)].type;
@@ -453,11 +453,8 @@ Expected<Tensor> Session::readOutput(const std::string& name, int64_t first, int
       return makeError(ErrorKind::Range, {},
                        "elements [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of output %" +
                            name + " are not all among its " + std::to_string(n));
-    Tensor t(Type{type.dtype, {count}});
     BufferRange r = rangeOf(o.buffer);
-    if (auto s = backend_->download(r.buffer, r.offset + first * width, t.bytes.data(), count * width); !s)
-      return s.error();
-    return t;
+    return backend_->download(r.buffer, r.offset + first * width, into, count * width);
   }
   return bindError("the plan has no output %" + name);
 }

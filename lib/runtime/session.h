@@ -96,11 +96,12 @@ class Session {
   Expected<StepResult> step(const std::map<std::string, Tensor>& inputs, bool readOutputs = true);
 
   // Elements [first, first + count) of output `name` as the last step left
-  // it (row-major), as a tensor of that many elements of the output's dtype:
-  // a sampler needs one row of logits a sequence, not the whole of a
-  // prefill's. A name the plan does not export is a Bind error, elements
-  // outside the output a Range error.
-  Expected<Tensor> readOutput(const std::string& name, int64_t first, int64_t count);
+  // it (row-major), their bytes into `into` (count elements of the output's
+  // dtype), which the caller may keep from step to step: a sampler needs
+  // one row of logits a sequence, not the whole of a prefill's, and no
+  // fresh buffer for them. A name the plan does not export is a Bind error,
+  // elements outside the output a Range error.
+  Status readOutput(const std::string& name, int64_t first, int64_t count, void* into);
 
   // Whether failed witnesses are handled by copying the states aside (some
   // witness is written after a state write) rather than by running the

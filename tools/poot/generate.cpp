@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -294,6 +293,7 @@ int runGenerate(const GenerateOptions& o) {
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double lastProgress = 0;
+  std::vector<float> logits;                     // the sampled rows' logits, kept across steps
   double devicePrefill = 0, deviceDecode = 0;  // the steps' device time, where the backend measures it
   bool deviceTimed = true;
   for (;;) {
@@ -327,31 +327,24 @@ int runGenerate(const GenerateOptions& o) {
     if (!result) return report(result.error());
     if (result->deviceSeconds) (step.prefill ? devicePrefill : deviceDecode) += *result->deviceSeconds;
     else deviceTimed = false;
-    // The logits of the positions sampled: a decode step's rows in one read
-    // (one position a row, all of them wanted), a prefill's one position a
-    // row, each on its own (not the 2 GB of 32 rows of 128 tokens).
+    // The logits of the positions sampled (f32: pagedShape checked it), into
+    // a buffer kept across steps: a decode step's rows in one read (one
+    // position a row, all of them wanted), a prefill's one position a row on
+    // its own (not the 2.1 GB of 32 rows of 128 tokens).
+    const size_t vocab = size_t(p->vocab);
     std::vector<int32_t> sampled(m.rows, -1);
-    std::vector<float> row(size_t(p->vocab));
-    Tensor logits;  // a decode step's rows, or the prefill row being sampled
-    if (m.tokens == 1) {
-      auto all = s.readOutput("logits", 0, int64_t(m.rows) * p->vocab);
-      if (!all) return report(all.error());
-      logits = all.take();
-    }
+    logits.resize(m.tokens == 1 ? size_t(m.rows) * vocab : vocab);
+    if (m.tokens == 1)
+      if (auto read = s.readOutput("logits", 0, int64_t(logits.size()), logits.data()); !read) return report(read.error());
     for (int32_t r = 0; r < m.rows; ++r) {
       if (step.sampleAt[r] < 0) continue;
-      int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * p->vocab;
+      size_t offset = size_t(r) * vocab;
       if (m.tokens > 1) {
-        auto one = s.readOutput("logits", at, p->vocab);
-        if (!one) return report(one.error());
-        logits = one.take();
-        at = 0;
+        int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * p->vocab;
+        if (auto read = s.readOutput("logits", at, p->vocab, logits.data()); !read) return report(read.error());
+        offset = 0;
       }
-      // f32 (pagedShape checked it): the row's bytes as they are, not a
-      // conversion a logit (at 32 rows of Llama 3's 128256, that loop took
-      // 10 ms of host time a step).
-      std::memcpy(row.data(), logits.bytes.data() + at * int64_t(sizeof(float)), row.size() * sizeof(float));
-      sampled[r] = samplers[step.requests[r]].next(row);
+      sampled[r] = samplers[step.requests[r]].next(std::span<const float>(logits).subspan(offset, vocab));
     }
     int64_t finishedBefore = batcher.finished();
     if (auto c = batcher.complete(step, sampled); !c) return report(kvError(c.error()));
