@@ -23,6 +23,14 @@
 
 namespace poot::rt {
 
+// The operations on one two-byte float type a target lowers, as a device
+// profile's two_byte_floats lists them (docs/device-profile.md): the
+// runtime's own copy of plan/profile.h's, as Target is, since the runtime
+// stands on no part of lib/plan.
+struct TwoByteOps {
+  bool storage = false, arith = false, select = false;
+};
+
 // What the live device is and can hold, in the device profile's terms
 // (docs/device-profile.md), as the driver reports it.
 struct DeviceInfo {
@@ -40,8 +48,7 @@ struct DeviceInfo {
   int64_t memoryBytes = 0;       // the largest device heap
   int64_t bindingAlignment = 1;  // a binding's offset must be a multiple of this
   int64_t maxBindings = 0;       // storage buffers one kernel may bind
-  bool f16Storage = false;       // 16-bit storage buffer access
-  bool f16Arith = false;         // shaderFloat16
+  TwoByteOps f16, bf16;          // what the target lowers on each (two_byte_floats)
 };
 
 using BufferId = int32_t;

@@ -21,6 +21,7 @@
 #include "runtime/session.h"
 #include "ir/io.h"
 #include "testing.h"
+#include "../../tools/poot/profile_text.h"
 
 using namespace poot;
 
@@ -132,6 +133,45 @@ TEST_CASE("runtime cuda: device names become profile slugs") {
   CHECK(rt::cudaSlug("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090");
   CHECK(rt::cudaSlug("Tesla V100-SXM2-16GB") == "nvidia-tesla-v100-sxm2-16gb");
   CHECK(rt::cudaSlug("nvidia  a100 (pcie)") == "nvidia-a100");
+}
+
+// poot probe --backend cuda: an H200 as the CUDA backend reports it (the
+// attributes read on the project's H200) gives the shipped profile's every
+// figure, under the comments of CUDA's attributes, not Vulkan's queries.
+TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.yaml's") {
+  rt::DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.slug = "nvidia-h200";
+  d.target = rt::Target::Ptx;
+  d.arch = "sm_90";
+  d.driver = "cuda 13.0";
+  d.computeUnits = 132;
+  d.workgroupMemoryBytes = 232448;
+  d.maxWorkgroupSize = 1024;
+  d.subgroupSize = 32;
+  d.gridLimits[0] = 2147483647, d.gridLimits[1] = 65535, d.gridLimits[2] = 65535;
+  d.memoryBytes = d.maxBindingBytes = 150109880320;
+  d.maxBindings = 512;
+  d.f16 = d.bf16 = {true, true, true};
+  std::string text = profileText(d);
+  CHECK(text.find("# CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.\ncompute_units: 132\n") != std::string::npos);
+  CHECK(text.find("maxComputeSharedMemorySize") == std::string::npos);
+  auto probed = parseProfile(text, "probed.yaml");
+  REQUIRE_MESSAGE(bool(probed), (probed ? "" : probed.error().str()));
+  DeviceProfile shipped = testing::loadTarget("nvidia-h200");
+  CHECK(probed->name == shipped.name);
+  CHECK(probed->target == shipped.target);
+  CHECK(probed->arch == shipped.arch);
+  CHECK(probed->compute_units == shipped.compute_units);
+  CHECK(probed->workgroup_memory_bytes == shipped.workgroup_memory_bytes);
+  CHECK(probed->max_workgroup_size == shipped.max_workgroup_size);
+  CHECK(probed->subgroup_size == shipped.subgroup_size);
+  for (int i = 0; i < 3; ++i) CHECK(probed->grid_limits[i] == shipped.grid_limits[i]);
+  CHECK(probed->max_buffer_bytes == shipped.max_buffer_bytes);
+  CHECK(probed->max_bindings == shipped.max_bindings);
+  CHECK(probed->memory_bytes == shipped.memory_bytes);
+  for (auto [a, b] : {std::pair{probed->f16, shipped.f16}, {probed->bf16, shipped.bf16}})
+    CHECK((a.storage == b.storage && a.arith == b.arith && a.select == b.select));
 }
 
 TEST_CASE("runtime cuda: a ptx plan runs on its sm or newer, not on an older one") {

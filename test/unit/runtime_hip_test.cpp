@@ -28,6 +28,7 @@
 #include "runtime/backends/hip.h"
 #include "runtime/session.h"
 #include "testing.h"
+#include "../../tools/poot/profile_text.h"
 
 using namespace poot;
 
@@ -354,6 +355,31 @@ TEST_CASE("runtime hip: the device's arch is read from hipDeviceProp_tR0600 only
   REQUIRE(!none);
   CHECK(none.error().capability == "Device");
   CHECK(none.error().message == "no hip device matches 'gfx1100' (devices: 0: AMD Instinct MI300X)");
+}
+
+// poot probe --backend hip: the profile text of the device loads as the
+// profile pootc reads, with the device's figures and the comments of HIP's
+// attributes (not Vulkan's queries).
+TEST_CASE("runtime hip: poot probe's profile of the device is one pootc reads, with its figures") {
+  rt_ = Runtime{};
+  auto b = opened();
+  const rt::DeviceInfo& d = b->info();
+  std::string text = profileText(d);
+  CHECK(text.find("# hipDeviceAttributeMultiprocessorCount.\ncompute_units: 304\n") != std::string::npos);
+  CHECK(text.find("maxComputeSharedMemorySize") == std::string::npos);
+  auto p = parseProfile(text, "probed.yaml");
+  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+  CHECK(p->name == "amd-instinct-mi300x");
+  CHECK(p->target == Target::Hsaco);
+  CHECK(p->arch == "gfx942");
+  CHECK(p->compute_units == 304);
+  CHECK(p->workgroup_memory_bytes == 65536);
+  CHECK(p->max_workgroup_size == 1024);
+  CHECK(p->subgroup_size == 64);
+  CHECK(p->grid_limits[0] == 4194303);
+  CHECK(p->memory_bytes == int64_t(192) << 30);
+  CHECK(p->max_bindings == 512);
+  for (const TwoByteOps& t : {p->f16, p->bf16}) CHECK((t.storage && t.arith && t.select));
 }
 
 TEST_CASE("runtime hip: a blob that is not an hsaco code object is refused before the runtime sees it") {

@@ -186,7 +186,7 @@ TEST_CASE("runtime vulkan: lavapipe is found and described") {
   CHECK(d.target == rt::Target::Spirv);
   CHECK(d.maxWorkgroupSize == 1024);
   CHECK(d.workgroupMemoryBytes == 32768);
-  CHECK(d.f16Storage);
+  CHECK(d.f16.storage);
   CHECK(d.computeUnits == 0);
 
   auto none = rt::createVulkanBackend({"no-such-gpu"});

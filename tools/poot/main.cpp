@@ -33,9 +33,9 @@ int main(int argc, char** argv) {
               "    the validation reads (the launch calls run inside the span); on Vulkan also the submission.\n"
               "    A device waiting for the host's launches counts the wait as device time: the step times with\n"
               "    and without --no-replay tell what replay saves.\n"
-              "The last two lines only where the backend times the device. --no-replay (cuda only) launches\n"
+              "The last two lines only where the backend times the device. --no-replay (cuda and hip) launches\n"
               "every dispatch in order at every step instead of replaying the program recorded once as a CUDA\n"
-              "graph; the outputs are the same, byte for byte.\n"
+              "or HIP graph; the outputs are the same, byte for byte.\n"
               "--check evaluates the plan's source graph with the oracle on the same parameters and compares\n"
               "every element of every output and of every state's new value (read back from the device): PASS when |device - oracle| <= abs + rel * |oracle|, with (abs, rel) =\n"
               "(1e-4, 1e-3) for f32 (room for GPU exp/tanh/rsqrt approximations and another summation\n"
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   run->add_flag("--check", ropts.check, "compare every output and state with the oracle (see the tolerances above)");
   run->add_flag("--no-replay", ropts.noReplay,
-                "cuda: launch the dispatches in order at every step instead of replaying a CUDA graph");
+                "cuda, hip: launch the dispatches in order at every step instead of replaying a CUDA or HIP graph");
 
   poot::GenerateOptions gopts;
   CLI::App* gen = app.add_subcommand(
@@ -135,15 +135,15 @@ int main(int argc, char** argv) {
   probe->footer("Examples:\n"
                 "  poot probe -o targets/my-gpu.yaml\n"
                 "  POOT_VULKAN_DEVICE=1 poot probe -o second.yaml");
-  probe->add_option("--backend", popts.backend, "which API to ask (default: vulkan)")
-      ->check(CLI::IsMember({"vulkan", "cuda"}));
+  probe->add_option("--backend", popts.backend, "which API to ask: vulkan, cuda or hip (default: vulkan)")
+      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
   probe->add_option("--device", popts.device, "which device: an index or a piece of its name");
   probe->add_option("-o,--output", popts.output, "the profile to write (YAML)")->required();
 
   if (auto code = poot::parseCommandLine(app, argc, argv)) return *code;
-  if (*run && ropts.noReplay && ropts.backend != "cuda")
+  if (*run && ropts.noReplay && ropts.backend == "vulkan")
     return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
-                                        "--no-replay needs --backend cuda: only it can launch a program's "
+                                        "--no-replay needs --backend cuda or hip: only they can launch a program's "
                                         "dispatches one by one instead of replaying its recording"));
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.

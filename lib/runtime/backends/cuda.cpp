@@ -448,8 +448,12 @@ Status CudaBackend::readInfo() {
   info_.maxBindingBytes = int64_t(memory);
   info_.bindingAlignment = 256;
   info_.maxBindings = kMaxParamBytes / int64_t(sizeof(CUdeviceptr));
-  info_.f16Storage = true;
-  info_.f16Arith = major.value * 10 + minor.value >= 53;
+  // NVPTX loads, stores, converts and selects both types on every
+  // architecture; the arithmetic is listed where the hardware has it
+  // (f16 from sm_53, bf16 from sm_80).
+  int cc = int(major.value * 10 + minor.value);
+  info_.f16 = {true, cc >= 53, true};
+  info_.bf16 = {true, cc >= 80, true};
   return ok();
 }
 

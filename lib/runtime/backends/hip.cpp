@@ -437,8 +437,10 @@ Status HipBackend::readInfo() {
   info_.maxBindingBytes = int64_t(memory);
   info_.bindingAlignment = 256;
   info_.maxBindings = kMaxParamBytes / int64_t(sizeof(void*));
-  info_.f16Storage = true;
-  info_.f16Arith = true;  // every gfx9 and newer arch has f16 arithmetic
+  // The AMDGPU backend lowers every operation on both types (as listed for
+  // gfx942 in targets/amd-mi300x.yaml).
+  info_.f16 = {true, true, true};
+  info_.bf16 = {true, true, true};
   return ok();
 }
 

@@ -529,8 +529,9 @@ Status VulkanBackend::createDevice() {
   features_.features.shaderInt16 = has.features.shaderInt16;
   features_.pNext = &features11_;
   features11_.pNext = &features12_;
-  info_.f16Storage = has11.storageBuffer16BitAccess;
-  info_.f16Arith = has11.storageBuffer16BitAccess && has12.shaderFloat16;
+  // Our SPIR-V writer lowers no two-byte select and no bf16 at all.
+  info_.f16.storage = has11.storageBuffer16BitAccess;
+  info_.f16.arith = has11.storageBuffer16BitAccess && has12.shaderFloat16;
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo q{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
