@@ -13,13 +13,13 @@
 //   "fused-rows": one workgroup per row of S = [R..., N]. Each reduction, in
 //   step order, strides its row over the threads (thread t takes t, t + W,
 //   ..., four of them loaded at once; with four or fewer a thread, the
-//   whole row's loads at once, kept for the stores), each thread folding into an
-//   accumulator that starts from the operation's identity (-0.0 for a float sum, so a row of -0.0 sums to
-//   -0.0 as the oracle's does), then the W partials fold as a tree in
-//   workgroup memory; every thread reads the row's value. Steps that do not
-//   vary along the row are then computed once, and one loop over the row
-//   stores the outputs of shape S (thread 0 stores those of one value a
-//   row).
+//   whole row's loads at once, kept for the stores), each thread folding
+//   into an accumulator that starts from the operation's identity (-0.0 for
+//   a float sum, so a row of -0.0 sums to -0.0 as the oracle's does), then
+//   the W partials fold as a tree in workgroup memory; every thread reads
+//   the row's value. Steps that do not vary along the row are then computed
+//   once, and one pass over the row stores the outputs of shape S (thread 0
+//   stores those of one value a row).
 // The reductions add in another order than the oracle's sequential one: a
 // float sum of n terms, each thread adding n / W of them and the tree log2 W
 // levels, is within (n / W + log2 W) * 2^-24 * sum |x_i| of the exact sum,

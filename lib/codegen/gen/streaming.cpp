@@ -13,6 +13,8 @@
 #include <limits>
 #include <string>
 
+#include "plan/schedule.h"
+
 namespace poot::attn {
 
 namespace {
@@ -84,7 +86,7 @@ Folded foldStates(Builder& b, const States& s, V lane, int64_t lanes, int64_t dv
   int32_t den = b.var(kir::Scalar::F32, b.f32(0));
   b.forUnrolled(s.count, kFoldUnroll, [&](V i) { b.set(den, b.add(b.get(den), b.mul(s.l(i), weight(i)))); });
   V total = b.get(den);
-  for (int64_t i = 0; i < (dv + lanes - 1) / lanes; ++i) {
+  for (int64_t i = 0; i < ceilDiv(dv, lanes); ++i) {
     V c = b.add(lane, b.i32(i * lanes)), at = dv % lanes == 0 ? c : b.min(c, b.i32(dv - 1));
     int32_t num = b.var(kir::Scalar::F32, b.f32(0));
     b.forUnrolled(s.count, kFoldUnroll, [&](V j) { b.set(num, b.add(b.get(num), b.mul(s.o(j, at), weight(j)))); });
