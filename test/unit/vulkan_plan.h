@@ -20,6 +20,20 @@
 
 namespace poot::testing {
 
+// Whether the generator tests (gen_attention_test, gen_matmul_test) run each
+// plan on lavapipe as well as on the KIR interpreter. Not in the sanitizer
+// build: there nearly all their time was Mesa's LLVM compiling the shaders
+// under the sanitizers' allocator (the causal-mask case alone took 435 s of a
+// CI run, 45 s in the optimized build), which tests nothing of poot's. The
+// optimized build runs them on lavapipe, scripts/test.sh checks that both
+// trees write the same plans, and the runtime's Vulkan code runs under the
+// sanitizers in the runtime, lit and end-to-end tests.
+#ifdef POOT_TEST_SANITIZED
+inline constexpr bool kGeneratorsOnLavapipe = false;
+#else
+inline constexpr bool kGeneratorsOnLavapipe = true;
+#endif
+
 // The plan file of g (already through the passes, or formed by hand) for d,
 // with every kernel emitted, as the runtime reads it.
 inline Expected<rt::PlanFile> planFileFor(const Graph& g, const DeviceProfile& d) {
