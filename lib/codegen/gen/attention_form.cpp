@@ -59,14 +59,9 @@ KeyRange splitChunk(Builder& b, V split, int64_t splits, V bound, int64_t granul
 
 V keyRow(Builder& b, const Form& f, V bi, V g, V t) {
   if (!f.paged) return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hkv)), g), b.i32(f.Lk)), t);
-  return pooledRow(b, f, readWord(b, f, bi, t), g);
+  V word = loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1);
+  return b.add(b.mul(word, b.i32(f.Hkv)), g);
 }
-
-V readWord(Builder& b, const Form& f, V bi, V t) {
-  return loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1);
-}
-
-V pooledRow(Builder& b, const Form& f, V word, V g) { return b.add(b.mul(word, b.i32(f.Hkv)), g); }
 
 MaskRow maskRow(Builder& b, const Form& f, V bi, V h, V rq) {
   MaskRow m;

@@ -52,10 +52,6 @@ KeyRange splitChunk(Builder& b, V split, int64_t splits, V bound, int64_t granul
 
 // The key (and value) row of key t of batch row bi, KV head g.
 V keyRow(Builder& b, const Form& f, V bi, V g, V t);
-// A paged key row in two steps, so a schedule can read the word ahead of
-// the row: read[bi, t] clamped into the pool, then the row of head g.
-V readWord(Builder& b, const Form& f, V bi, V t);
-V pooledRow(Builder& b, const Form& f, V word, V g);
 
 // What the mask needs of query row rq of batch row bi, head h, computed once
 // per row: the index of mask[bi, Hm == 1 ? 0 : h, rq, 0] (additive), or the

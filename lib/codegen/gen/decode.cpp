@@ -4,13 +4,9 @@
 // its key range [lo, hi) in tiles of tileK keys. Each tile:
 //  1. Loads. The key threads load their keys' runs and the value threads
 //     their keys' value runs into variables, all at once, so a tile's bytes
-//     are in flight together. The next tile's keys are issued as this
-//     tile's iteration starts (this tile's keys are already in registers),
-//     its values once this tile's are folded in, so each load has a whole
-//     iteration's phases to arrive in and the memory is never left idle
-//     while the workgroup computes. A paged key's read word is read one tile
-//     earlier still, so no row address waits on a load of the read map. A
-//     key past hi is read at hi - 1 (so nothing past the
+//     are in flight together; the next tile's loads are issued once this
+//     tile's scores are in workgroup memory, so they arrive while its values
+//     are folded in. A key past hi is read at hi - 1 (so nothing past the
 //     live length or the split's chunk is ever read) and scores -inf. A
 //     split's chunk is whole tiles of the row's live range (splitChunk).
 //  2. Scores. Key thread (kt, j) of kLanes holds slice j of every row's q in
@@ -129,55 +125,39 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
     }
 
     // 1. Loads: the key runs of each pass and the value runs of each key of
-    // the slice for the tile from t0, into variables. A key past hi - 1
-    // reads key hi - 1 (key 0 when the range is empty), inside every buffer.
-    // A paged key's read word is read a tile before its rows (kword, vword).
+    // the slice for the tile from t0, into variables (the next tile's are
+    // loaded while this one's values are folded in). A key past hi - 1 reads
+    // key hi - 1 (key 0 when the range is empty), inside every buffer.
     V last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
-    std::vector<V> keyLocal, valueLocal;
+    std::vector<V> keyLocal;
     for (int64_t p = 0; p < passes; ++p) keyLocal.push_back(b.add(kt, b.i32(p * (T / J))));
-    for (int64_t i = 0; i < perSlice; ++i) valueLocal.push_back(b.add(ks, b.i32(i * KS)));
-    auto keyAt = [&](V t0, V local) { return b.min(b.add(t0, local), last); };
-    auto into = [&](bool first, std::vector<int32_t>& vars, size_t at, V x, kir::Scalar type) {
-      if (first) vars.push_back(b.var(type, x));
-      else b.set(vars[at], x);
-    };
-    std::vector<int32_t> kword, vword;
-    auto readWords = [&](V t0, bool first) {
-      if (!f.paged) return;
-      for (int64_t p = 0; p < passes; ++p)
-        into(first, kword, size_t(p), readWord(b, f, bi, keyAt(t0, keyLocal[size_t(p)])), kir::Scalar::I32);
-      for (int64_t i = 0; i < perSlice; ++i)
-        into(first, vword, size_t(i), readWord(b, f, bi, keyAt(t0, valueLocal[size_t(i)])), kir::Scalar::I32);
-    };
-    auto rowOf = [&](V t, const std::vector<int32_t>& words, size_t i) {
-      return f.paged ? pooledRow(b, f, b.get(words[i]), g) : keyRow(b, f, bi, g, t);
-    };
     std::vector<std::vector<int32_t>> kvar(static_cast<size_t>(passes)), vvar(static_cast<size_t>(perSlice));
-    auto loadKeys = [&](V t0, bool first) {
+    auto loadTile = [&](V t0, bool first) {
+      auto keyAt = [&](V local) { return b.min(b.add(t0, local), last); };
+      auto into = [&](std::vector<int32_t>& vars, size_t at, V x) {
+        if (first) vars.push_back(b.var(kir::Scalar::F32, x));
+        else b.set(vars[at], x);
+      };
       for (int64_t p = 0; p < passes; ++p) {
-        V t = keyAt(t0, keyLocal[size_t(p)]), row = rowOf(t, kword, size_t(p));
+        V t = keyAt(keyLocal[size_t(p)]), row = keyRow(b, f, bi, g, t);
         size_t at = 0;
         for (const Segment& sg : segs) {
           V base = sg.buffer == f.k ? b.mul(row, b.i32(f.Dh)) : b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds));
           for (const Run& run : sg.runs)
-            for (V e : b.loadVec(sg.buffer, b.add(base, run.at), W)) into(first, kvar[size_t(p)], at++, e, kir::Scalar::F32);
+            for (V e : b.loadVec(sg.buffer, b.add(base, run.at), W)) into(kvar[size_t(p)], at++, e);
         }
       }
-    };
-    auto loadValues = [&](V t0, bool first) {
       for (int64_t i = 0; i < perSlice; ++i) {
-        V row = rowOf(keyAt(t0, valueLocal[size_t(i)]), vword, size_t(i));
+        V row = keyRow(b, f, bi, g, keyAt(b.add(ks, b.i32(i * KS))));
         size_t at = 0;
         for (const Run& run : vruns)
-          for (V e : b.loadVec(f.v, b.add(b.mul(row, b.i32(f.Dv)), run.at), W)) into(first, vvar[size_t(i)], at++, e, kir::Scalar::F32);
+          for (V e : b.loadVec(f.v, b.add(b.mul(row, b.i32(f.Dv)), run.at), W)) into(vvar[size_t(i)], at++, e);
       }
     };
-    readWords(lo, true);
-    loadKeys(lo, true);
-    loadValues(lo, true);
-    readWords(b.add(lo, b.i32(Tk)), false);
+    loadTile(lo, true);
 
     b.forRange(lo, hi, Tk, [&](V t0) {
+      auto keyAt = [&](V local) { return b.min(b.add(t0, local), last); };
       std::vector<std::vector<V>> kv, vv;
       for (const std::vector<int32_t>& vars : kvar) {
         kv.emplace_back();
@@ -187,9 +167,6 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
         vv.emplace_back();
         for (int32_t x : vars) vv.back().push_back(b.get(x));
       }
-      // The next tile's keys, in flight through this tile's phases.
-      V next = b.add(t0, b.i32(Tk));
-      loadKeys(next, false);
       // 2. Scores: each key thread's partial dots into its plane, then the
       // planes summed per (row, key).
       for (int64_t p = 0; p < passes; ++p)
@@ -208,11 +185,12 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
           V qi = b.div(pair, b.i32(Tk)), key = b.rem(pair, b.i32(Tk));
           V sc = transformScore(b, r, dot);
           if (f.masked || f.causal)
-            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(qi), b.rem(qi, b.i32(f.Lq))), sc, keyAt(t0, key));
+            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(qi), b.rem(qi, b.i32(f.Lq))), sc, keyAt(key));
           b.sharedStore(scores, pair, b.select(b.lt(b.add(t0, key), hi), sc, b.f32(-kInf)));
         });
       }
       b.barrier();
+      loadTile(b.add(t0, b.i32(Tk)), false);
       // 3. Values: each row's online softmax over the slice's keys.
       for (int64_t qi = 0; qi < Q; ++qi) {
         std::vector<V> sv, seen;
@@ -253,10 +231,6 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
           b.set(mv[size_t(qi)], mNew);
         });
       }
-      // The next tile's values, in flight through its keys' phases; then
-      // the read words of the tile after it.
-      loadValues(next, false);
-      readWords(b.add(next, b.i32(Tk)), false);
     });
 
     // The slices' states, then their fold per row.
