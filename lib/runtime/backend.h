@@ -8,7 +8,8 @@
 // dispatches in a program see each other's writes. A backend replays a
 // program where it can (the recording goes to the device whole: a Vulkan
 // command buffer, a CUDA graph), else launches its dispatches in order at
-// every run, and says which (submission()). Every failure is a typed
+// every run, and says which (submission()). It also says what the driver
+// made of each kernel it built (kernelStats()). Every failure is a typed
 // error (Capability when the device lacks something, Io when the driver
 // fails), never an exit.
 #pragma once
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/diag.h"
@@ -68,6 +70,17 @@ enum class Submission {
   InOrder,  // every run launches the dispatches one by one
 };
 
+// What the driver made of one built kernel (poot kernels): the figures
+// every driver that reports any has, each where this one gives it, and
+// whatever else it reports, by its own names.
+struct KernelStats {
+  std::optional<int64_t> registers;   // a thread's
+  std::optional<int64_t> localBytes;  // a thread's local (scratch) memory: spilled registers, arrays
+  std::optional<int64_t> workgroupMemoryBytes;  // the workgroup memory one workgroup takes
+  std::optional<int64_t> residentWorkgroups;    // how many workgroups of its size a compute unit holds at once
+  std::vector<std::pair<std::string, std::string>> driver;  // (name, value), as the driver names and formats them
+};
+
 struct DispatchCommand {
   KernelId kernel = -1;
   int64_t grid[3] = {1, 1, 1};
@@ -113,6 +126,14 @@ class Backend {
   // spends waiting for a dispatch the host has not launched yet (launches in
   // order) is inside it.
   virtual std::optional<double> lastRunDeviceSeconds() const { return std::nullopt; }
+
+  // What the driver made of a kernel createKernel built; a Capability
+  // error "KernelStats" where the driver cannot say.
+  virtual Expected<KernelStats> kernelStats(KernelId) {
+    Error e = makeError(ErrorKind::Capability, {}, "device '" + info().name + "' reports no kernel statistics");
+    e.capability = "KernelStats";
+    return e;
+  }
 
   virtual Submission submission() const = 0;
   // Why run() launches in order where this backend would replay (the

@@ -73,6 +73,8 @@ Status zeroFill(Backend& backend, BufferId buffer, int64_t bytes) {
   return ok();
 }
 
+}  // namespace
+
 Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions& opts) {
   if (p.device.target != d.target)
     return capability("Target",
@@ -148,7 +150,22 @@ Status checkDevice(const PlanFile& p, const DeviceInfo& d, const SessionOptions&
   return ok();
 }
 
-}  // namespace
+Expected<std::vector<KernelId>> buildKernels(const PlanFile& plan, Backend& backend) {
+  std::vector<int> bindings(plan.kernels.size(), -1);
+  for (const Dispatch& d : plan.dispatches) bindings[size_t(d.kernel)] = int(d.bindings.size());
+  std::vector<KernelId> kernels(plan.kernels.size(), -1);
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    if (bindings[k] < 0) continue;
+    const Kernel& kn = plan.kernels[k];
+    if (kn.blob.empty())
+      return makeError(ErrorKind::Format, {}, "kernel '" + kn.entry + "' has no code (the plan was written without it)");
+    auto id = backend.createKernel(kn.blob, kn.entry, kn.workgroupSize, kn.workgroupMemory, bindings[k],
+                                   kn.waitsForPrevious);
+    if (!id) return id.error();
+    kernels[k] = *id;
+  }
+  return kernels;
+}
 
 Expected<std::unique_ptr<Session>> Session::create(PlanFile plan, std::unique_ptr<Backend> backend,
                                                    SessionOptions opts) {
@@ -184,19 +201,8 @@ Status Session::build() {
 
   // Kernels, each built once with the binding count of its dispatches (the
   // reader checked that they agree).
-  std::vector<int> bindings(plan_.kernels.size(), -1);
-  for (const Dispatch& d : plan_.dispatches) bindings[size_t(d.kernel)] = int(d.bindings.size());
-  std::vector<KernelId> kernels(plan_.kernels.size(), -1);
-  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
-    if (bindings[k] < 0) continue;
-    const Kernel& kn = plan_.kernels[k];
-    if (kn.blob.empty())
-      return makeError(ErrorKind::Format, {}, "kernel '" + kn.entry + "' has no code (the plan was written without it)");
-    auto id = backend_->createKernel(kn.blob, kn.entry, kn.workgroupSize, kn.workgroupMemory, bindings[k],
-                                     kn.waitsForPrevious);
-    if (!id) return id.error();
-    kernels[k] = *id;
-  }
+  auto kernels = buildKernels(plan_, *backend_);
+  if (!kernels) return kernels.error();
 
   // Paged write maps: slots that reach a ScatterUpdate's index operand.
   const Graph& g = plan_.source;
@@ -239,7 +245,7 @@ Status Session::build() {
     if (i == firstStateWrite && hoisted && !plan_.validations.empty()) phases.emplace_back();
     const Dispatch& d = plan_.dispatches[i];
     DispatchCommand c;
-    c.kernel = kernels[size_t(d.kernel)];
+    c.kernel = (*kernels)[size_t(d.kernel)];
     std::copy(d.grid, d.grid + 3, c.grid);
     for (int32_t b : d.bindings) c.bindings.push_back(rangeOf(b));
     phases.back().push_back(std::move(c));

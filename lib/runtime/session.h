@@ -49,6 +49,14 @@ struct SessionOptions {
   bool allowOtherDevice = false;  // run a plan whose device name is not this device's
 };
 
+// The device check above, which Session::create makes first.
+Status checkDevice(const PlanFile& plan, const DeviceInfo& device, const SessionOptions& opts = {});
+
+// Builds each kernel of the plan that a dispatch runs, once, for the
+// binding count of its dispatches: the backend's ids in plan order, -1 for
+// a kernel no dispatch runs.
+Expected<std::vector<KernelId>> buildKernels(const PlanFile& plan, Backend& backend);
+
 // One weight's bytes, wherever they are: a host Tensor, or a tensor of a
 // mapped checkpoint (oracle/checkpoint.h), uploaded from there directly.
 struct WeightBytes {

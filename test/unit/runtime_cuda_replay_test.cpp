@@ -10,7 +10,9 @@
 // same launches in the same order, and the device time is the events' span.
 // A kernel that waits for the previous ones in its code is launched with
 // cuLaunchKernelEx as a programmatic dependent launch, in a capture too;
-// without that entry point, the ordinary way.
+// without that entry point, the ordinary way. The same fake driver answers
+// what the backend asks of a built kernel: its attributes, and the blocks an
+// SM holds at its block size with the dynamic shared memory it launches with.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -60,6 +62,8 @@ struct Driver {
   CUresult beginCapture = kOk;    // what cuStreamBeginCapture_v2 returns
   Graph* capturing = nullptr;     // the graph the stream is capturing into
   std::vector<Ran> ran;           // what the device ran, in order
+  std::vector<std::string> occupancies;  // what was asked, in order: "ENTRY BLOCK DYNAMIC_SHARED"
+  CUresult occupancy = kOk;            // what the occupancy call returns
   int kernelLaunches = 0, graphLaunches = 0, captures = 0, graphs = 0, execs = 0;
   std::map<unsigned long long, std::unique_ptr<uint8_t[]>> memory;
   std::vector<unsigned long long> allocations;  // in order
@@ -139,7 +143,23 @@ CUresult moduleGetFunction(void** f, void* m, const char* name) {
   mod->functions.push_back(std::move(fn));
   return kOk;
 }
-CUresult funcGetAttribute(int* v, int, void*) { return *v = 1024, kOk; }
+CUresult funcGetAttribute(int* v, int attr, void*) {
+  switch (attr) {
+    case 0: *v = 1024; break;  // max threads per block
+    case 1: *v = 2048; break;  // static shared bytes
+    case 3: *v = 8; break;     // local bytes a thread
+    case 4: *v = 72; break;    // registers a thread
+    default: return kInvalidValue;
+  }
+  return kOk;
+}
+// An SM holds 2048 threads.
+CUresult occupancy(int* n, void* f, int block, size_t dynamicShared) {
+  drv.occupancies.push_back(static_cast<const Function*>(f)->entry + " " + std::to_string(block) + " " +
+                            std::to_string(dynamicShared));
+  *n = 2048 / block;
+  return drv.occupancy;
+}
 CUresult funcSetAttribute(void*, int, int) { return kOk; }
 void ran(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shared, void** params,
          bool dependent) {
@@ -244,6 +264,7 @@ void* symbol(const char* name) {
       {"cuModuleGetFunction", reinterpret_cast<void*>(&moduleGetFunction)},
       {"cuFuncGetAttribute", reinterpret_cast<void*>(&funcGetAttribute)},
       {"cuFuncSetAttribute", reinterpret_cast<void*>(&funcSetAttribute)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor", reinterpret_cast<void*>(&occupancy)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&launchKernel)},
       {"cuLaunchKernelEx", reinterpret_cast<void*>(&launchKernelEx)},
       {"cuStreamBeginCapture_v2", reinterpret_cast<void*>(&streamBeginCapture)},
@@ -431,4 +452,35 @@ TEST_CASE("runtime cuda replay: a kernel that waits for the previous ones is a d
       CHECK(drv.graphLaunches == (replay ? 1 : 0));
     }
   }
+}
+
+TEST_CASE("runtime cuda: what the driver made of each kernel: its attributes and the blocks an SM holds") {
+  auto b = openFake(true);
+  rt::KernelId small = *b->createKernel(ptx("small", 1), "small", 128, 1024, 1, false);
+  rt::KernelId big = *b->createKernel(ptx("big", 1), "big", 256, 64 * 1024, 1, false);
+  auto s = b->kernelStats(small);
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  CHECK(s->registers == 72);
+  CHECK(s->localBytes == 8);
+  CHECK(s->workgroupMemoryBytes == 2048);  // the driver's static figure
+  CHECK(s->residentWorkgroups == 16);
+  CHECK(s->driver ==
+        std::vector<std::pair<std::string, std::string>>{{"CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", "1024"}});
+  // Past 48 KiB the kernel's shared memory is dynamic: counted in the
+  // figure and in the occupancy.
+  s = b->kernelStats(big);
+  REQUIRE(s);
+  CHECK(s->workgroupMemoryBytes == 2048 + 64 * 1024);
+  CHECK(s->residentWorkgroups == 8);
+  CHECK(drv.occupancies == std::vector<std::string>{"small 128 0", "big 256 65536"});
+
+  drv.occupancy = kInvalidValue;
+  auto refused = b->kernelStats(big);
+  REQUIRE(!refused);
+  CHECK(refused.error().kind == ErrorKind::Io);
+  CHECK(refused.error().message ==
+        "cuda: cuOccupancyMaxActiveBlocksPerMultiprocessor for 'big' failed (CUDA_ERROR_FAKE: a fake error)");
+  auto none = b->kernelStats(2);
+  REQUIRE(!none);
+  CHECK(none.error().message == "cuda: no kernel 2");
 }

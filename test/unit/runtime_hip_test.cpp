@@ -8,7 +8,8 @@
 // feature (refused before the runtime loads them), a Session over a plan
 // compiled for targets/amd-mi300x.yaml on a gfx942 and on a gfx1100 device,
 // launches in plan order with and without graph replay, device time,
-// buffers and copies.
+// buffers and copies, and what the runtime says of each kernel of a plan
+// (its attributes, and the workgroups a CU holds at its workgroup size).
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
@@ -68,6 +69,8 @@ struct Runtime {
   std::map<std::string, size_t> params;   // pointer parameters of each kernel entry
   Captured* capturing = nullptr;             // the graph the stream is capturing into
   std::vector<Ran> ran;                   // what the device ran, in order
+  std::vector<std::string> occupancies;   // what was asked, in order: "ENTRY BLOCK DYNAMIC_SHARED"
+  int failedAttribute = -1;               // the function attribute the runtime fails to read
   int kernelLaunches = 0, graphLaunches = 0, modulesLoaded = 0, syncs = 0;
   std::map<void*, std::unique_ptr<uint8_t[]>> memory;
   size_t memoryLeft = size_t(1) << 30;
@@ -146,7 +149,24 @@ hipError_t moduleGetFunction(void** f, void* m, const char* name) {
   static_cast<Module*>(m)->functions.push_back(std::move(fn));
   return kOk;
 }
-hipError_t funcGetAttribute(int* v, int attr, void*) { return attr == 0 ? (*v = 1024, kOk) : kInvalidValue; }
+hipError_t funcGetAttribute(int* v, int attr, void*) {
+  if (attr == rt_.failedAttribute) return kInvalidValue;
+  switch (attr) {
+    case 0: *v = 1024; break;  // max threads per block
+    case 1: *v = 4096; break;  // static LDS bytes
+    case 3: *v = 16; break;    // private bytes a work-item
+    case 4: *v = 96; break;    // registers
+    default: return kInvalidValue;
+  }
+  return kOk;
+}
+// A CU holds 2048 work-items.
+hipError_t moduleOccupancy(int* n, void* f, int block, size_t dynamicShared) {
+  rt_.occupancies.push_back(static_cast<const Function*>(f)->entry + " " + std::to_string(block) + " " +
+                            std::to_string(dynamicShared));
+  *n = 2048 / block;
+  return kOk;
+}
 hipError_t moduleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                               unsigned shared, void*, void** params, void** extra) {
   if (by != 1 || bz != 1 || extra) return kInvalidValue;
@@ -217,6 +237,7 @@ void* symbol(const char* name) {
       {"hipModuleUnload", reinterpret_cast<void*>(moduleUnload)},
       {"hipModuleGetFunction", reinterpret_cast<void*>(moduleGetFunction)},
       {"hipFuncGetAttribute", reinterpret_cast<void*>(funcGetAttribute)},
+      {"hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", reinterpret_cast<void*>(moduleOccupancy)},
       {"hipModuleLaunchKernel", reinterpret_cast<void*>(moduleLaunchKernel)},
       {"hipStreamBeginCapture", reinterpret_cast<void*>(streamBeginCapture)},
       {"hipStreamEndCapture", reinterpret_cast<void*>(streamEndCapture)},
@@ -462,6 +483,48 @@ TEST_CASE("runtime hip: a session takes an amd-mi300x plan on gfx942, launches i
   CHECK(refused.error().capability == "Device");
   CHECK(refused.error().message.find("is a code object for gfx942, device 'AMD Instinct MI300X' is gfx1100") !=
         std::string::npos);
+}
+
+TEST_CASE("runtime hip: what the runtime made of each kernel: its attributes and the workgroups a CU holds") {
+  rt_ = Runtime{};
+  auto b = opened();
+  rt::KernelId a = *b->createKernel(hsaco("a", kGfx942), "a", 256, 4096, 1, false);
+  rt::KernelId c = *b->createKernel(hsaco("c", kGfx942), "c", 64, 0, 2, false);
+  auto s = b->kernelStats(a);
+  REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+  CHECK(s->registers == 96);
+  CHECK(s->localBytes == 16);
+  CHECK(s->workgroupMemoryBytes == 4096);
+  CHECK(s->residentWorkgroups == 8);
+  CHECK(s->driver ==
+        std::vector<std::pair<std::string, std::string>>{{"HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", "1024"}});
+  s = b->kernelStats(c);
+  REQUIRE(s);
+  CHECK(s->residentWorkgroups == 32);
+  // At each kernel's workgroup size, with no dynamic LDS.
+  CHECK(rt_.occupancies == std::vector<std::string>{"a 256 0", "c 64 0"});
+
+  // A failure names the call, the attribute and the kernel.
+  rt_.failedAttribute = 4;
+  CHECK(b->kernelStats(c).error().message ==
+        "hip: hipFuncGetAttribute(HIP_FUNC_ATTRIBUTE_NUM_REGS) for 'c' failed (hipErrorFake: a fake error)");
+
+  // A plan's kernels, built as a Session builds them: each one's figures,
+  // asked for in plan order at its workgroup size.
+  rt::PlanFile plan = mi300xPlan("decode-attention.pg");
+  for (rt::Kernel& k : plan.kernels) k.blob = hsaco(k.entry, kGfx942);
+  rt_ = Runtime{};
+  b = opened();
+  auto ids = rt::buildKernels(plan, *b);
+  REQUIRE_MESSAGE(bool(ids), (ids ? "" : ids.error().str()));
+  REQUIRE(ids->size() == plan.kernels.size());
+  std::vector<std::string> want;
+  for (size_t k = 0; k < ids->size(); ++k) {
+    REQUIRE((*ids)[k] >= 0);
+    REQUIRE(bool(b->kernelStats((*ids)[k])));
+    want.push_back(plan.kernels[k].entry + " " + std::to_string(plan.kernels[k].workgroupSize) + " 0");
+  }
+  CHECK(rt_.occupancies == want);
 }
 
 TEST_CASE("runtime hip: launches run in order, replayed from a graph capture or launched one by one") {

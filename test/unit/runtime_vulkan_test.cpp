@@ -15,7 +15,9 @@
 // so it reports none, and the count from a (fake) NVIDIA or AMD properties
 // struct is what the driver says. poot probe's profile of this device says
 // its compute units are unknown, which the compiler's loadProfile refuses;
-// with the figure written in, it agrees with targets/lavapipe.yaml.
+// with the figure written in, it agrees with targets/lavapipe.yaml. lavapipe
+// offers no VK_KHR_pipeline_executable_properties either, so asking what the
+// driver made of a kernel is a Capability error that says so.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -244,6 +246,22 @@ TEST_CASE("runtime vulkan: 0-byte buffers and bindings, and refused blobs") {
   REQUIRE(!wide);
   CHECK(wide.error().kind == ErrorKind::Capability);
   CHECK(!b->record({{add, {1, 1, 1}, {{one, 0, 4}}}}));  // too few bindings
+}
+
+TEST_CASE("runtime vulkan: lavapipe reports no kernel statistics, and says what it lacks") {
+  auto b = lavapipe();
+  rt::KernelId add = take(b->createKernel(glsl(kAdd), "main", 64, 0, 3, false));
+  auto stats = b->kernelStats(add);
+  REQUIRE(!stats);
+  CHECK(stats.error().kind == ErrorKind::Capability);
+  CHECK(stats.error().capability == "KernelStats");
+  CHECK(stats.error().message == "vulkan device '" + b->info().name +
+                                     "' does not report kernel statistics: its driver (" + b->info().driver +
+                                     ") does not offer VK_KHR_pipeline_executable_properties");
+  auto none = b->kernelStats(add + 1);
+  REQUIRE(!none);
+  CHECK(none.error().kind == ErrorKind::Io);
+  CHECK(none.error().message == "vulkan: no kernel 1");
 }
 
 TEST_CASE("runtime vulkan: staging: dispatches compute on buffer ranges, replay, and see earlier writes") {

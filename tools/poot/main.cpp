@@ -11,7 +11,8 @@
 #include "tool.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"poot: runs plans compiled by pootc on a GPU, generates tokens with them, and describes the GPU for pootc.\n"
+  CLI::App app{"poot: runs plans compiled by pootc on a GPU, generates tokens with them, says what the driver made of\n"
+               "their kernels, and describes the GPU for pootc.\n"
                "Exit codes: 0 ok, 1 a diagnostic about the input (a bad bind, a failed validation,\n"
                "a --check out of tolerance), 2 bad usage, 3 a capability refusal (no driver, another device)."};
   app.require_subcommand(1);
@@ -140,6 +141,36 @@ int main(int argc, char** argv) {
   probe->add_option("--device", popts.device, "which device: an index or a piece of its name");
   probe->add_option("-o,--output", popts.output, "the profile to write (YAML)")->required();
 
+  poot::KernelsOptions kopts;
+  CLI::App* kernels = app.add_subcommand(
+      "kernels", "what the driver made of each kernel of a plan: registers, local memory, workgroups a compute unit");
+  kernels->footer("Builds every kernel of the plan on the device, as 'poot run' would (the same checks of the plan\n"
+                  "against the device; no parameter is read, no buffer made), and prints a line naming the device,\n"
+                  "then one line a kernel, in plan order (docs/runtime.md, 'poot kernels'):\n"
+                  "  kernel ENTRY  workgroup N  registers R  local L B  workgroup memory M B  resident W a compute unit\n"
+                  "N is the plan's workgroup size; the rest is the driver's, each figure where it gives one:\n"
+                  "  R registers a thread, L bytes of local (scratch) memory a thread (spilled registers, arrays),\n"
+                  "  M bytes of workgroup memory a workgroup, W workgroups of N threads one compute unit holds at once.\n"
+                  "  cuda: cuFuncGetAttribute (NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES plus the dynamic shared\n"
+                  "  bytes of a kernel past 48 KiB) and cuOccupancyMaxActiveBlocksPerMultiprocessor; hip: the same\n"
+                  "  attributes and hipModuleOccupancyMaxActiveBlocksPerMultiprocessor; vulkan: the statistics of\n"
+                  "  VK_KHR_pipeline_executable_properties named 'Register Count' and 'Shared Memory Size' (NVIDIA's\n"
+                  "  names; no local figure, no occupancy).\n"
+                  "Each kernel's line is followed by what else the driver reports, by its own names, '  NAME = VALUE'\n"
+                  "(vulkan: every statistic of the kernel's pipeline). A driver that reports nothing of its kernels\n"
+                  "(lavapipe: it offers no VK_KHR_pipeline_executable_properties) has every kernel built and named all\n"
+                  "the same, then the refusal: exit 3.\n"
+                  "Examples:\n"
+                  "  poot kernels decode.plan --backend cuda\n"
+                  "  poot kernels decode-vulkan.plan --device nvidia");
+  kernels->add_option("PLAN", kopts.plan, "plan file (pootc compile -o PLAN)")->required();
+  kernels->add_option("--backend", kopts.backend,
+                      "which API builds the kernels: vulkan (spirv plans), cuda (ptx) or hip (hsaco) (default: vulkan)")
+      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
+  kernels->add_option("--device", kopts.device, "which device: an index or a piece of its name");
+  kernels->add_flag("--allow-other-device", kopts.allowOtherDevice,
+                    "build a plan made for another device of the same target");
+
   if (auto code = poot::parseCommandLine(app, argc, argv)) return *code;
   if (*run && ropts.noReplay && ropts.backend == "vulkan")
     return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
@@ -151,6 +182,7 @@ int main(int argc, char** argv) {
     if (*run) return poot::runRun(ropts);
     if (*gen) return poot::runGenerate(gopts);
     if (*probe) return poot::runProbe(popts);
+    if (*kernels) return poot::runKernels(kopts);
     return 2;
   });
   return code ? *code : poot::report(code.error());

@@ -58,4 +58,13 @@ struct ProbeOptions {
 
 int runProbe(const ProbeOptions& opts);
 
+struct KernelsOptions {
+  std::string plan;
+  std::string backend = "vulkan";
+  std::string device;
+  bool allowOtherDevice = false;  // build a plan made for another device of the same target
+};
+
+int runKernels(const KernelsOptions& opts);
+
 }  // namespace poot

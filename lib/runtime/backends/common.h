@@ -1,7 +1,7 @@
 // What the GPU backends share: the profile-style slug of a device name (all
 // three), and for those that open a vendor driver (CUDA, HIP) the choice of
-// a device by ordinal or name and the check of a byte range against a
-// buffer's size.
+// a device by ordinal or name, the check of a byte range against a buffer's
+// size and what a function's attributes say of it.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +72,38 @@ Status checkDispatch(const char* backend, const DispatchCommand& d, const std::v
       return fail("binding offset " + std::to_string(b.offset) + " is not a multiple of " + std::to_string(alignment));
   }
   return ok();
+}
+
+// A CUDA or HIP function's KernelStats, from the function attributes both
+// APIs number alike (cuda.h's CUfunction_attribute, which HIP's
+// hipFunction_attribute repeats): NUM_REGS (4) and LOCAL_SIZE_BYTES (3), a
+// thread's; SHARED_SIZE_BYTES (1), the static bytes, to which
+// `dynamicShared` (what its launches pass) is added; and
+// MAX_THREADS_PER_BLOCK (0), listed by its name. `attribute(&value, attr,
+// name)` reads one, `name` being `prefix` and the attribute's ("NUM_REGS"),
+// and `resident(&blocks)` the blocks a compute unit holds at the kernel's
+// block size; each returns the API's failure as an error.
+template <class Attribute, class Resident>
+Expected<KernelStats> functionStats(const std::string& prefix, int64_t dynamicShared, Attribute attribute,
+                                    Resident resident) {
+  struct Want {
+    int attr;
+    const char* name;
+    int value = 0;
+  };
+  Want want[] = {{4, "NUM_REGS"}, {3, "LOCAL_SIZE_BYTES"}, {1, "SHARED_SIZE_BYTES"}, {0, "MAX_THREADS_PER_BLOCK"}};
+  for (Want& w : want)
+    if (Status s = attribute(&w.value, w.attr, prefix + w.name); !s) return s.error();
+  int blocks = 0;
+  if (Status s = resident(&blocks); !s) return s.error();
+  auto [registers, local, shared, threads] = want;
+  KernelStats stats;
+  stats.registers = registers.value;
+  stats.localBytes = local.value;
+  stats.workgroupMemoryBytes = shared.value + dynamicShared;
+  stats.residentWorkgroups = blocks;
+  stats.driver = {{prefix + threads.name, std::to_string(threads.value)}};
+  return stats;
 }
 
 }  // namespace poot::rt

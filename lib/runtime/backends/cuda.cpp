@@ -11,11 +11,15 @@
 // from its PTX text (the JIT's error log goes into the error) and its entry
 // function; a kernel past 48 KiB of workgroup memory declares it as one
 // dynamic shared array, so the function is allowed that much dynamic shared
-// memory and every launch passes it. A program is the list of launches
-// (block = workgroup size threads in x, grid = the dispatch's grid, one
-// pointer parameter per binding: the buffer's base plus the range's
-// offset). Each entry point makes the backend's context current first, so a
-// backend works from any thread.
+// memory and every launch passes it. kernelStats() is what the driver made
+// of the function: its registers and local bytes a thread and static shared
+// bytes a block (cuFuncGetAttribute), and the blocks an SM holds at its
+// block size (cuOccupancyMaxActiveBlocksPerMultiprocessor, counting the
+// dynamic shared bytes its launches pass). A program is the list of
+// launches (block = workgroup size threads in x, grid = the dispatch's
+// grid, one pointer parameter per binding: the buffer's base plus the
+// range's offset). Each entry point makes the backend's context current
+// first, so a backend works from any thread.
 //
 // Replay. Where the driver has CUDA graphs (the six entry points of
 // POOT_CU_GRAPH_FNS, all there since CUDA 11.4) and CudaOptions::replay asks
@@ -165,6 +169,8 @@ constexpr int64_t kMaxParamBytes = 4096;
   X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))                 \
   X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult(int*, int, CUfunction))                                \
   X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult(CUfunction, int, int))                                 \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",                \
+    CUresult(int*, CUfunction, int, size_t))                                                                  \
   X(cuLaunchKernel, "cuLaunchKernel",                                                                         \
     CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, \
              void**))
@@ -296,6 +302,7 @@ class CudaBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Expected<KernelStats> kernelStats(KernelId kernel) override;
   Submission submission() const override { return replay_ ? Submission::Replay : Submission::InOrder; }
   std::optional<Error> replayFallback() const override { return replayFallback_; }
 
@@ -560,6 +567,29 @@ Expected<KernelId> CudaBackend::createKernel(const std::vector<uint8_t>& blob, c
   }
   kernels_.push_back(std::move(k));
   return KernelId(kernels_.size() - 1);
+}
+
+// What the function's attributes say, and its occupancy at its block size
+// with the dynamic shared memory its launches pass.
+Expected<KernelStats> CudaBackend::kernelStats(KernelId kernel) {
+  if (kernel < 0 || size_t(kernel) >= kernels_.size())
+    return makeError(ErrorKind::Io, {}, "cuda: no kernel " + std::to_string(kernel));
+  if (auto s = current(); !s) return s.error();
+  const Kern& k = kernels_[size_t(kernel)];
+  auto check = [&](CUresult r, const std::string& call) -> Status {
+    if (r != CUDA_SUCCESS) return failed(f_, call + " for '" + k.entry + "'", r);
+    return ok();
+  };
+  return functionStats(
+      "CU_FUNC_ATTRIBUTE_", k.dynamicShared,
+      [&](int* value, int attr, const std::string& name) {
+        return check(f_.cuFuncGetAttribute(value, attr, k.function), "cuFuncGetAttribute(" + name + ")");
+      },
+      [&](int* blocks) {
+        return check(f_.cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k.function, int(k.workgroupSize),
+                                                                    size_t(k.dynamicShared)),
+                     "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+      });
 }
 
 Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& dispatches) {

@@ -34,9 +34,12 @@
 // the code object is what the runtime would load. The module is then
 // hipModuleLoadData'ed and its function looked up; HSACO kernels declare
 // their LDS statically, so every launch passes 0 bytes of dynamic shared
-// memory. A launch is hipModuleLaunchKernel with block = workgroup size
-// threads in x, grid = the dispatch's grid in workgroups, and one pointer
-// parameter per binding.
+// memory. kernelStats() reads the function's registers, private (scratch)
+// bytes a work-item and static LDS bytes (hipFuncGetAttribute) and the
+// workgroups a CU holds at its workgroup size
+// (hipModuleOccupancyMaxActiveBlocksPerMultiprocessor). A launch is
+// hipModuleLaunchKernel with block = workgroup size threads in x, grid =
+// the dispatch's grid in workgroups, and one pointer parameter per binding.
 //
 // Replay works as the CUDA backend's: where the runtime has the six graph
 // entry points of POOT_HIP_GRAPH_FNS and HipOptions::replay asks for it,
@@ -142,6 +145,8 @@ constexpr int64_t kMaxParamBytes = 4096;
   X(hipModuleUnload, "hipModuleUnload", hipError_t(hipModule_t))                                             \
   X(hipModuleGetFunction, "hipModuleGetFunction", hipError_t(hipFunction_t*, hipModule_t, const char*))      \
   X(hipFuncGetAttribute, "hipFuncGetAttribute", hipError_t(int*, int, hipFunction_t))                        \
+  X(hipModuleOccupancyMaxActiveBlocksPerMultiprocessor, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",  \
+    hipError_t(int*, hipFunction_t, int, size_t))                                                            \
   X(hipModuleLaunchKernel, "hipModuleLaunchKernel",                                                          \
     hipError_t(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,          \
                hipStream_t, void**, void**))
@@ -286,6 +291,7 @@ class HipBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Expected<KernelStats> kernelStats(KernelId kernel) override;
   Submission submission() const override { return replay_ ? Submission::Replay : Submission::InOrder; }
   std::optional<Error> replayFallback() const override { return replayFallback_; }
 
@@ -599,6 +605,28 @@ Expected<KernelId> HipBackend::createKernel(const std::vector<uint8_t>& blob, co
                                                    std::to_string(maxThreads) + " on " + info_.name));
   kernels_.push_back(std::move(k));
   return KernelId(kernels_.size() - 1);
+}
+
+// What the function's attributes say, and its occupancy at its workgroup
+// size (no dynamic LDS: HSACO kernels declare theirs statically).
+Expected<KernelStats> HipBackend::kernelStats(KernelId kernel) {
+  if (kernel < 0 || size_t(kernel) >= kernels_.size())
+    return makeError(ErrorKind::Io, {}, "hip: no kernel " + std::to_string(kernel));
+  if (auto s = current(); !s) return s.error();
+  const Kern& k = kernels_[size_t(kernel)];
+  auto check = [&](hipError_t r, const std::string& call) -> Status {
+    if (r != hipSuccess) return failed(f_, call + " for '" + k.entry + "'", r);
+    return ok();
+  };
+  return functionStats(
+      "HIP_FUNC_ATTRIBUTE_", 0,
+      [&](int* value, int attr, const std::string& name) {
+        return check(f_.hipFuncGetAttribute(value, attr, k.function), "hipFuncGetAttribute(" + name + ")");
+      },
+      [&](int* blocks) {
+        return check(f_.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k.function, int(k.workgroupSize), 0),
+                     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor");
+      });
 }
 
 Expected<ProgramId> HipBackend::record(const std::vector<DispatchCommand>& dispatches) {

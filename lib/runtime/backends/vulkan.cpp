@@ -6,6 +6,17 @@
 // what kernels may use where the device has it: 8- and 16-bit storage buffer
 // access, shaderInt64, shaderInt16, shaderInt8 and shaderFloat16.
 //
+// Kernel statistics. Where the device offers
+// VK_KHR_pipeline_executable_properties with its pipelineExecutableInfo
+// feature, both are enabled, every pipeline is created with
+// VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (which, the specification
+// says, must not affect the compiled pipeline; it may cost creation time or
+// the driver's pipeline caching) and kernelStats() lists each statistic of
+// the pipeline's executables by the driver's own name, the NVIDIA driver's
+// register count and shared memory also as the common figures. Elsewhere
+// (lavapipe in Mesa 22) kernelStats() is a Capability "KernelStats" error
+// saying what the driver lacks.
+//
 // Memory. Only memory types whose flags are among DEVICE_LOCAL, HOST_VISIBLE,
 // HOST_COHERENT and HOST_CACHED are used (never protected, lazily allocated
 // or AMD device-coherent ones). The rule, per device:
@@ -61,6 +72,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -91,6 +103,9 @@ namespace {
   X(vkResetFences) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp)     \
   X(vkGetQueryPoolResults)
 
+// The entry points of VK_KHR_pipeline_executable_properties, loaded where it is enabled.
+#define POOT_VK_STATISTICS_FNS(X) X(vkGetPipelineExecutablePropertiesKHR) X(vkGetPipelineExecutableStatisticsKHR)
+
 #define POOT_VK_DECLARE(name) PFN_##name name = nullptr;
 
 struct Fns {
@@ -99,6 +114,7 @@ struct Fns {
   PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion = nullptr;
   POOT_VK_INSTANCE_FNS(POOT_VK_DECLARE)
   POOT_VK_DEVICE_FNS(POOT_VK_DECLARE)
+  POOT_VK_STATISTICS_FNS(POOT_VK_DECLARE)
 };
 
 Error unavailable(const std::string& why) {
@@ -163,6 +179,7 @@ class VulkanBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Expected<KernelStats> kernelStats(KernelId kernel) override;
   Submission submission() const override { return Submission::Replay; }
 
  private:
@@ -214,10 +231,15 @@ class VulkanBackend final : public Backend {
   double timestampNs_ = 0;
   uint64_t timestampMask_ = 0;
   std::optional<double> lastRun_;
+  // Why kernelStats() cannot say, after "its driver": empty where pipelines
+  // capture statistics.
+  std::string noStatistics_;
   // Features the device has, enabled at creation.
   VkPhysicalDeviceFeatures2 features_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features features11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features features12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR featuresExecutable_{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   DeviceInfo info_;
   std::vector<Buf> buffers_;
   std::vector<Kern> kernels_;
@@ -401,6 +423,8 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
   VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
   bool hasNv = offered(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   bool hasAmd = offered(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  if (!offered(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME))
+    noStatistics_ = "does not offer " VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &p11;
   if (hasNv) nv.pNext = std::exchange(p2.pNext, &nv);
@@ -517,9 +541,12 @@ Status VulkanBackend::createDevice() {
   // Query, then enable exactly what the device has among what kernels use.
   VkPhysicalDeviceVulkan11Features has11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features has12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR hasExecutable{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceFeatures2 has{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   has.pNext = &has11;
   has11.pNext = &has12;
+  if (noStatistics_.empty()) has12.pNext = &hasExecutable;
   f_.vkGetPhysicalDeviceFeatures2(physical_, &has);
   features11_.storageBuffer16BitAccess = has11.storageBuffer16BitAccess;
   features12_.storageBuffer8BitAccess = has12.storageBuffer8BitAccess;
@@ -529,6 +556,15 @@ Status VulkanBackend::createDevice() {
   features_.features.shaderInt16 = has.features.shaderInt16;
   features_.pNext = &features11_;
   features11_.pNext = &features12_;
+  // Kernel statistics, where the device has them (the file comment).
+  if (noStatistics_.empty() && !hasExecutable.pipelineExecutableInfo)
+    noStatistics_ = "offers " VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME
+                    " without its pipelineExecutableInfo feature";
+  const char* statisticsExtension = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+  if (noStatistics_.empty()) {
+    featuresExecutable_.pipelineExecutableInfo = VK_TRUE;
+    features12_.pNext = &featuresExecutable_;
+  }
   // Our SPIR-V writer lowers no two-byte select and no bf16 at all.
   info_.f16.storage = has11.storageBuffer16BitAccess;
   info_.f16.arith = has11.storageBuffer16BitAccess && has12.shaderFloat16;
@@ -542,6 +578,8 @@ Status VulkanBackend::createDevice() {
   ci.pNext = &features_;
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &q;
+  ci.enabledExtensionCount = noStatistics_.empty() ? 1 : 0;
+  ci.ppEnabledExtensionNames = &statisticsExtension;
   if (VkResult r = f_.vkCreateDevice(physical_, &ci, nullptr, &device_); r != VK_SUCCESS) {
     device_ = VK_NULL_HANDLE;
     return failed("vkCreateDevice", r);
@@ -549,11 +587,18 @@ Status VulkanBackend::createDevice() {
   // Destroying needs the device functions: load them before anything can fail.
 #define POOT_VK_LOAD_DEVICE(name) f_.name = reinterpret_cast<PFN_##name>(f_.vkGetDeviceProcAddr(device_, #name));
   POOT_VK_DEVICE_FNS(POOT_VK_LOAD_DEVICE)
+  if (noStatistics_.empty()) {
+    POOT_VK_STATISTICS_FNS(POOT_VK_LOAD_DEVICE)
+  }
 #undef POOT_VK_LOAD_DEVICE
 #define POOT_VK_CHECK_DEVICE(name) \
   if (!f_.name) return unavailable("the vulkan driver has no " #name);
   POOT_VK_DEVICE_FNS(POOT_VK_CHECK_DEVICE)
 #undef POOT_VK_CHECK_DEVICE
+#define POOT_VK_CHECK_STATISTICS(name) \
+  if (noStatistics_.empty() && !f_.name) noStatistics_ = "has no " #name;
+  POOT_VK_STATISTICS_FNS(POOT_VK_CHECK_STATISTICS)
+#undef POOT_VK_CHECK_STATISTICS
   f_.vkGetDeviceQueue(device_, family_, 0, &queue_);
 
   VkCommandPoolCreateInfo pool{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -906,10 +951,80 @@ Expected<KernelId> VulkanBackend::createKernel(const std::vector<uint8_t>& blob,
   pi.stage.module = k.module;
   pi.stage.pName = entry.c_str();
   pi.layout = k.layout;
+  if (noStatistics_.empty()) pi.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   r = f_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &pi, nullptr, &k.pipeline);
   if (r != VK_SUCCESS) return release(), failed(("vkCreateComputePipelines for '" + entry + "'").c_str(), r);
   kernels_.push_back(k);
   return KernelId(kernels_.size() - 1);
+}
+
+// A statistic's value as text.
+std::string statisticValue(const VkPipelineExecutableStatisticKHR& s) {
+  switch (s.format) {
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: return s.value.b32 ? "true" : "false";
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: return std::to_string(s.value.i64);
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: return std::to_string(s.value.u64);
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", s.value.f64);
+      return text;
+    }
+    default: return "(format " + std::to_string(int(s.format)) + ")";
+  }
+}
+
+// Every statistic of every executable of the kernel's pipeline (a compute
+// pipeline has one; were there several, each name would start with its
+// executable's). Two of the NVIDIA driver's are the common figures too:
+// "Register Count", a thread's registers, and "Shared Memory Size", the
+// workgroup's shared memory (docs/runtime.md, "poot kernels", says how they
+// were checked against CUDA's; its "Local Memory Size" is not a thread's
+// local bytes, so it stays a statistic only).
+Expected<KernelStats> VulkanBackend::kernelStats(KernelId kernel) {
+  if (kernel < 0 || size_t(kernel) >= kernels_.size())
+    return makeError(ErrorKind::Io, {}, "vulkan: no kernel " + std::to_string(kernel));
+  if (!noStatistics_.empty()) {
+    Error e = makeError(ErrorKind::Capability, {},
+                        "vulkan device '" + info_.name + "' does not report kernel statistics: its driver (" +
+                            info_.driver + ") " + noStatistics_);
+    e.capability = "KernelStats";
+    return e;
+  }
+  VkPipelineInfoKHR pipeline{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pipeline.pipeline = kernels_[size_t(kernel)].pipeline;
+  uint32_t n = 0;
+  if (VkResult r = f_.vkGetPipelineExecutablePropertiesKHR(device_, &pipeline, &n, nullptr); r != VK_SUCCESS)
+    return failed("vkGetPipelineExecutablePropertiesKHR", r);
+  std::vector<VkPipelineExecutablePropertiesKHR> executables(
+      n, VkPipelineExecutablePropertiesKHR{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR});
+  if (VkResult r = f_.vkGetPipelineExecutablePropertiesKHR(device_, &pipeline, &n, executables.data());
+      r != VK_SUCCESS)
+    return failed("vkGetPipelineExecutablePropertiesKHR", r);
+  KernelStats stats;
+  for (uint32_t i = 0; i < n; ++i) {
+    VkPipelineExecutableInfoKHR executable{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    executable.pipeline = pipeline.pipeline;
+    executable.executableIndex = i;
+    uint32_t m = 0;
+    if (VkResult r = f_.vkGetPipelineExecutableStatisticsKHR(device_, &executable, &m, nullptr); r != VK_SUCCESS)
+      return failed("vkGetPipelineExecutableStatisticsKHR", r);
+    std::vector<VkPipelineExecutableStatisticKHR> list(
+        m, VkPipelineExecutableStatisticKHR{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (VkResult r = f_.vkGetPipelineExecutableStatisticsKHR(device_, &executable, &m, list.data()); r != VK_SUCCESS)
+      return failed("vkGetPipelineExecutableStatisticsKHR", r);
+    std::string prefix = n > 1 ? std::string(executables[i].name) + ": " : "";
+    for (const VkPipelineExecutableStatisticKHR& s : list) {
+      stats.driver.emplace_back(prefix + s.name, statisticValue(s));
+      const std::string& name = stats.driver.back().first;
+      bool integer = s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR ||
+                     s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR;
+      int64_t value =
+          s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR ? s.value.i64 : int64_t(s.value.u64);
+      if (integer && name == "Register Count") stats.registers = value;
+      if (integer && name == "Shared Memory Size") stats.workgroupMemoryBytes = value;
+    }
+  }
+  return stats;
 }
 
 Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& dispatches) {
