@@ -43,7 +43,6 @@ Expected<std::vector<kir::Kernel>> generateKir(const Plan& p, const DeviceProfil
     if (f) grid = {f->grid[0], f->grid[1], f->grid[2]};
     auto kernel = generateKernel(GenInput{k.request, d, k.entry, grid});
     if (!kernel) return inKernel(p, f, k, kernel.error());
-    kernel->oneWave = grid[0] * grid[1] * grid[2] <= d.compute_units;
     if (auto s = kir::verify(*kernel); !s) return inKernel(p, f, k, s.error());
     // The plan records the schedule's workgroup memory, which the runtime
     // checks against the device and a CUDA launch passes on: it must be

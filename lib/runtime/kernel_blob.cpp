@@ -117,11 +117,9 @@ std::vector<std::string_view> ptxTokens(std::string_view text) {
 
 // Whether the entry whose body follows token `from` runs griddepcontrol.wait
 // before any instruction that touches memory (but the kernel's parameters,
-// which no kernel writes, and bulk L2 prefetches, which load nothing and
-// which the coherent L2 keeps current), synchronizes or branches (but the
-// release of its own dependents): statements are read in order (a label or
-// a predicate before the opcode is skipped, directives are not
-// instructions) up to the first of those.
+// which no kernel writes), synchronizes or branches: statements are read in
+// order (a label or a predicate before the opcode is skipped, directives are
+// not instructions) up to the first of those.
 bool waitsFirst(const std::vector<std::string_view>& t, size_t from) {
   size_t i = from;
   while (i < t.size() && t[i] != "{") ++i;
@@ -131,9 +129,7 @@ bool waitsFirst(const std::vector<std::string_view>& t, size_t from) {
     if (op >= t.size()) break;
     std::string_view name = t[op];
     if (name == "griddepcontrol.wait") return true;
-    bool harmless = name.substr(0, 9) == "ld.param." || name.substr(0, 26) == "cp.async.bulk.prefetch.L2." ||
-                    name == "griddepcontrol.launch_dependents";
-    if (name.front() != '.' && !harmless) {
+    if (name.front() != '.' && name.substr(0, 9) != "ld.param.") {
       for (std::string_view stop : {"ld", "st", "atom", "red", "cp", "bar", "membar", "fence", "bra", "ret", "exit",
                                     "call", "griddepcontrol"})
         if (name == stop || name.substr(0, stop.size() + 1) == std::string(stop) + ".") return false;

@@ -186,10 +186,6 @@ TEST_CASE("kernel blob: a PTX kernel waits for the previous ones only if griddep
   CHECK(!waits("@%p1 bra $L__BB0_2;\ngriddepcontrol.wait;\nret;"));
   CHECK(!waits("bar.sync 0;\ngriddepcontrol.wait;\nret;"));
   CHECK(!waits("griddepcontrol.launch_dependents;\nret;"));
-  // Releasing its dependents and prefetching into L2 may come first.
-  CHECK(waits("griddepcontrol.launch_dependents;\n@%p1 cp.async.bulk.prefetch.L2.global [%rd2], %r3;\n"
-              "griddepcontrol.wait;\nret;"));
-  CHECK(!waits("cp.async.bulk.shared::cluster.global [%r1], [%rd2], %r3;\ngriddepcontrol.wait;\nret;"));
   CHECK(!waits("ret;"));
   // A wait named only in a comment is none.
   CHECK(!waits("// griddepcontrol.wait;\nret;"));

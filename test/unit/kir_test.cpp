@@ -525,31 +525,6 @@ TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
               std::string::npos);
       }
   }
-  SUBCASE("a prefetch changes nothing, and its range must lie in the buffer unless it is empty") {
-    // Thread t asks for elements [2t, 2t + 3) of x's 10 (or for nothing
-    // past the first four, with a count of 0 or -1), then copies element t.
-    for (int64_t threads : {4, 5}) {
-      Builder bl("prefetch", threads, 1);
-      int32_t in = bl.buffer("x", DType::F32, 10, false), out = bl.buffer("y", DType::F32, threads, true);
-      V t = bl.local();
-      V count = bl.select(bl.lt(t, bl.i32(4)), bl.i32(3), bl.sub(bl.i32(3), t));
-      bl.prefetch(in, bl.mul(t, bl.i32(2)), count);
-      bl.store(out, t, bl.load(in, t));
-      std::vector<uint8_t> x = toBytes(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), y(size_t(threads) * 4);
-      auto s = interpret(bl.finish(), 1, {&x, &y});
-      REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
-      for (int64_t i = 0; i < threads; ++i) CHECK(at<float>(y, size_t(i)) == float(i + 1));
-    }
-    Builder bl("prefetch_oob", 4, 1);
-    int32_t in = bl.buffer("x", DType::F32, 10, false), out = bl.buffer("y", DType::F32, 4, true);
-    bl.prefetch(in, bl.mul(bl.local(), bl.i32(3)), bl.i32(2));
-    bl.store(out, bl.local(), bl.f32(0));
-    std::vector<uint8_t> x(40), y(16);
-    std::string e = errorOf(interpret(bl.finish(), 1, {&x, &y}));
-    CAPTURE(e);
-    CHECK(e.find("(prefetch): elements [9, 11) are not in [0, 10) of buffer 0 (x) in workgroup (0, 0) thread 3") !=
-          std::string::npos);
-  }
   SUBCASE("a load past the buffer's elements names the kernel, the instruction and the index") {
     Builder bl("oob_load", 8, 1);
     int32_t in = bl.buffer("x", DType::F32, 10, false), out = bl.buffer("y", DType::F32, 16, true);
@@ -661,26 +636,6 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
     int32_t tile = ok.shared("tile", Scalar::F32, 16);
     ok.sharedLoadVec(tile, ok.i32(0), 2);
     CHECK(bool(verify(ok.finish())));
-  }
-  SUBCASE("a prefetch of a float count, of no buffer, or used as a value") {
-    auto kernel = [](Scalar countType, int32_t buffer, bool read) {
-      Builder bl("pf", 1, 1);
-      bl.buffer("x", DType::F32, 16, false);
-      Kernel k = bl.finish();
-      k.insts.push_back(Inst{Opc::Const, Scalar::I32});
-      k.insts.push_back(Inst{Opc::Const, countType});
-      k.insts.push_back(Inst{Opc::Prefetch, Scalar::I32, {0, 1}, buffer});
-      k.body.items = {0, 1, 2};
-      if (read) {
-        k.insts.push_back(Inst{Opc::Add, Scalar::I32, {2, 0}});
-        k.body.items.push_back(3);
-      }
-      return k;
-    };
-    CHECK(bool(verify(kernel(Scalar::I32, 0, false))));
-    CHECK(errorOf(verify(kernel(Scalar::F32, 0, false))) == "kernel pf: %2 (prefetch): count %1 (f32) is not i32");
-    CHECK(errorOf(verify(kernel(Scalar::I32, 1, false))) == "kernel pf: %2 (prefetch): buffer 1 out of range (1)");
-    CHECK(errorOf(verify(kernel(Scalar::I32, 0, true))) == "kernel pf: %3 (add): operand %2 is a statement");
   }
   SUBCASE("an fma of integers") {
     Builder bl("ifma", 1, 1);

@@ -83,17 +83,11 @@ std::vector<Product> productsOf(const KernelRequest& r) {
 // once for the product the workgroup serves (workgroup-uniform, so it may
 // hold barriers; a group's body is written out once for each product, each
 // with its own buffers), none past the last block.
-// The first block of each product, and past them the block count.
-std::vector<int64_t> blockStarts(const std::vector<Product>& ps, int64_t rowBlock, int64_t colBlock) {
+void perWorkgroup(Builder& b, const std::vector<Product>& ps, int64_t rowBlock, int64_t colBlock, int64_t splits,
+                  const std::function<void(size_t p, V bi, V r0, V c0, V split)>& body) {
   std::vector<int64_t> start = {0};
   for (const Product& p : ps)
     start.push_back(start.back() + p.batches * ceilDiv(p.m, rowBlock) * ceilDiv(p.n, colBlock));
-  return start;
-}
-
-void perWorkgroup(Builder& b, const std::vector<Product>& ps, int64_t rowBlock, int64_t colBlock, int64_t splits,
-                  const std::function<void(size_t p, V bi, V r0, V c0, V split)>& body) {
-  std::vector<int64_t> start = blockStarts(ps, rowBlock, colBlock);
   int64_t blocks = start.back();
   V wid = b.workgroupId();
   b.ifThen(b.lt(wid, b.i32(blocks * splits)), [&] {
@@ -111,28 +105,6 @@ void perWorkgroup(Builder& b, const std::vector<Product>& ps, int64_t rowBlock, 
       else b.ifThen(b.binary(Opc::And, b.ge(block, b.i32(start[i])), b.lt(block, b.i32(start[i + 1]))), serve);
     }
   });
-}
-
-// A Prefetch (kir.h) of the rows of b the workgroup's column block reads,
-// for each product whose b is one transposed matrix (a weight: its block's
-// columns are consecutive rows of b, one contiguous range), as the kernel's
-// first statements: on a target with dependent launches they go out before
-// the kernel waits for the one before it, so the weights stream in while
-// that one (a norm, the attention's combine) still runs. The workgroup's
-// own product prefetches; the others ask for nothing.
-void prefetchWeights(Builder& b, const std::vector<Product>& ps, const std::vector<int32_t>& bufs, int64_t rowBlock,
-                     int64_t colBlock) {
-  std::vector<int64_t> start = blockStarts(ps, rowBlock, colBlock);
-  V wid = b.workgroupId();
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const Product& p = ps[i];
-    if (!p.transposed || !p.bb.empty()) continue;
-    V local = b.sub(wid, b.i32(start[i]));
-    V c0 = b.mul(remBy(b, local, ceilDiv(p.n, colBlock)), b.i32(colBlock));
-    V rows = b.sub(b.min(b.add(c0, b.i32(colBlock)), b.i32(p.n)), c0);
-    V mine = b.binary(Opc::And, b.ge(wid, b.i32(start[i])), b.lt(wid, b.i32(start[i + 1])));
-    b.prefetch(bufs[i], b.mul(c0, b.i32(p.k)), b.select(mine, b.mul(rows, b.i32(p.k)), b.i32(0)));
-  }
 }
 
 // acc + x * y: one fused multiply-add for f32 (within the bound of
@@ -175,7 +147,6 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
   Scalar t = valueScalar(r.results[0].dtype);
   int64_t outs = TM * TN, stride = T + 1;  // a partial row, padded against bank conflicts
   int32_t part = G > 1 ? b.shared("partials", t, outs * stride) : -1;
-  prefetchWeights(b, ps, std::vector<int32_t>(f->in.begin() + 1, f->in.end()), TM, CG * TN);
   perWorkgroup(b, ps, TM, CG * TN, 1, [&](size_t pi, V bi, V r0, V c0, V) {
     const Product& p = ps[pi];
     int32_t bBuf = f->in[1 + pi], oBuf = f->out[pi];

@@ -283,10 +283,6 @@ void Builder::ifElse(V cond, const std::function<void()>& then, const std::funct
 
 void Builder::barrier() { emit(Inst{Opc::Barrier}); }
 
-void Builder::prefetch(int32_t buffer, V index, V count) {
-  emit(Inst{Opc::Prefetch, Scalar::I32, {index, count}, buffer});
-}
-
 Kernel Builder::finish() {
   assert(open_.empty());
   return std::move(k_);

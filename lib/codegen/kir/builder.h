@@ -104,9 +104,6 @@ class Builder {
   void ifThen(V cond, const std::function<void()>& then);
   void ifElse(V cond, const std::function<void()>& then, const std::function<void()>& orelse);
   void barrier();
-  // A hint that elements [index, index + count) of `buffer` will be read
-  // (kir.h, Prefetch); count <= 0 asks for nothing.
-  void prefetch(int32_t buffer, V index, V count);
 
   Scalar typeOf(V v) const { return k_.insts[size_t(v)].type; }
   const Kernel& kernel() const { return k_; }

@@ -337,22 +337,6 @@ class Machine {
     return true;
   }
 
-  // A Prefetch changes nothing; its range (when not empty) must lie in the
-  // buffer, as the emitters may read it so.
-  bool prefetch(const uint8_t* m, V v, const Inst& in) {
-    const Buffer& b = k_.buffers[size_t(in.ref)];
-    int64_t have = std::min(b.elems, int64_t(bufs_[size_t(in.ref)]->size()) / elemBytes(b.elem));
-    const uint64_t *idx = lanes(in.args[0]), *cnt = lanes(in.args[1]);
-    for (size_t t = 0; t < w_; ++t) {
-      int64_t i = get<int32_t>(idx[t]), n = get<int32_t>(cnt[t]);
-      if (m[t] && n > 0 && (i < 0 || i + n > have))
-        return fail(v, int64_t(t),
-                    "elements [" + std::to_string(i) + ", " + std::to_string(i + n) + ") are not in [0, " +
-                        std::to_string(have) + ") of buffer " + std::to_string(in.ref) + " (" + b.name + ")");
-    }
-    return true;
-  }
-
   bool store(const uint8_t* m, V v, const Inst& in) {
     const Buffer& b = k_.buffers[size_t(in.ref)];
     std::vector<uint8_t>& bytes = *bufs_[size_t(in.ref)];
@@ -507,9 +491,6 @@ class Machine {
           break;
         case Opc::Store:
           if (!store(m, v, in)) return false;
-          break;
-        case Opc::Prefetch:
-          if (!prefetch(m, v, in)) return false;
           break;
         case Opc::SharedLoad:
         case Opc::SharedStore:

@@ -58,13 +58,6 @@
 //    writer) issues the imm scalar loads where the SharedLoadVec stands.
 //    SharedStoreVec is its store: imm (2 or 4) values into consecutive words
 //    from `index`, under the same alignment rules.
-//  - Prefetch(index, count) says elements [index, index + count) of
-//    buffers[ref] will be read soon (nothing when count <= 0; the range lies
-//    inside the buffer). It has no effect on any value: a target may start
-//    moving those bytes toward the device's cache (the PTX writer, on sm_90,
-//    with a bulk L2 prefetch, before the kernel waits for the ones launched
-//    before it: the cache is coherent, so bytes fetched early are never
-//    stale), and any other may drop it.
 #pragma once
 
 #include <cstdint>
@@ -107,7 +100,6 @@ enum class Opc : uint8_t {
   For,                            // (lo, hi), step imm > 0; body; its id is i (i32)
   If,                             // (cond); body, orelse
   Barrier,
-  Prefetch,                       // (index, count) elements of buffers[ref]: a hint, no effect
 };
 
 const char* opcName(Opc o);
@@ -145,12 +137,6 @@ struct Kernel {
   std::string entry;
   int64_t workgroupSize = 1;  // threads, in x
   int64_t gridX = 1;          // the dispatch's workgroups in x (the grid fold)
-  // Every workgroup of the dispatch runs at once (no more of them than the
-  // device has compute units): a target with dependent launches may let the
-  // kernels after it start as soon as all of them have started (they wait
-  // for this one to finish before they touch memory), so their launch and
-  // their prefetches overlap it.
-  bool oneWave = false;
   std::vector<Buffer> buffers;
   std::vector<Shared> shared;
   std::vector<Scalar> vars;

@@ -29,8 +29,7 @@ class Printer {
 
   std::string run() {
     out_ = "kernel " + k_.entry + " workgroup=" + std::to_string(k_.workgroupSize) +
-           " grid_x=" + std::to_string(k_.gridX) + " shared_bytes=" + std::to_string(k_.sharedBytes()) +
-           (k_.oneWave ? " one_wave" : "") + "\n";
+           " grid_x=" + std::to_string(k_.gridX) + " shared_bytes=" + std::to_string(k_.sharedBytes()) + "\n";
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const Buffer& b = k_.buffers[i];
       out_ += "  buffer " + std::to_string(i) + " " + b.name + " " + elemName(b.elem) + "[" + std::to_string(b.elems) +
@@ -89,7 +88,6 @@ class Printer {
                std::to_string(in.imm) + " {";
       case Opc::If: return "if " + args(in, 0) + " {";
       case Opc::Barrier: return "barrier";
-      case Opc::Prefetch: return "prefetch b" + std::to_string(in.ref) + ref + ", " + args(in, 1);
       default: {
         std::string a = args(in, 0);
         return def + opcName(in.op) + (a.empty() ? "" : " " + a) + typed;

@@ -19,7 +19,7 @@ namespace {
 
 bool isStatement(Opc op) {
   return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::SetVar || op == Opc::If ||
-         op == Opc::Barrier || op == Opc::Prefetch;
+         op == Opc::Barrier;
 }
 
 bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec; }
@@ -201,9 +201,6 @@ class Verifier {
         return fail(v, "step " + std::to_string(in.imm) + " is not positive");
       case Opc::If: return arity(v, in, 1) && want(v, in, 0, Scalar::Bool, "condition");
       case Opc::Barrier: return arity(v, in, 0);
-      case Opc::Prefetch:
-        return arity(v, in, 2) && ref(v, in, k_.buffers.size(), "buffer") && want(v, in, 0, Scalar::I32, "index") &&
-               want(v, in, 1, Scalar::I32, "count");
     }
     return fail(v, "unknown opcode");
   }

@@ -7,24 +7,16 @@
 // for the kernels launched before it (below) are the only target-specific
 // parts besides the math (math.h).
 //
-// That wait is `griddepcontrol.wait`: it returns once every kernel the
-// launch depends on has finished and its writes are visible, and before it
-// the kernel touches no memory (an inline asm with side effects and a
-// memory clobber, so nothing is moved above it). It stands before the first
-// item of the body that may touch memory or branch; only arithmetic and the
-// body's leading Prefetch hints (kir.h) come first, each a bulk L2 prefetch
-// (`cp.async.bulk.prefetch.L2`, predicated off for an empty range) whose
-// bytes the coherent L2 keeps current. A kernel launched the ordinary way is
-// already ordered after its stream's earlier kernels and finds nothing to
-// wait for; one launched as a programmatic dependent launch (the CUDA
-// backend does so for such kernels, runtime/kernel_blob.h) may be started
-// while the kernel before it is still running, so the launch, the block
-// scheduling and the prefetches overlap it instead of following it. When
-// that one is a single wave (kir::Kernel::oneWave) it releases its
-// dependents as it starts (`griddepcontrol.launch_dependents`, the entry's
-// first instruction); any other releases them as it ends, as it always did
-// (releasing a grid of several waves early let the dependents take the
-// units its later workgroups needed: bench/model/NOTES.md, session 9).
+// That wait is `griddepcontrol.wait`, the first instruction of the entry
+// block: it returns once every kernel the launch depends on has finished
+// and its writes are visible, and before it the kernel touches no memory
+// (an inline asm with side effects and a memory clobber, so nothing is
+// moved above it). A kernel launched the ordinary way is already ordered
+// after its stream's earlier kernels and finds nothing to wait for; one
+// launched as a programmatic dependent launch (the CUDA backend does so for
+// such kernels, runtime/kernel_blob.h) may be started while the kernel
+// before it is still draining, so the launch and the block scheduling
+// overlap its tail instead of following it.
 #include "codegen/llvm/module.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -74,8 +66,6 @@ class Writer {
   void store(const kir::Inst& in, Value* index, Value* value);
   Value* sharedAt(int32_t array, Value* index);
   void barrier();
-  void prefetch(const kir::Inst& in, Value* index, Value* count);
-  void asmStatement(const char* text);
   Status loop(kir::V v);
   Status branch(kir::V v);
   Error unsupported(kir::V v);
@@ -178,56 +168,14 @@ Status Writer::write() {
   unsigned allocaSpace = m_.getDataLayout().getAllocaAddrSpace();
   for (size_t i = 0; i < k_.vars.size(); ++i)
     vars_.push_back(b_.CreateAlloca(type(k_.vars[i]), allocaSpace, nullptr, "var" + std::to_string(i)));
-  if (waitForPrevious_ && k_.oneWave) asmStatement("griddepcontrol.launch_dependents;");
-  // The body's leading arithmetic and prefetches, then the wait, then the
-  // rest.
-  auto beforeWait = [&](kir::V v) {
-    switch (k_.insts[size_t(v)].op) {
-      case Opc::Load: case Opc::LoadVec: case Opc::Lane: case Opc::Store: case Opc::SharedLoad:
-      case Opc::SharedLoadVec: case Opc::SharedStore: case Opc::SharedStoreVec: case Opc::GetVar:
-      case Opc::SetVar: case Opc::For: case Opc::If: case Opc::Barrier:
-        return false;
-      default: return true;
-    }
-  };
-  size_t lead = 0;
-  const std::vector<kir::V>& items = k_.body.items;
-  for (; lead < items.size() && beforeWait(items[lead]); ++lead)
-    if (auto s = inst(items[lead]); !s) return s;
-  if (waitForPrevious_) asmStatement("griddepcontrol.wait;");
-  for (size_t i = lead; i < items.size(); ++i)
-    if (auto s = inst(items[i]); !s) return s;
+  if (waitForPrevious_) {
+    auto* wait = llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), false), "griddepcontrol.wait;",
+                                      "~{memory}", /*hasSideEffects=*/true);
+    b_.CreateCall(wait);
+  }
+  if (auto s = block(k_.body); !s) return s;
   b_.CreateRetVoid();
   return ok();
-}
-
-// An inline asm statement with side effects and a memory clobber: nothing
-// is moved across it, nor it across another.
-void Writer::asmStatement(const char* text) {
-  b_.CreateCall(llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), false), text, "~{memory}",
-                                     /*hasSideEffects=*/true));
-}
-
-// The bytes of elements [index, index + count) with both ends rounded down
-// to 16 bytes (the instruction's alignment; every buffer starts 16-byte
-// aligned, so the range stays in the buffer), at most 2^31 - 16 of them, as
-// one bulk L2 prefetch, predicated off when that leaves nothing. Only on
-// sm_90 and newer (the same condition as the wait); elsewhere nothing.
-void Writer::prefetch(const kir::Inst& in, Value* index, Value* count) {
-  if (!waitForPrevious_) return;
-  llvm::Type* i64 = b_.getInt64Ty();
-  Value* eb = b_.getInt64(uint64_t(kir::elemBytes(k_.buffers[size_t(in.ref)].elem)));
-  Value* base = b_.CreatePtrToInt(fn_->getArg(unsigned(in.ref)), i64);
-  Value* first = b_.CreateAdd(base, b_.CreateMul(b_.CreateSExt(index, i64), eb));
-  Value* end = b_.CreateAdd(first, b_.CreateMul(b_.CreateSExt(count, i64), eb));
-  Value* mask = b_.getInt64(~uint64_t(15));
-  Value *lo = b_.CreateAnd(first, mask), *hi = b_.CreateAnd(end, mask);
-  Value* some = b_.CreateICmpSGT(hi, lo);
-  Value* bytes = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(hi, lo), b_.getInt64((1ull << 31) - 16));
-  auto* ty = llvm::FunctionType::get(b_.getVoidTy(), {i64, b_.getInt32Ty(), b_.getInt1Ty()}, false);
-  b_.CreateCall(llvm::InlineAsm::get(ty, "@$2 cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,b,~{memory}",
-                                     /*hasSideEffects=*/true),
-                {lo, b_.CreateTrunc(bytes, b_.getInt32Ty()), some});
 }
 
 Status Writer::block(const kir::Block& blk) {
@@ -318,7 +266,6 @@ Status Writer::inst(kir::V v) {
     case Opc::For: return loop(v);
     case Opc::If: return branch(v);
     case Opc::Barrier: barrier(); break;
-    case Opc::Prefetch: prefetch(in, arg(0), arg(1)); break;
     default: {  // the binary operations
       auto x = binary(v, arg(0), arg(1));
       if (!x) return x.error();

@@ -306,7 +306,6 @@ void Emitter::inst(kir::V v) {
           {m_.constant(u32(), SpvScopeWorkgroup), m_.constant(u32(), SpvScopeWorkgroup),
            m_.constant(u32(), SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask)});
       return;
-    case Opc::Prefetch: return;  // a hint; SPIR-V has no instruction for it
     case Opc::Select:
       r = op(SpvOpSelect, scalar(in.type), {val(in.args[0]), val(in.args[1]), val(in.args[2])});
       return;
