@@ -6,8 +6,9 @@
 # each plan with `poot run --backend cuda --iterations ATTN_ITERS` (default
 # 50) on those operands (--input, and --slot for the paged read map): the
 # median device time of the step (CUDA events around its launches); for
-# NAME.vk.plan the same through Vulkan on the NVIDIA driver (host step time,
-# as the NOTES' Vulkan figures were taken), the .deb files of the repository's .gl
+# NAME.vk.plan the same through Vulkan on the NVIDIA driver (its timestamps
+# around the command buffer; the NOTES' tables before session 11 took
+# Vulkan's host step time instead), the .deb files of the repository's .gl
 # folder unpacked into / for the loader (run as root; without .gl the Vulkan
 # runs are skipped). Last, torch_bench.py report: the table, also written to
 # $OUT/attention.csv when OUT is set (with every poot run's output in
@@ -63,11 +64,7 @@ while IFS=$'\t' read -r name _ _ _ _ _ _ _ _ _ _; do
     "$dir/poot" run "$plan" --backend "$backend" "${args[@]}" --iterations "$iters" --output-dir "$out" \
       >"$data/run.txt" 2>&1 </dev/null || rc=$?
     { echo "== $name $backend (exit $rc)"; cat "$data/run.txt"; } >>"$log"
-    if [ "$backend" = cuda ]; then
-      ms=$(sed -n 's/^median device time: \([0-9.]*\) ms.*$/\1/p' "$data/run.txt")
-    else
-      ms=$(sed -n 's/^median step time: \([0-9.]*\) ms.*$/\1/p' "$data/run.txt")
-    fi
+    ms=$(sed -n 's/^median device time: \([0-9.]*\) ms.*$/\1/p' "$data/run.txt")
     [ "$rc" -eq 0 ] || { echo "$name $backend: exit $rc"; tail -n 3 "$data/run.txt"; }
     echo "$name $backend: ${ms:-no time} ms"
     printf '%s\t%s\t%s\n' "$name" "$backend" "${ms:--}" >>"$data/poot.tsv"
