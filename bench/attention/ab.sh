@@ -20,16 +20,9 @@ chmod +x "$poot"
 mkdir -p "$data"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 "$here/torch_bench.py" prepare "$1" "$data"
+. "$here/operands.sh"
 while IFS=$'\t' read -r name _; do
-  args=()
-  for f in "$data/$name"/*.npy; do
-    n=$(basename "$f" .npy)
-    case $n in
-      ref | out) ;;
-      read) args+=(--slot "read=$f") ;;
-      *) args+=(--input "$n=$f") ;;
-    esac
-  done
+  operand_args "$data/$name"
   for round in 1 2; do
     for dir in "$@"; do
       out=$data/$name/ab

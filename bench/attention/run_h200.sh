@@ -20,6 +20,7 @@ if [ $# -ne 1 ]; then
 fi
 dir=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/operands.sh"
 root=$(cd "$here/../.." && pwd)
 data=${DATA_DIR:-/tmp/attention-data}
 iters=${ATTN_ITERS:-50}
@@ -44,15 +45,7 @@ fi
 
 : >"$data/poot.tsv"
 while IFS=$'\t' read -r name _ _ _ _ _ _ _ _ _ _; do
-  args=()
-  for f in "$data/$name"/*.npy; do
-    n=$(basename "$f" .npy)
-    case $n in
-      ref | out) ;;
-      read) args+=(--slot "read=$f") ;;
-      *) args+=(--input "$n=$f") ;;
-    esac
-  done
+  operand_args "$data/$name"
   for backend in cuda vulkan; do
     plan=$dir/$name.plan out=$data/$name
     if [ "$backend" = vulkan ]; then
