@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Here: writes the attention benchmark graphs (one Attention eqn each, f32)
 # and compiles each for targets/nvidia-h200.yaml (PTX) into OUT_DIR/NAME.plan
-# and, for the cases marked vk, for targets/nvidia-h200-vulkan.yaml (SPIR-V)
-# into OUT_DIR/NAME.vk.plan. Beside them: cases.tsv (one line a case: name,
-# form, B, Hq, Hkv, Lq, Lk, Dk, Dv, shared key width, vk), each plan's
-# schedule line (NAME.schedule.txt, from --remarks) and a copy of the poot
-# binary, for run_h200.sh on the GPU host.
+# and, for the cases marked vk (all of them here), for
+# targets/nvidia-h200-vulkan.yaml (SPIR-V) into OUT_DIR/NAME.vk.plan. Beside
+# them: cases.tsv (one line a case: name, form, B, Hq, Hkv, Lq, Lk, Dk, Dv,
+# shared key width, vk, window), each plan's schedule line
+# (NAME.schedule.txt, from --remarks) and a copy of the poot binary, for
+# run_h200.sh on the GPU host.
 #
 # Forms: dense (q [B,Hq,1,Dk], k [B,Hkv,Lk,Dk], v [B,Hkv,Lk,Dv]); mla (the
 # key split as DeepSeek-V2-Lite's: k [B,H,Lk,Dk-Ds] plus k_shared
 # [B,1,Lk,Ds]); paged (k and v pools of B*Lk slots, read [B,Lk]); live
 # (dense with len [B]); causal (a prefill of Lq = Lk rows under mask=causal,
 # the query positions qpos [B, Lq] = 0 .. Lq - 1, as the attention rewrite
-# forms a traced prefill).
+# forms a traced prefill); window (causal with a sliding window of WINDOW
+# keys, as Mistral's).
 # Usage: bench/attention/make_plans.sh BUILD OUT_DIR
 set -euo pipefail
 if [ $# -ne 2 ]; then
@@ -28,9 +30,9 @@ pootc=$build/tools/pootc/pootc
 
 dims() { local IFS=,; echo "[$*]"; }
 
-# case NAME FORM B HQ HKV LQ LK DK DV DS VK
+# case NAME FORM B HQ HKV LQ LK DK DV DS VK [WINDOW]
 case_() {
-  local name=$1 form=$2 B=$3 Hq=$4 Hkv=$5 Lq=$6 Lk=$7 Dk=$8 Dv=$9 Ds=${10} vk=${11}
+  local name=$1 form=$2 B=$3 Hq=$4 Hkv=$5 Lq=$6 Lk=$7 Dk=$8 Dv=$9 Ds=${10} vk=${11} window=${12:-0}
   local nrep=$((Hq / Hkv)) key=dense mask=none bound=capacity ops="%q, %k" g=$out/$name.pg
   local scale
   scale=$(awk -v d="$Dk" 'BEGIN { printf "%.17g", 1 / sqrt(d) }')
@@ -55,10 +57,11 @@ case_() {
     esac
     ops+=", %v"
     [ "$form" = paged ] && ops+=", %read"
-    if [ "$form" = causal ]; then
+    if [ "$form" = causal ] || [ "$form" = window ]; then
       echo "input %qpos : i32$(dims "$B" "$Lq")"
       ops+=", %qpos"
       mask=causal
+      [ "$form" = window ] && mask+=", window=$window"
     fi
     if [ "$form" = live ]; then
       echo "input %len : i32$(dims "$B")"
@@ -68,8 +71,8 @@ case_() {
     echo "%out = Attention($ops) {scale=$scale, n_rep=$nrep, key=$key, mask=$mask, bound=$bound} : f32$(dims "$B" "$Hq" "$Lq" "$Dv")"
     echo "output %out"
   } >"$g"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$form" "$B" "$Hq" "$Hkv" "$Lq" "$Lk" "$Dk" "$Dv" "$Ds" "$vk" \
-    >>"$out/cases.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$form" "$B" "$Hq" "$Hkv" "$Lq" "$Lk" "$Dk" "$Dv" "$Ds" "$vk" \
+    "$window" >>"$out/cases.tsv"
   "$pootc" compile "$g" --device targets/nvidia-h200.yaml -o "$out/$name.plan" --remarks 2>&1 </dev/null |
     sed -n 's/^.*remark: \[planner\] %out: //p' >"$out/$name.schedule.txt"
   echo "$name: $(cut -c1-150 "$out/$name.schedule.txt" | head -n 1)"
@@ -82,26 +85,26 @@ case_() {
 for B in 1 8 32; do
   for L in 1024 4096 16384 65536; do
     [ "$B" = 32 ] && [ "$L" = 65536 ] && continue  # 17 GB of K/V: see NOTES.md
-    vk=-
-    case $B-$L in 1-16384 | 8-16384 | 1-65536) vk=vk ;; esac
-    case_ "d128-b$B-l$L" dense "$B" 32 8 1 "$L" 128 128 0 "$vk"
+    case_ "d128-b$B-l$L" dense "$B" 32 8 1 "$L" 128 128 0 vk
   done
 done
 # Other head widths at B = 1, 16k keys: 64 (32 over 8 heads), 256 (Gemma-2's
 # 16 over 8) and 512 (8 over 1).
-case_ d64-b1-l16384 dense 1 32 8 1 16384 64 64 0 -
-case_ d256-b1-l16384 dense 1 16 8 1 16384 256 256 0 -
-case_ d512-b1-l16384 dense 1 8 1 1 16384 512 512 0 -
+case_ d64-b1-l16384 dense 1 32 8 1 16384 64 64 0 vk
+case_ d256-b1-l16384 dense 1 16 8 1 16384 256 256 0 vk
+case_ d512-b1-l16384 dense 1 8 1 1 16384 512 512 0 vk
 # DeepSeek-V2-Lite's multi-head latent attention as traced: 16 heads, keys
 # of 128 + 64 shared, values of 128.
-case_ mla-b1-l16384 mla 1 16 16 1 16384 192 128 64 -
+case_ mla-b1-l16384 mla 1 16 16 1 16384 192 128 64 vk
 # The paged and live forms of the Llama shape at B = 8, 16k keys (live: the
 # lengths are drawn in [L/2, L]).
-case_ paged-b8-l16384 paged 8 32 8 1 16384 128 128 0 -
-case_ live-b8-l16384 live 8 32 8 1 16384 128 128 0 -
+case_ paged-b8-l16384 paged 8 32 8 1 16384 128 128 0 vk
+case_ live-b8-l16384 live 8 32 8 1 16384 128 128 0 vk
 # Causal prefill, GQA 4, D 128.
 for L in 512 2048 8192; do
-  case_ "causal-l$L" causal 1 32 8 "$L" "$L" 128 128 0 -
+  case_ "causal-l$L" causal 1 32 8 "$L" "$L" 128 128 0 vk
 done
+# Sliding-window prefill: Mistral-7B's heads (the Llama ones) and window.
+case_ window-l8192-w4096 window 1 32 8 8192 8192 128 128 0 vk 4096
 install -s "$build/tools/poot/poot" "$out/poot"  # stripped: 1.4 MB instead of 33 to carry
 strip "$out/poot" 2>/dev/null || true

@@ -5,7 +5,8 @@
 (make_plans.sh writes it) draws the operands on the GPU (torch.randn, seeded by
 the case's index; the paged read map a random permutation of the pool; live
 lengths in [Lk/2, Lk]; the causal prefill's query positions 0 .. Lq - 1, its
-reference mask 0 on and below the diagonal, -inf above), writes each as DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
+reference mask 0 on and below the diagonal, -inf above; a sliding window's
+also -inf at and past `window` keys below the diagonal), writes each as DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
 computes the reference output in float64, and times PyTorch on the same case:
 scaled_dot_product_attention in f32 with the math backend (enable_gqa) and the
 memory-efficient backend (K/V repeated to every query head beforehand), and in
@@ -17,10 +18,11 @@ DATA_DIR/torch.json.
 `torch_bench.py report PLAN_DIR DATA_DIR POOT_TSV [CSV]`: compares each poot
 output (DATA_DIR/NAME/out.npy, DATA_DIR/NAME/vk/out.npy) with the float64
 reference (max |poot - ref| / max |ref|), and prints one table: poot's median
-device time (CUDA events around the step's launches) or host step time
-(Vulkan), PyTorch's times, TB/s of the K/V bytes read and % of the copy
+device time (CUDA events around the step's launches; for Vulkan its
+timestamps around the command buffer), PyTorch's times, TB/s of the K/V bytes read and % of the copy
 ceiling for the decodes, TFLOP/s for the prefills (4 * Hq * D * L^2 / 2 for
-causal), and the schedule poot chose.
+causal, 4 * Hq * D times the band's pairs for a sliding window), and the
+schedule poot chose.
 """
 import csv
 import json
@@ -35,9 +37,9 @@ def cases(plan_dir):
     out = []
     with open(os.path.join(plan_dir, "cases.tsv")) as f:
         for line in f:
-            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk = line.rstrip("\n").split("\t")
+            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk, window = line.rstrip("\n").split("\t")
             out.append(dict(name=n, form=form, B=int(B), Hq=int(Hq), Hkv=int(Hkv), Lq=int(Lq), Lk=int(Lk),
-                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk"))
+                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk", window=int(window)))
     return out
 
 
@@ -90,8 +92,10 @@ def operands(c, seed):
     else:
         ops["k"], ops["v"] = rnd(B, Hkv, Lk, Dk), rnd(B, Hkv, Lk, Dv)
         k, v = ops["k"], ops["v"]
-    if c["form"] == "causal":
+    if c["form"] in ("causal", "window"):
         keep = torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).tril(Lk - Lq)
+        if c["form"] == "window":  # query i (at position Lk - Lq + i) sees key t when pos - t < window
+            keep &= torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).triu(Lk - Lq - c["window"] + 1)
         mask = torch.zeros(1, 1, Lq, Lk, device="cuda").masked_fill(~keep, -math.inf)
         ops["qpos"] = (torch.arange(Lq, device="cuda", dtype=torch.int32) + (Lk - Lq)).expand(B, Lq).contiguous()
     if c["form"] == "live":
@@ -187,6 +191,17 @@ def kv_bytes(c):
     return keys * width * 4
 
 
+def pairs(c):
+    """The (query, key) pairs a case's FLOPs count: L^2 / 2 for causal (as the
+    earlier tables), the band's exact count for a window (Lq = Lk)."""
+    if c["form"] == "causal":
+        return c["Lq"] * c["Lk"] / 2
+    if c["form"] == "window":
+        W, L = c["window"], c["Lq"]
+        return sum(min(i + 1, W) for i in range(L))
+    return c["Lq"] * c["Lk"]
+
+
 def report(plan_dir, data_dir, poot_tsv, csv_path=None):
     import numpy as np
 
@@ -206,7 +221,7 @@ def report(plan_dir, data_dir, poot_tsv, csv_path=None):
         if c["form"] == "live":
             lens = np.load(os.path.join(d, "len.npy"))
             bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * 4
-        flops = 4 * c["B"] * c["Hq"] * c["Dk"] * c["Lq"] * c["Lk"] / (2 if c["form"] == "causal" else 1)
+        flops = 4 * c["B"] * c["Hq"] * c["Dk"] * pairs(c)
         sched = open(os.path.join(plan_dir, c["name"] + ".schedule.txt")).read().split(":")[0].strip()
         t = tj["cases"][c["name"]]
         for backend, sub in (("cuda", ""), ("vulkan", "vk")):
