@@ -65,12 +65,12 @@ PrefillLayout prefillLayout(const Schedule& s, int64_t, int64_t dv) {
 
 int64_t prefillSharedWords(const Schedule& s, int64_t dk, int64_t dv) {
   PrefillLayout l = prefillLayout(s, dk, dv);
-  return ceilDiv(std::max(s.tileN * l.qStride, dk * l.kStride), 4) * 4;
+  return ceilDiv(std::max(s.tileN * (l.qStride + l.vStride), dk * l.kStride), 4) * 4;
 }
 
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
   PrefillLayout l = prefillLayout(s, dk, dv);
-  return dk * l.qStride + prefillSharedWords(s, dk, dv) + s.tileN * l.vStride + s.tileM * l.partStride + 1;
+  return dk * l.qStride + prefillSharedWords(s, dk, dv) + s.tileM * l.partStride + 1;
 }
 
 // The prefill tilings, largest first: rows x keys a workgroup, rows x keys a
@@ -78,7 +78,7 @@ int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
 struct PrefillTile {
   int64_t m, n, tm, tn;
 };
-constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 4}, {16, 16, 4, 4}};
+constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 2}, {16, 16, 4, 4}};
 
 AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
   for (const PrefillTile& t : kPrefillTiles) {

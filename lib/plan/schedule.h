@@ -91,9 +91,9 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 // in tiles of tileN staged in workgroup memory; each of its (tileM /
 // threadM) * (tileN / threadN) threads keeps a threadM x threadN block of
 // scores and threadM rows of the output in registers; `vector` elements a
-// load. choosePrefill takes the largest of the 64 x 64, 32 x 32 and 16 x 16
-// tiles (threadM = threadN = 4) that fits the device and holds n_rep rows,
-// or gives no schedule and says why.
+// load. choosePrefill takes the largest of the 64 x 64 (4 x 4 a thread),
+// 32 x 32 (4 x 2) and 16 x 16 (4 x 4) tiles that fits the device and holds
+// n_rep rows, or gives no schedule and says why.
 AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
 // The staged tiles' row strides in words (docs/codegen.md says why each):
 // q and the weights tileM + 4 (one row a key dim or a key), keys tileN + 1
@@ -103,10 +103,11 @@ struct PrefillLayout {
   int64_t qStride, kStride, vStride, partStride;
 };
 PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
-// The prefill kernel's workgroup memory in f32 words: the q tile, the key
-// tile and the weights in one array (prefillSharedWords: the larger,
-// rounded up to 4 words), the value tile, tileM row partials and one flag
-// word (each array a multiple of 4 words, the last but one).
+// The prefill kernel's workgroup memory in f32 words: the q tile, one array
+// for the key tile or else the weights and the value tile side by side
+// (prefillSharedWords: the larger, rounded up to 4 words), tileM row
+// partials and one flag word (each array a multiple of 4 words, the last
+// but one).
 int64_t prefillSharedWords(const Schedule& s, int64_t dk, int64_t dv);
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 

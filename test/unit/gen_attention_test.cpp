@@ -428,13 +428,13 @@ TEST_CASE("attention gen: prefill value columns in runs of 4, 2 and 1, on every 
   struct Shape {
     int64_t nrep, Dk, Dv;
   };
-  // On lavapipe's 32 x 32 tile (8 column threads), and the 64 x 64 tile
-  // (16) of a device with 128 KiB of workgroup memory on the KIR
-  // interpreter alone (lavapipe holds 32 KiB), two key tiles: value widths
-  // in runs of 4 (96 on 8 threads), of 2 (48 and 80 on 8 threads, 96 on 16) or one
-  // column at a time (17, 18; 48 and 80 on 16 threads), and odd key widths
-  // (the key tile last, at an odd offset).
-  for (Shape sh : {Shape{2, 40, 48}, Shape{1, 33, 17}, Shape{4, 34, 18}, Shape{2, 64, 80}, Shape{1, 32, 96}})
+  // On lavapipe's 32 x 32 tile, and the 64 x 64 tile of a device with 128
+  // KiB of workgroup memory on the KIR interpreter alone (lavapipe holds 32
+  // KiB), both of 16 column threads, two key tiles: value widths in runs of
+  // 4 (64), of 2 (96) or one column at a time (17, 18, 48, 80), and odd key
+  // widths (the key tile last, at an odd offset).
+  for (Shape sh : {Shape{2, 40, 48}, Shape{1, 33, 17}, Shape{4, 34, 18}, Shape{2, 64, 80}, Shape{1, 32, 96},
+                   Shape{2, 40, 64}})
     for (bool big : {false, true}) {
       Case c;
       c.B = 1, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = 8 / sh.nrep + 3, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = 70;

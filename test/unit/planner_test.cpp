@@ -210,11 +210,12 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
 TEST_CASE("plan: a prefill tiles its query rows and keys") {
   DeviceProfile h200 = target("nvidia-h200");
   // 64 rows (16 positions of 4 heads) against 64-key tiles: 256 threads of
-  // 4 x 4 scores; q and weights 64 x 68 each, values 64 x 128, row partials
-  // 64 x 20 and a flag; the keys' 64 x 65 words share the weights' array.
+  // 4 x 4 scores; q 64 x 68, row partials 64 x 20 and a flag; the weights
+  // (64 x 68) and values (64 x 128) side by side in one array, which the
+  // keys' 64 x 65 words share.
   Plan p = plan(attention(1, 32, 512, 512, 128, 4), h200);
   CHECK(printSchedule(attentionSchedule(p)) ==
-        "prefill lanes=256 splits=1 workgroup=256 memory=" + std::to_string(4 * (64 * 68 * 2 + 64 * 128 + 64 * 20 + 1)) +
+        "prefill lanes=256 splits=1 workgroup=256 memory=" + std::to_string(4 * (64 * 68 + 64 * (68 + 128) + 64 * 20 + 1)) +
             " tile=64x64 vector=4 thread=4x4");
   // B * Hkv * ceil(Lq / 16) workgroups.
   CHECK(p.dispatches[0].grid[0] == 8 * 32);
@@ -599,8 +600,8 @@ TEST_CASE("plan: a request prints as one line with its types, attributes and sch
   Plan p = plan(attention(1, 4, 16, 256, 64, 2), target("lavapipe"));
   CHECK(printRequest(p.kernels[0].request) ==
         "Attention(f32[1,4,16,64], f32[1,2,256,64], f32[1,2,256,64]) -> f32[1,4,16,64] {scale=0.125, n_rep=2, "
-        "key=dense, mask=none, bound=capacity} schedule=prefill lanes=64 splits=1 workgroup=64 memory=27396 "
-        "tile=32x32 vector=4 thread=4x4");
+        "key=dense, mask=none, bound=capacity} schedule=prefill lanes=128 splits=1 workgroup=128 memory=24580 "
+        "tile=32x32 vector=4 thread=4x2");
   CHECK(p.kernels[0].entry == "attention_prefill_0");
   Graph c = parse(
       "graph c\n"

@@ -5,11 +5,13 @@
 // computed on a clamped row and never stored). Its q rows are staged once in
 // workgroup memory, d-major. It walks the keys in tiles of tileN, from the
 // first to the last key any of its rows can see (under a causal mask, the
-// union of its positions' visible keys); each tile:
-//  1. the key tile (d-major) and the value tile (key-major) go from the
-//     registers they were loaded into to workgroup memory, and the next
-//     tile's are loaded while this one computes (one tile ahead); a key past
-//     the bound is read at the last key in it and scores -inf; barrier;
+// union of its positions' visible keys). The key tile, the weights and the
+// value tile take turns in one array: the keys until the scores have read
+// them, then the weights and the values beside them until the gather has.
+// Each tile's keys and values are loaded into registers a tile ahead (a key
+// past the bound is read at the last key in it and scores -inf); each tile:
+//  1. the key tile (d-major) from its registers to workgroup memory, and the
+//     next tile's keys into the registers; barrier;
 //  2. thread (ty, tx) computes the threadM x threadN scores of its rows
 //     (runs of 4 consecutive rows, ty * 4 + i, each run read with one wide
 //     load a key dim) and keys tx + j * (tileN / threadN) by fused
@@ -20,7 +22,9 @@
 //     thread's running sums, the weights exp(s - m) into workgroup memory
 //     (key-major, one wide store a key and run of rows, over the key tile,
 //     which is read by then; a -inf score's weight as -0.0, which no exp
-//     gives) and into the thread's share of the row's denominator; barrier;
+//     gives) and into the thread's share of the row's denominator; the value
+//     tile (key-major) from its registers beside the weights, and the next
+//     tile's values into the registers; barrier;
 //  4. the thread's output block (its rows x its value columns: runs of 4
 //     where the value width splits into whole runs, one wide load a key,
 //     else tx + j * (tileN / threadN)) gathers weight * value over the
@@ -57,14 +61,15 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
   declareOperands(b, r, f);
   int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
   // Each array a multiple of 4 words, so every one starts 16-byte aligned.
-  // The key tile and the weights share one: the scores have read every key
-  // (a barrier) before the first weight goes in, and the gather has read
-  // every weight (the barrier that starts the next tile) before the next
-  // key tile does.
+  // The key tile, then the weights and the value tile (from word
+  // BN * qStride, a multiple of 4), share one: the scores have read every
+  // key (a barrier) before the first weight or value goes in, and the gather
+  // has read every weight and value (the barrier that starts the next tile)
+  // before the next key tile does.
   int32_t qs = b.shared("q_tile", kir::Scalar::F32, f.Dk * lay.qStride);
-  int32_t ks = b.shared("k_tile_weights", kir::Scalar::F32, prefillSharedWords(s, f.Dk, f.Dv));
-  int32_t ps = ks;
-  int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
+  int32_t ks = b.shared("k_tile_weights_v_tile", kir::Scalar::F32, prefillSharedWords(s, f.Dk, f.Dv));
+  int32_t ps = ks, vs = ks;
+  const int64_t vAt = BN * lay.qStride;
   // The rows' partial maxima (then denominators), and past them one word:
   // 1 when this tile's values hold a non-finite element.
   int32_t part = b.shared("row_partials", kir::Scalar::F32, BM * lay.partStride + 1);
@@ -158,9 +163,11 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
         runs.push_back(std::move(run));
       }
     }
-    auto fetch = [&](V t0) {
+    // The key runs (values false) or the value runs (true) of tile t0.
+    auto fetch = [&](V t0, bool values) {
       for (Run& run : runs) {
         const Segment& sg = segs[run.seg];
+        if (sg.value != values) continue;
         V t = b.min(b.add(t0, b.min(run.key, b.i32(BN - 1))), last);
         V base = sg.buffer == f.ks ? b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds))
                                    : b.mul(keyRow(b, f, bi, g, t), b.i32(sg.width));
@@ -168,9 +175,10 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
         for (int64_t c = 0; c < W; ++c) b.set(run.vals[size_t(c)], x[size_t(c)]);
       }
     };
-    auto deposit = [&] {
+    auto deposit = [&](bool values) {
       for (const Run& run : runs) {
         const Segment& sg = segs[run.seg];
+        if (sg.value != values) continue;
         b.ifThen(run.active, [&] {
           std::vector<V> x;
           for (int64_t c = 0; c < W; ++c) x.push_back(b.get(run.vals[size_t(c)]));
@@ -180,7 +188,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
                             x[size_t(c)]);
             return;
           }
-          b.sharedStoreVec(vs, b.add(b.mul(run.key, b.i32(lay.vStride)), run.at), x);
+          b.sharedStoreVec(vs, b.add(b.i32(vAt), b.add(b.mul(run.key, b.i32(lay.vStride)), run.at)), x);
           V bad = b.boolean(false);
           for (V v : x) bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(v, v), b.f32(0)));
           b.ifThen(bad, [&] { b.sharedStore(part, flagAt, b.f32(1)); });
@@ -210,15 +218,17 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     std::vector<V> cols;
     for (int64_t j = 0; j < CV; ++j) cols.push_back(RV > 1 ? colOf(j) : b.min(colOf(j), b.i32(f.Dv - 1)));
 
-    b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
-    fetch(lo);
+    fetch(lo, false);
+    fetch(lo, true);
     b.forRange(lo, hi, BN, [&](V t0) {
-      // 1. The tiles into workgroup memory, the next ones into registers.
+      // 1. The key tile into workgroup memory, the next one into registers;
+      // the non-finite flag cleared (the last gather has read it, the value
+      // loaders raise it in step 3).
       b.barrier();
-      deposit();
-      fetch(b.add(t0, b.i32(BN)));
+      b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
+      deposit(false);
+      fetch(b.add(t0, b.i32(BN)), false);
       b.barrier();
-      V nonfinite = b.ne(b.sharedLoad(part, flagAt), b.f32(0));
       // 2. Scores.
       std::vector<int32_t> acc;
       for (int64_t x = 0; x < TM * TN; ++x) acc.push_back(b.var(kir::Scalar::F32, b.f32(0)));
@@ -250,8 +260,8 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
         b.sharedStore(part, b.add(b.mul(rr, b.i32(lay.partStride)), tx), most);
       }
       b.barrier();
-      // 3. Each row's new maximum, the rescale, the weights.
-      b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(part, flagAt, b.f32(0)); });
+      // 3. Each row's new maximum, the rescale, the weights; the value tile
+      // beside them, the next one into registers.
       std::vector<V> weights(size_t(TM * TN));
       for (int64_t i = 0; i < TM; ++i) {
         V rr = rows[size_t(i)], m = b.get(mv[size_t(i)]);
@@ -278,7 +288,10 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
           for (int64_t e = 0; e < RM; ++e) run.push_back(weights[size_t((i + e) * TN + j)]);
           b.sharedStoreVec(ps, b.add(b.mul(b.add(tx, b.i32(j * TX)), b.i32(lay.qStride)), runAt[size_t(i / RM)]), run);
         }
+      deposit(true);
+      fetch(b.add(t0, b.i32(BN)), true);
       b.barrier();
+      V nonfinite = b.ne(b.sharedLoad(part, flagAt), b.f32(0));
       // 4. weight * value over the tile's keys.
       auto gather = [&](bool exact) {
         b.forUnrolled(BN, kUnrollKeys, [&](V key) {
@@ -288,7 +301,8 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
             pv.insert(pv.end(), run.begin(), run.end());
           }
           for (int64_t j = 0; j < CV; j += RV) {
-            std::vector<V> run = b.sharedLoadVec(vs, b.add(b.mul(key, b.i32(lay.vStride)), cols[size_t(j)]), RV);
+            std::vector<V> run =
+                b.sharedLoadVec(vs, b.add(b.i32(vAt), b.add(b.mul(key, b.i32(lay.vStride)), cols[size_t(j)])), RV);
             vv.insert(vv.end(), run.begin(), run.end());
           }
           for (int64_t i = 0; i < TM; ++i) {
