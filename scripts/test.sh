@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
-echo "== build (RelWithDebInfo) =="
+echo "== build (optimized) =="
 bash scripts/build.sh build
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j2
