@@ -15,7 +15,9 @@
 # the query positions qpos [B, Lq] = 0 .. Lq - 1, as the attention rewrite
 # forms a traced prefill); window (causal with a sliding window of WINDOW
 # keys, as Mistral's).
-# Usage: bench/attention/make_plans.sh BUILD OUT_DIR
+# PTX_PROFILE names another PTX profile (the H200's without its
+# matrix_multiply line, say, for the SIMT prefill).
+# Usage: [PTX_PROFILE=FILE] bench/attention/make_plans.sh BUILD OUT_DIR
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 BUILD OUT_DIR" >&2
@@ -24,6 +26,7 @@ fi
 build=$(cd "$1" && pwd)
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
+ptx_profile=$(realpath "${PTX_PROFILE:-$(dirname "$0")/../../targets/nvidia-h200.yaml}")
 cd "$(dirname "$0")/../.."
 pootc=$build/tools/pootc/pootc
 : >"$out/cases.tsv"
@@ -73,7 +76,7 @@ case_() {
   } >"$g"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$form" "$B" "$Hq" "$Hkv" "$Lq" "$Lk" "$Dk" "$Dv" "$Ds" "$vk" \
     "$window" >>"$out/cases.tsv"
-  "$pootc" compile "$g" --device targets/nvidia-h200.yaml -o "$out/$name.plan" --remarks 2>&1 </dev/null |
+  "$pootc" compile "$g" --device "$ptx_profile" -o "$out/$name.plan" --remarks 2>&1 </dev/null |
     sed -n 's/^.*remark: \[planner\] %out: //p' >"$out/$name.schedule.txt"
   echo "$name: $(cut -c1-150 "$out/$name.schedule.txt" | head -n 1)"
   if [ "$vk" = vk ]; then
@@ -101,7 +104,7 @@ case_ mla-b1-l16384 mla 1 16 16 1 16384 192 128 64 vk
 case_ paged-b8-l16384 paged 8 32 8 1 16384 128 128 0 vk
 case_ live-b8-l16384 live 8 32 8 1 16384 128 128 0 vk
 # Causal prefill, GQA 4, D 128.
-for L in 512 2048 8192; do
+for L in 512 2048 4096 8192; do
   case_ "causal-l$L" causal 1 32 8 "$L" "$L" 128 128 0 vk
 done
 # Sliding-window prefill: Mistral-7B's heads (the Llama ones) and window.

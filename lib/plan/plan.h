@@ -41,6 +41,9 @@ namespace poot {
 //                        positions), key tiles of tileN in workgroup memory,
 //                        a threadM x threadN block of scores a thread
 //                        (schedule.h, choosePrefill)
+//   "prefill-mma"        the same workgroups and tiles on a profile with
+//                        tf32 matrix multiplies: threadM = 16 rows a warp,
+//                        scores and output in matrix fragments
 //   "elementwise"        one thread per result element (every data-movement,
 //                        unary, binary, compare, select, convert and Rope op)
 //   "in-place"           DynamicUpdateSlice, ScatterUpdate writing a

@@ -119,6 +119,7 @@ class ProfileReader {
   MaybeError gridLimits(const Entry& e, DeviceProfile& p);
   MaybeError twoByteFloats(const Entry& e, DeviceProfile& p);
   MaybeError twoByteOps(const Entry& e, const std::string& field, TwoByteOps& out);
+  MaybeError matrixMultiply(const Entry& e, DeviceProfile& p);
   MaybeError consistent(const DeviceProfile& p) const;
 
   std::string file_;
@@ -128,6 +129,8 @@ class ProfileReader {
 const std::vector<std::string> kTopFields = {
     "name", "target", "arch", "compute_units", "workgroup_memory_bytes", "max_workgroup_size",
     "subgroup_size", "grid_limits", "max_buffer_bytes", "max_bindings", "memory_bytes", "two_byte_floats"};
+// Fields a profile may leave out (absent: the capability is missing).
+const std::vector<std::string> kOptionalFields = {"matrix_multiply"};
 const std::vector<std::string> kGridFields = {"x", "y", "z"};
 const std::vector<std::string> kTwoByteFields = {"f16", "bf16"};
 
@@ -232,6 +235,19 @@ MaybeError ProfileReader::twoByteFloats(const Entry& e, DeviceProfile& p) {
   return missing(e.value, *got, "two_byte_floats.", kTwoByteFields);
 }
 
+MaybeError ProfileReader::matrixMultiply(const Entry& e, DeviceProfile& p) {
+  if (!e.value.IsSequence()) return bad(e, "matrix_multiply", "expected a list drawn from [tf32], got " + describe(e.value));
+  for (YAML::Node item : e.value) {
+    Loc loc = at(item.Mark());
+    if (!item.IsScalar() || item.Scalar() != "tf32")
+      return fail(loc, "field 'matrix_multiply': expected tf32, got " + describe(item));
+    if (p.mma_tf32) return fail(loc, "field 'matrix_multiply': 'tf32' is listed twice");
+    p.mma_tf32 = true;
+    where_["matrix_multiply.tf32"] = loc;
+  }
+  return {};
+}
+
 MaybeError ProfileReader::field(const Entry& e, DeviceProfile& p) {
   const std::string& k = e.key;
   where_[k] = at(e);
@@ -263,6 +279,7 @@ MaybeError ProfileReader::field(const Entry& e, DeviceProfile& p) {
   }
   if (k == "grid_limits") return gridLimits(e, p);
   if (k == "two_byte_floats") return twoByteFloats(e, p);
+  if (k == "matrix_multiply") return matrixMultiply(e, p);
 
   // poot probe writes 'unknown' where the driver reports no count: the
   // planner sizes its splits by this figure, so it asks rather than guesses.
@@ -309,6 +326,11 @@ MaybeError ProfileReader::consistent(const DeviceProfile& p) const {
 
   // Our SPIR-V generator has no two-byte select (see the seed design): a
   // SPIR-V profile that claims one would hide a DtypeLowering refusal.
+  // WarpMma is written for NVPTX alone, whose tf32 mma needs sm_80.
+  if (p.mma_tf32 && (p.target != Target::Ptx || std::stoi(p.arch.substr(3)) < 80))
+    return fail(where_.at("matrix_multiply.tf32"),
+                "field 'matrix_multiply': tf32 needs target ptx and sm_80 or newer, got target " +
+                    std::string(targetName(p.target)) + " arch " + p.arch);
   if (p.target == Target::Spirv) {
     for (const char* t : {"f16", "bf16"}) {
       auto it = where_.find(std::string("two_byte_floats.") + t + ".select");
@@ -323,7 +345,9 @@ Expected<DeviceProfile> ProfileReader::read(const YAML::Node& doc) {
   if (!doc.IsMap())
     return fail(doc.IsNull() ? place(file_, 1, 1) : at(doc.Mark()),
                 "expected a mapping of profile fields, got " + describe(doc));
-  auto got = entries(doc, "", kTopFields);
+  std::vector<std::string> known = kTopFields;
+  known.insert(known.end(), kOptionalFields.begin(), kOptionalFields.end());
+  auto got = entries(doc, "", known);
   if (!got) return got.error();
   DeviceProfile p;
   for (const Entry& e : *got)

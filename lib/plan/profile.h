@@ -39,6 +39,10 @@ struct DeviceProfile {
   int64_t memory_bytes = 0;
   TwoByteOps f16;
   TwoByteOps bf16;
+  // Optional: the warp-wide matrix multiplies the target's code generator
+  // emits (KIR's WarpMma, with ShuffleXor). Only "tf32" exists: PTX's mma
+  // m16n8k8 on tf32 inputs with f32 sums, sm_80 and newer.
+  bool mma_tf32 = false;
 };
 
 // Parses and validates a profile; `file` is used in diagnostics only.

@@ -73,6 +73,28 @@ int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
   return dk * l.qStride + prefillSharedWords(s, dk, dv) + s.tileM * l.partStride + 1;
 }
 
+PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv) {
+  return {ceilDiv(dk, 8) * 8 + 4, ceilDiv(dk, 8) * 8 + 4, ceilDiv(dv, 8) * 8 + 4, s.tileN + 4};
+}
+
+int64_t prefillMmaWords(const Schedule& s, int64_t dk, int64_t dv) {
+  PrefillMmaLayout l = prefillMmaLayout(s, dk, dv);
+  return s.tileM * std::max(l.qStride, l.pStride) + s.tileN * (l.kStride + l.vStride) + 4;
+}
+
+namespace {
+// The tensor-core prefill, where the profile and the widths allow it.
+std::optional<Schedule> prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+  Schedule s{"prefill-mma", 128, 1, 128, 0};
+  s.tileM = 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv});
+  s.workgroupMemory = 4 * prefillMmaWords(s, dh + ds, dv);
+  if (!d.mma_tf32 || nrep > s.tileM || dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth ||
+      s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
+    return std::nullopt;
+  return s;
+}
+}  // namespace
+
 // The prefill tilings, largest first: rows x keys a workgroup, rows x keys a
 // thread.
 struct PrefillTile {
@@ -81,6 +103,9 @@ struct PrefillTile {
 constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 2}, {16, 16, 4, 4}};
 
 AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+  if (auto s = prefillMma(nrep, dh, ds, dv, d))
+    return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on tf32 " +
+                   "matrix multiplies (three a product), against tiles of 64 keys in workgroup memory"};
   for (const PrefillTile& t : kPrefillTiles) {
     if (t.m < nrep) continue;
     Schedule s{"prefill", 0, 1, (t.m / t.tm) * (t.n / t.tn), 0};
@@ -326,6 +351,7 @@ std::string printSchedule(const Schedule& s) {
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
   if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
   if (s.kind == "decode") out += " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
+  if (s.kind == "prefill-mma") out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector);
   if (s.kind == "prefill")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " thread=" + str(s.threadM) +
            "x" + str(s.threadN);

@@ -95,6 +95,14 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 // 32 x 32 (4 x 2) and 16 x 16 (4 x 4) tiles that fits the device and holds
 // n_rep rows, or gives no schedule and says why.
 AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+// Where the profile has a tf32 warp matrix multiply (matrix_multiply), a
+// prefill first tries the tensor-core form of the same schedule
+// ("prefill-mma"): tileM = 64 rows a workgroup, 16 a warp (so 128 threads),
+// tileN = 64 keys a tile, scores and output in the warps' matrix fragments,
+// each product of f32 operands taken as three tf32 products (the operands
+// split into a head and a remainder), for key and value widths up to
+// kMaxMmaHeadWidth (the output fragment is Dv / 2 registers a thread).
+constexpr int64_t kMaxMmaHeadWidth = 256;
 // The staged tiles' row strides in words (docs/codegen.md says why each):
 // q and the weights tileM + 4 (one row a key dim or a key), keys tileN + 1
 // (one row a key dim), values dv rounded up to 4 (one row a key), the row
@@ -110,6 +118,17 @@ PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
 // but one).
 int64_t prefillSharedWords(const Schedule& s, int64_t dk, int64_t dv);
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
+// "prefill-mma"'s row strides: q and keys (one row a query row or key) the
+// key width rounded up to 8 (a matrix step) plus 4, values likewise, and the
+// weights (one row a query row, spilled over the q tile only on a tile with
+// a non-finite value) tileN + 4; its workgroup memory in words: the q tile
+// (or the weights, the larger), the key tile, the value tile and one flag
+// word (4, so the arrays stay 16-byte aligned).
+struct PrefillMmaLayout {
+  int64_t qStride, kStride, vStride, pStride;
+};
+PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv);
+int64_t prefillMmaWords(const Schedule& s, int64_t dk, int64_t dv);
 
 // The schedules themselves.
 Schedule streamingSchedule(int64_t lanes, int64_t dv);

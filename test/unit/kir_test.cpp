@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -492,7 +493,103 @@ TEST_CASE("kir interpret: shared wide stores and loads move consecutive words at
   }
 }
 
+// The lane that holds element (i, j) of each WarpMma operand (kir.h), and
+// which of its registers: A 16 x 8, B 8 x 8, C and D 16 x 8.
+struct Slot {
+  size_t lane, reg;
+};
+Slot slotA(size_t i, size_t j) { return {(i % 8) * 4 + j % 4, (j / 4) * 2 + i / 8}; }
+Slot slotB(size_t i, size_t j) { return {j * 4 + i % 4, i / 4}; }
+Slot slotC(size_t i, size_t j) { return {(i % 8) * 4 + j / 2, (i / 8) * 2 + j % 2}; }
+
+TEST_CASE("kir interpret: warp.mma multiplies each warp's fragments as kir.h lays them out") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  // Two warps (and a third workgroup's worth in y), each with its own A, B
+  // and C; every lane loads its 10 operands, takes A and B through toTf32
+  // and stores D. Random values stand in for A and B whole: toTf32 must cut
+  // them. Expected: C plus the tf32 products, added exactly (double) and
+  // rounded once.
+  constexpr int64_t kWarps = 2, kThreads = kWarps * 32, kGroups = 2;
+  std::vector<float> in = randomFloats(rng, size_t(kGroups * kThreads * 10));
+  for (float& x : in)
+    if (!std::isfinite(x)) x = 1.5f;  // special values are checked below
+  Builder bl("mma", kThreads, 1);
+  int32_t src = bl.buffer("in", DType::F32, kGroups * kThreads * 10, false);
+  int32_t dst = bl.buffer("out", DType::F32, kGroups * kThreads * 4, true);
+  V t = bl.add(bl.mul(bl.groupY(), bl.i32(kThreads)), bl.local());
+  auto arg = [&](int64_t e) { return bl.load(src, bl.add(bl.mul(t, bl.i32(10)), bl.i32(e))); };
+  std::array<V, 4> a{bl.toTf32(arg(0)), bl.toTf32(arg(1)), bl.toTf32(arg(2)), bl.toTf32(arg(3))};
+  std::array<V, 2> b{bl.toTf32(arg(4)), bl.toTf32(arg(5))};
+  std::array<V, 4> d = bl.warpMma(a, b, {arg(6), arg(7), arg(8), arg(9)});
+  for (int64_t e = 0; e < 4; ++e) bl.store(dst, bl.add(bl.mul(t, bl.i32(4)), bl.i32(e)), d[size_t(e)]);
+  std::vector<uint8_t> ib = toBytes(in), ob(size_t(kGroups * kThreads * 4) * 4, 0xff);
+  runOk(bl.finish(), kGroups, {&ib, &ob});
+  auto tf32 = [](float x) { return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xFFFFE000u); };
+  for (int64_t w = 0; w < kGroups * kWarps; ++w) {
+    auto value = [&](Slot s, size_t first) { return in[size_t(w * 32 + int64_t(s.lane)) * 10 + first + s.reg]; };
+    for (size_t i = 0; i < 16; ++i)
+      for (size_t j = 0; j < 8; ++j) {
+        CAPTURE(w);
+        CAPTURE(i);
+        CAPTURE(j);
+        double sum = value(slotC(i, j), 6);
+        for (size_t k = 0; k < 8; ++k) sum += double(tf32(value(slotA(i, k), 0))) * double(tf32(value(slotB(k, j), 4)));
+        Slot s = slotC(i, j);
+        CHECK(at<float>(ob, size_t(w * 32 + int64_t(s.lane)) * 4 + s.reg) == float(sum));
+      }
+  }
+}
+
+TEST_CASE("kir interpret: toTf32 keeps sign, exponent and 10 mantissa bits; NaN and infinities stay") {
+  const float in[] = {1.0f + 0x1.0p-10f + 0x1.0p-11f, -3.14159f, std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                      std::bit_cast<float>(0x7F800001u), std::numeric_limits<float>::max(), -0.0f};
+  const float want[] = {1.0f + 0x1.0p-10f, std::bit_cast<float>(std::bit_cast<uint32_t>(-3.14159f) & 0xFFFFE000u),
+                        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                        std::bit_cast<float>(0x7F7FE000u), -0.0f};
+  Builder bl("tf32", 8, 1);
+  int32_t x = bl.buffer("x", DType::F32, 8, false), y = bl.buffer("y", DType::F32, 8, true);
+  bl.store(y, bl.local(), bl.toTf32(bl.load(x, bl.local())));
+  std::vector<uint8_t> xb = toBytes(std::vector<float>(std::begin(in), std::end(in))), yb(32, 0);
+  runOk(bl.finish(), 1, {&xb, &yb});
+  for (size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    // A NaN whose only set mantissa bits are low ones comes out infinite
+    // (the bits toTf32 keeps); every other value keeps its kind.
+    CHECK(same(at<float>(yb, i), want[i]));
+  }
+}
+
+TEST_CASE("kir interpret: shuffle.xor gives the value of the partner lane of the same warp") {
+  for (int64_t mask : {1, 2, 4, 16, 31}) {
+    CAPTURE(mask);
+    Builder bl("shfl", 64, 1);
+    int32_t y = bl.buffer("y", DType::F32, 64, true), z = bl.buffer("z", DType::I32, 64, true);
+    V t = bl.local();
+    bl.store(y, t, bl.shuffleXor(bl.convert(bl.mul(t, bl.i32(3)), Scalar::F32), mask));
+    bl.store(z, t, bl.shuffleXor(bl.sub(bl.i32(1000), t), mask));
+    std::vector<uint8_t> yb(256, 0), zb(256, 0);
+    runOk(bl.finish(), 1, {&yb, &zb});
+    for (int64_t i = 0; i < 64; ++i) {
+      int64_t partner = (i & ~31) | ((i & 31) ^ mask);
+      CHECK(at<float>(yb, size_t(i)) == float(3 * partner));
+      CHECK(at<int32_t>(zb, size_t(i)) == 1000 - partner);
+    }
+  }
+}
+
 TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
+  SUBCASE("a warp.mma operand that is not tf32") {
+    Builder bl("mma_bits", 32, 1);
+    V one = bl.f32(1), third = bl.f32(1.0 / 3);
+    bl.warpMma({one, one, one, one}, {one, third}, {one, one, one, one});
+    CHECK(errorOf(interpret(bl.finish(), 1, {})) ==
+          "kernel mma_bits: %2 (warp.mma): operand 5 is not a tf32 value (its low 13 bits are 2731) in workgroup (0, 0) "
+          "thread 0");
+  }
   SUBCASE("a wide load off its alignment or past the buffer") {
     for (int64_t start : {2, 8}) {
       Builder bl("vec_oob", 2, 1);
@@ -575,6 +672,40 @@ TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
 }
 
 TEST_CASE("kir verify: rejects each malformed kernel") {
+  SUBCASE("warp operations: whole warps, uniform control, their operands") {
+    auto shuffled = [](int64_t threads, bool underPerThreadIf) {
+      Builder bl("warp", threads, 1);
+      auto body = [&] { bl.shuffleXor(bl.f32(1), 1); };
+      if (underPerThreadIf) {
+        V t = bl.local();
+        bl.ifThen(bl.lt(t, bl.i32(16)), body);
+      } else {
+        body();
+      }
+      return bl.finish();
+    };
+    CHECK(bool(verify(shuffled(64, false))));
+    CHECK(errorOf(verify(shuffled(48, false))) ==
+          "kernel warp: %1 (shuffle.xor) in a workgroup of 48 threads, not whole warps of 32");
+    CHECK(errorOf(verify(shuffled(32, true))) ==
+          "kernel warp: %5 (shuffle.xor): inside %3 (if), whose condition depends on the thread");
+    Kernel k = shuffled(32, false);
+    k.insts[1].imm = 32;
+    CHECK(errorOf(verify(k)) == "kernel warp: %1 (shuffle.xor): lane mask 32 outside [1, 32)");
+    k.insts[1].imm = 1;
+    k.insts[1].type = Scalar::Bool;
+    CHECK(errorOf(verify(k)) == "kernel warp: %1 (shuffle.xor): result type bool, expected f32");
+    Builder bl("mma", 32, 1);
+    V one = bl.f32(1);
+    bl.warpMma({one, one, one, one}, {one, one}, {one, one, one, one});
+    Kernel m = bl.finish();  // %0 the constant, %1 the warp.mma, %2 .. %5 its lanes
+    CHECK(bool(verify(m)));
+    m.insts[5].imm = 4;
+    CHECK(errorOf(verify(m)) == "kernel mma: %5 (lane): lane 4 of a warp.mma of 4");
+    m.insts[5].imm = 3;
+    m.insts[1].args.pop_back();
+    CHECK(errorOf(verify(m)) == "kernel mma: %1 (warp.mma): 9 operands, expected 10");
+  }
   SUBCASE("a wide load used other than through lane, of a written buffer, too wide, or a lane past it") {
     auto kernel = [](bool written, int64_t width, DType t) {
       Builder bl("vec", 1, 1);

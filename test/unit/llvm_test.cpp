@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -234,6 +235,23 @@ TEST_CASE("llvm: unknown archs and spirv are capability errors naming them") {
   auto s = llvmgen::Lowering::create(Target::Spirv, "vulkan1.2");
   REQUIRE(!s);
   CHECK(s.error().kind == ErrorKind::Capability);
+}
+
+TEST_CASE("llvm: warp operations are mma.sync and shfl.sync on ptx, refused on amdgpu") {
+  kir::Builder b("warp_ops", 64, 1);
+  int32_t out = b.buffer("out", DType::F32, 64 * 4, true);
+  V x = b.toTf32(b.convert(b.local(), kir::Scalar::F32));
+  std::array<V, 4> d = b.warpMma({x, x, x, x}, {x, x}, {b.f32(0), b.f32(0), b.f32(0), b.shuffleXor(x, 3)});
+  for (int64_t e = 0; e < 4; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(4)), b.i32(e)), d[size_t(e)]);
+  kir::Kernel k = b.finish();
+  std::string ptx;
+  for (auto blob = compile(*lowering(Target::Ptx, "sm_90"), k); uint8_t c : blob) ptx += char(c);
+  CHECK(ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+  CHECK(ptx.find("shfl.sync.bfly.b32") != std::string::npos);
+  checkPtx(k, ptx, "sm_90");
+  auto amd = lowering(Target::Hsaco, "gfx942")->compile(k);
+  REQUIRE(!amd);
+  CHECK(amd.error().message.find("shuffle.xor on f32 has no llvm lowering") != std::string::npos);
 }
 
 TEST_CASE("llvm: an operation with no meaning on its type is an error, not a crash") {

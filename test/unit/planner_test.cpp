@@ -185,8 +185,8 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   CHECK(!many.schedule);
   CHECK(many.reason == "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8");
   CHECK(attentionSchedule(plan(attention(1, 16, 1, 4096, 128, 16), h200)).kind == "split-kv-partials");
-  CHECK(attentionSchedule(plan(attention(1, 4, 16, 4096, 128), h200)).kind == "prefill");
-  CHECK(attentionSchedule(plan(attention(1, 8, 3, 4096, 128, 4), h200)).kind == "prefill");
+  CHECK(attentionSchedule(plan(attention(1, 4, 16, 4096, 128), h200)).kind == "prefill-mma");
+  CHECK(attentionSchedule(plan(attention(1, 8, 3, 4096, 128, 4), h200)).kind == "prefill-mma");
   CHECK(attentionSchedule(plan(attention(1, 8, 2, 4096, 128, 4), h200)).kind == "decode");
   // Small workgroup memories halve the threads; a device with under 32
   // threads a workgroup, or too little memory for 32, streams.
@@ -208,7 +208,9 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
 }
 
 TEST_CASE("plan: a prefill tiles its query rows and keys") {
+  // The SIMT tiles: the H200 without its tf32 matrix multiplies.
   DeviceProfile h200 = target("nvidia-h200");
+  h200.mma_tf32 = false;
   // 64 rows (16 positions of 4 heads) against 64-key tiles: 256 threads of
   // 4 x 4 scores; q 64 x 68, row partials 64 x 20 and a flag; the weights
   // (64 x 68) and values (64 x 128) side by side in one array, which the
@@ -230,6 +232,28 @@ TEST_CASE("plan: a prefill tiles its query rows and keys") {
   CHECK(!many.schedule);
   CHECK(many.reason == "no prefill tile of 65 rows or more fits the device's workgroup (1024 threads, 232448 bytes)");
   CHECK(attentionSchedule(plan(attention(1, 65, 16, 256, 64, 65), h200)).kind == "streaming");
+}
+
+TEST_CASE("plan: a prefill takes the tensor-core tile where the profile has tf32 matrix multiplies") {
+  DeviceProfile h200 = target("nvidia-h200");
+  // 64 rows in 4 warps of 16 against 64-key tiles: q and keys 64 rows of
+  // 64 + 4 words, values of 128 + 4, two flag words (rounded to 4).
+  Plan p = plan(attention(1, 32, 512, 512, 128, 4), h200);
+  CHECK(printSchedule(attentionSchedule(p)) == "prefill-mma lanes=128 splits=1 workgroup=128 memory=" +
+                                                   std::to_string(4 * (64 * 68 + 64 * (68 + 132) + 4)) +
+                                                   " tile=64x64 vector=4");
+  CHECK(p.dispatches[0].grid[0] == 8 * 32);
+  AttentionDecision d = choosePrefill(4, 128, 0, 128, h200);
+  CHECK(d.reason ==
+        "16 query positions of 4 heads a workgroup, 16 rows a warp on tf32 matrix multiplies (three a product), "
+        "against tiles of 64 keys in workgroup memory");
+  // Widths pad to whole steps of 8; a narrow key's q rows still hold a row
+  // of weights (64 + 4 words).
+  CHECK(choosePrefill(2, 33, 0, 17, h200).schedule->workgroupMemory == 4 * (64 * 68 + 64 * 44 + 64 * 28 + 4));
+  // Past 256 wide, or past 64 query heads a KV head, the SIMT tile.
+  CHECK(choosePrefill(1, 512, 0, 512, h200).schedule->kind == "prefill");
+  CHECK(choosePrefill(1, 64, 0, 512, h200).schedule->kind == "prefill");
+  CHECK(!choosePrefill(65, 64, 0, 64, h200).schedule);
 }
 
 TEST_CASE("plan: split-KV decode on the H200 and on lavapipe") {

@@ -299,6 +299,20 @@ TEST_CASE("spirv: legalize refuses what has no lowering") {
   Expected<std::vector<uint32_t>> r = spirv::emit(b.finish());
   REQUIRE(!r);
   CHECK(r.error().message == "spir-v has no lowering for lt on bool");
+  // The warp operations exist for PTX alone (the planner never gives them
+  // to a SPIR-V profile).
+  kir::Builder w("warp", 32, 1);
+  V one = w.f32(1);
+  w.shuffleXor(one, 1);
+  Expected<std::vector<uint32_t>> shuffled = spirv::emit(w.finish());
+  REQUIRE(!shuffled);
+  CHECK(shuffled.error().message == "spir-v has no lowering for shuffle.xor on f32");
+  kir::Builder m("mma", 32, 1);
+  V f = m.f32(1);
+  m.warpMma({f, f, f, f}, {f, f}, {f, f, f, f});
+  Expected<std::vector<uint32_t>> multiplied = spirv::emit(m.finish());
+  REQUIRE(!multiplied);
+  CHECK(multiplied.error().message == "spir-v has no lowering for warp.mma on f32");
 }
 
 TEST_CASE("spirv: the validator rejects a broken module") {

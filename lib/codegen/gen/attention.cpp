@@ -135,6 +135,7 @@ Expected<kir::Kernel> genAttention(const GenInput& in) {
   if (s.kind == "streaming") return streaming(in, f);
   if (s.kind == "decode") return decodeKernel(in, f);
   if (s.kind == "prefill") return prefillKernel(in, f);
+  if (s.kind == "prefill-mma") return prefillMmaKernel(in, f);
   if (s.kind != "split-kv-partials" && s.kind != "split-kv-combine")
     return makeError(ErrorKind::Capability, {}, "no attention generator for schedule " + s.kind);
   if (f.Lq != 1)

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "plan/schedule.h"
+
 namespace poot::attn {
 
 Form formOf(const KernelRequest& r) {
@@ -74,6 +76,52 @@ MaskRow maskRow(Builder& b, const Form& f, V bi, V h, V rq) {
     m.pos = loadIndex(b, f.qpos, b.add(b.mul(bi, b.i32(f.Lq)), rq), -1, top);
   }
   return m;
+}
+
+PrefillBlock prefillBlock(Builder& b, const Form& f, V wg, int64_t Mq) {
+  PrefillBlock p;
+  p.f = &f, p.Mq = Mq;
+  int64_t blocks = ceilDiv(f.Lq, Mq);
+  V grp = b.div(wg, b.i32(blocks));
+  p.bi = b.div(grp, b.i32(f.Hkv)), p.g = b.rem(grp, b.i32(f.Hkv));
+  p.i0 = b.mul(b.rem(wg, b.i32(blocks)), b.i32(Mq));
+  p.hi = keyBound(b, f, p.bi), p.lo = b.i32(0);
+  if (f.causal) {
+    int32_t loV = b.var(kir::Scalar::I32, p.hi), hiV = b.var(kir::Scalar::I32, b.i32(0));
+    b.forRange(p.i0, b.min(b.add(p.i0, b.i32(Mq)), b.i32(f.Lq)), 1, [&](V pos) {
+      KeyRange seen = visibleKeys(b, f, maskRow(b, f, p.bi, b.i32(0), pos), b.i32(0), p.hi);
+      b.set(loV, b.min(b.get(loV), seen.lo));
+      b.set(hiV, b.max(b.get(hiV), seen.hi));
+    });
+    p.lo = b.get(loV), p.hi = b.get(hiV);
+  }
+  p.last = b.max(b.sub(p.hi, b.i32(1)), b.i32(0));
+  return p;
+}
+
+std::vector<TileSegment> tileSegments(const Form& f) {
+  std::vector<TileSegment> segs{{f.k, f.Dh, 0, false}};
+  if (f.split) segs.push_back({f.ks, f.Ds, f.Dh, false});
+  segs.push_back({f.v, f.Dv, 0, true});
+  return segs;
+}
+
+V segmentRow(Builder& b, const Form& f, const TileSegment& sg, V bi, V g, V t) {
+  if (sg.buffer == f.ks) return b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds));
+  return b.mul(keyRow(b, f, bi, g, t), b.i32(sg.width));
+}
+
+V PrefillBlock::head(Builder& b, V rr) const { return b.add(b.mul(g, b.i32(f->nrep)), b.rem(rr, b.i32(f->nrep))); }
+
+V PrefillBlock::pos(Builder& b, V rr) const { return b.add(i0, b.div(rr, b.i32(f->nrep))); }
+
+V PrefillBlock::real(Builder& b, V rr) const {
+  return b.binary(kir::Opc::And, b.lt(rr, b.i32(Mq * f->nrep)), b.lt(pos(b, rr), b.i32(f->Lq)));
+}
+
+V PrefillBlock::resultRow(Builder& b, V rr) const {
+  V at = b.min(pos(b, rr), b.i32(f->Lq - 1));
+  return b.add(b.mul(b.add(b.mul(bi, b.i32(f->Hq)), head(b, rr)), b.i32(f->Lq)), at);
 }
 
 V maskedScore(Builder& b, const Form& f, const MaskRow& row, V score, V t) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "codegen/gen/generators.h"
 #include "codegen/gen/streaming.h"
@@ -72,8 +73,42 @@ V maskedScore(Builder& b, const Form& f, const MaskRow& row, V score, V t);
 // range for any other mask. May leave lo >= hi (no key).
 KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi);
 
-// The decode and prefill schedules' kernels (decode.cpp, prefill.cpp).
+// A prefill workgroup's block (prefill.cpp, prefill_mma.cpp): workgroup wg
+// of B * Hkv * ceil(Lq / Mq) is batch row bi, KV head g and positions i0 ..
+// i0 + Mq - 1; its row rr is query head g * n_rep + rr % n_rep at position
+// i0 + rr / n_rep, real when rr < Mq * n_rep and the position < Lq (other
+// rows are computed on the last position and never stored). It visits the
+// keys [lo, hi): the bound's, narrowed under a causal mask to the union of
+// what its positions see, so tiles wholly past the causal edge (or before
+// every row's window) are never loaded; last = max(hi - 1, 0).
+struct PrefillBlock {
+  const Form* f = nullptr;
+  int64_t Mq = 0;
+  V bi = -1, g = -1, i0 = -1, lo = -1, hi = -1, last = -1;
+
+  V head(Builder& b, V rr) const;
+  V pos(Builder& b, V rr) const;
+  V real(Builder& b, V rr) const;
+  V resultRow(Builder& b, V rr) const;  // the row of q and out: (bi * Hq + head) * Lq + position, clamped
+};
+PrefillBlock prefillBlock(Builder& b, const Form& f, V wg, int64_t Mq);
+
+// What a prefill stages of each key, segment by segment: the key (k, then
+// k_shared for a split key, at its offset in the tile's row) and the value.
+struct TileSegment {
+  int32_t buffer;
+  int64_t width, offset;  // elements a row; where they start in the tile's row
+  bool value;
+};
+std::vector<TileSegment> tileSegments(const Form& f);
+// The index in sg's buffer of the first element of key t's row (batch row
+// bi, KV head g).
+V segmentRow(Builder& b, const Form& f, const TileSegment& sg, V bi, V g, V t);
+
+// The decode and prefill schedules' kernels (decode.cpp, prefill.cpp,
+// prefill_mma.cpp).
 kir::Kernel decodeKernel(const GenInput& in, const Form& f);
 kir::Kernel prefillKernel(const GenInput& in, const Form& f);
+kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f);
 
 }  // namespace poot::attn

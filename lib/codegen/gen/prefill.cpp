@@ -82,34 +82,8 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
   const int64_t RV = f.Dv % (4 * TX) == 0 ? 4 : f.Dv % (2 * TX) == 0 ? 2 : 1;
   V wg = b.workgroupId(), tid = b.local();
   b.ifThen(b.lt(wg, b.i32(count)), [&] {
-    V blk = b.rem(wg, b.i32(blocks)), grp = b.div(wg, b.i32(blocks));
-    V bi = b.div(grp, b.i32(f.Hkv)), g = b.rem(grp, b.i32(f.Hkv));
-    V i0 = b.mul(blk, b.i32(Mq));
-    // Row rr of the block: its head, its position, its result row and whether
-    // it is real.
-    auto headOf = [&](V rr) { return b.add(b.mul(g, b.i32(f.nrep)), b.rem(rr, b.i32(f.nrep))); };
-    auto posOf = [&](V rr) { return b.add(i0, b.div(rr, b.i32(f.nrep))); };
-    auto realRow = [&](V rr) {
-      return b.binary(kir::Opc::And, b.lt(rr, b.i32(Mq * f.nrep)), b.lt(posOf(rr), b.i32(f.Lq)));
-    };
-    auto resultRow = [&](V rr) {
-      V pos = b.min(posOf(rr), b.i32(f.Lq - 1));
-      return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(rr)), b.i32(f.Lq)), pos);
-    };
-    // The keys the block visits: the bound's, narrowed under a causal mask
-    // to the union of what its positions see, so tiles wholly past the
-    // causal edge (or before every row's window) are never loaded.
-    V hi = keyBound(b, f, bi), lo = b.i32(0);
-    if (f.causal) {
-      int32_t loV = b.var(kir::Scalar::I32, hi), hiV = b.var(kir::Scalar::I32, b.i32(0));
-      b.forRange(i0, b.min(b.add(i0, b.i32(Mq)), b.i32(f.Lq)), 1, [&](V pos) {
-        KeyRange seen = visibleKeys(b, f, maskRow(b, f, bi, b.i32(0), pos), b.i32(0), hi);
-        b.set(loV, b.min(b.get(loV), seen.lo));
-        b.set(hiV, b.max(b.get(hiV), seen.hi));
-      });
-      lo = b.get(loV), hi = b.get(hiV);
-    }
-    V last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
+    PrefillBlock pb = prefillBlock(b, f, wg, Mq);
+    V bi = pb.bi, g = pb.g, lo = pb.lo, hi = pb.hi, last = pb.last;
     V ty = b.div(tid, b.i32(TX)), tx = b.rem(tid, b.i32(TX));
     // Row rr's TX partials folded by op (Max or Add), in wide loads.
     auto rowFold = [&](V rr, kir::Opc op) {
@@ -126,7 +100,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
       V e = b.add(tid, b.i32(e0));
       b.ifThen(b.lt(e, b.i32(BM * (f.Dk / W))), [&] {
         V rr = b.rem(e, b.i32(BM)), d = b.mul(b.div(e, b.i32(BM)), b.i32(W));
-        std::vector<V> x = b.loadVec(f.q, b.add(b.mul(resultRow(rr), b.i32(f.Dk)), d), W);
+        std::vector<V> x = b.loadVec(f.q, b.add(b.mul(pb.resultRow(b, rr), b.i32(f.Dk)), d), W);
         for (int64_t c = 0; c < W; ++c) b.sharedStore(qs, b.add(b.mul(b.add(d, b.i32(c)), b.i32(lay.qStride)), rr), x[size_t(c)]);
       });
     }
@@ -134,14 +108,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     // The key and value tiles: each thread moves runs tid, tid + T, ... of
     // each segment (k, then k_shared, then v), held in variables from their
     // load (one tile ahead) to their store.
-    struct Segment {
-      int32_t buffer;
-      int64_t width, offset;  // elements a row; where they start in the tile's row
-      bool value;
-    };
-    std::vector<Segment> segs{{f.k, f.Dh, 0, false}};
-    if (f.split) segs.push_back({f.ks, f.Ds, f.Dh, false});
-    segs.push_back({f.v, f.Dv, 0, true});
+    const std::vector<TileSegment> segs = tileSegments(f);
     struct Run {
       size_t seg;
       V key, at;         // tile key, element offset in the segment's row
@@ -166,18 +133,17 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     // The key runs (values false) or the value runs (true) of tile t0.
     auto fetch = [&](V t0, bool values) {
       for (Run& run : runs) {
-        const Segment& sg = segs[run.seg];
+        const TileSegment& sg = segs[run.seg];
         if (sg.value != values) continue;
         V t = b.min(b.add(t0, b.min(run.key, b.i32(BN - 1))), last);
-        V base = sg.buffer == f.ks ? b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds))
-                                   : b.mul(keyRow(b, f, bi, g, t), b.i32(sg.width));
+        V base = segmentRow(b, f, sg, bi, g, t);
         std::vector<V> x = b.loadVec(sg.buffer, b.add(base, b.min(run.at, b.i32(sg.width - W))), W);
         for (int64_t c = 0; c < W; ++c) b.set(run.vals[size_t(c)], x[size_t(c)]);
       }
     };
     auto deposit = [&](bool values) {
       for (const Run& run : runs) {
-        const Segment& sg = segs[run.seg];
+        const TileSegment& sg = segs[run.seg];
         if (sg.value != values) continue;
         b.ifThen(run.active, [&] {
           std::vector<V> x;
@@ -204,7 +170,7 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     for (int64_t i = 0; i < TM; ++i) {
       rows.push_back(b.add(runAt[size_t(i / RM)], b.i32(i % RM)));
       if (f.masked || f.causal)
-        masks.push_back(maskRow(b, f, bi, headOf(rows.back()), b.min(posOf(rows.back()), b.i32(f.Lq - 1))));
+        masks.push_back(maskRow(b, f, bi, pb.head(b, rows.back()), b.min(pb.pos(b, rows.back()), b.i32(f.Lq - 1))));
     }
     std::vector<int32_t> mv, lv, ov;
     for (int64_t i = 0; i < TM; ++i) {
@@ -325,8 +291,8 @@ kir::Kernel prefillKernel(const GenInput& in, const Form& f) {
     b.barrier();
     for (int64_t i = 0; i < TM; ++i) {
       V rr = rows[size_t(i)], l = rowFold(rr, kir::Opc::Add);
-      b.ifThen(realRow(rr), [&] {
-        V at = b.mul(resultRow(rr), b.i32(f.Dv));
+      b.ifThen(pb.real(b, rr), [&] {
+        V at = b.mul(pb.resultRow(b, rr), b.i32(f.Dv));
         for (int64_t j = 0; j < CV; ++j) {
           V c = colOf(j);
           auto put = [&] { b.store(out, b.add(at, c), b.div(b.get(ov[size_t(i * CV + j)]), l)); };

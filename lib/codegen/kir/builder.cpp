@@ -60,6 +60,32 @@ Block& Builder::current() {
   return k_.insts[size_t(owner)].*which;
 }
 
+V Builder::shuffleXor(V x, int64_t mask) {
+  assert(typeOf(x) == Scalar::F32 || typeOf(x) == Scalar::I32);
+  assert(mask > 0 && mask < 32);
+  Inst sh{Opc::ShuffleXor, typeOf(x), {x}};
+  sh.imm = mask;
+  return emit(std::move(sh));
+}
+
+std::array<V, 4> Builder::warpMma(const std::array<V, 4>& a, const std::array<V, 2>& b, const std::array<V, 4>& c) {
+  Inst mma{Opc::WarpMma, Scalar::F32, {a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3]}};
+  for (V v : mma.args) assert(typeOf(v) == Scalar::F32);
+  mma.imm = 4;
+  V m = emit(std::move(mma));
+  std::array<V, 4> out{};
+  for (int64_t i = 0; i < 4; ++i) {
+    Inst lane{Opc::Lane, Scalar::F32, {m}};
+    lane.imm = i;
+    out[size_t(i)] = emit(std::move(lane));
+  }
+  return out;
+}
+
+V Builder::toTf32(V x) {
+  return bitcast(binary(Opc::And, bitcast(x, Scalar::I32), i32(int32_t(0xFFFFE000u))), Scalar::F32);
+}
+
 V Builder::emit(Inst inst) {
   k_.insts.push_back(std::move(inst));
   V v = V(k_.insts.size() - 1);

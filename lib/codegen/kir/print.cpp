@@ -88,6 +88,7 @@ class Printer {
                std::to_string(in.imm) + " {";
       case Opc::If: return "if " + args(in, 0) + " {";
       case Opc::Barrier: return "barrier";
+      case Opc::ShuffleXor: return def + "shuffle.xor " + args(in, 0) + " ^ " + std::to_string(in.imm) + typed;
       default: {
         std::string a = args(in, 0);
         return def + opcName(in.op) + (a.empty() ? "" : " " + a) + typed;

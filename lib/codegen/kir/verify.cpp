@@ -7,8 +7,10 @@
 // second finds the per-thread values: Local, anything computed from one, a
 // For's induction value when a bound is per-thread, and a variable set from a
 // per-thread value or under per-thread control (iterated to a fixed point,
-// since a loop may read a variable before the set that taints it); a Barrier
-// under an If or For whose condition or bound is per-thread is an error.
+// since a loop may read a variable before the set that taints it); a Barrier,
+// ShuffleXor or WarpMma under an If or For whose condition or bound is
+// per-thread is an error, and so is a warp operation in a workgroup that is
+// not whole warps.
 #include "codegen/kir/verify.h"
 
 #include <vector>
@@ -22,7 +24,9 @@ bool isStatement(Opc op) {
          op == Opc::Barrier;
 }
 
-bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec; }
+bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::WarpMma; }
+// Executed by the whole workgroup (Barrier) or by whole warps at once.
+bool isCollective(Opc op) { return op == Opc::Barrier || op == Opc::ShuffleXor || op == Opc::WarpMma; }
 
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
 bool isNumber(Scalar s) { return s != Scalar::Bool; }
@@ -42,6 +46,10 @@ class Verifier {
         return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds " +
                      scalarName(k_.shared[i].type) + ", not f32 or i32");
     if (!scoped(k_.body)) return err_;
+    for (size_t v = 0; v < k_.insts.size(); ++v)
+      if ((k_.insts[v].op == Opc::ShuffleXor || k_.insts[v].op == Opc::WarpMma) && k_.workgroupSize % 32 != 0)
+        return error("%" + std::to_string(v) + " (" + opcName(k_.insts[v].op) + ") in a workgroup of " +
+                     std::to_string(k_.workgroupSize) + " threads, not whole warps of 32");
     bool changed = true;
     while (changed) {
       changed = false;
@@ -188,6 +196,18 @@ class Verifier {
       case Opc::SharedStore:
         return arity(v, in, 2) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
                want(v, in, 1, k_.shared[size_t(in.ref)].type, "value");
+      case Opc::ShuffleXor:
+        if (!arity(v, in, 1) || !result(v, in, typeOf(in.args[0])) ||
+            !typeIn(v, in.type, in.type == Scalar::F32 || in.type == Scalar::I32))
+          return false;
+        if (in.imm > 0 && in.imm < 32) return true;
+        return fail(v, "lane mask " + std::to_string(in.imm) + " outside [1, 32)");
+      case Opc::WarpMma:
+        if (!arity(v, in, 10) || !result(v, in, Scalar::F32)) return false;
+        for (size_t i = 0; i < 10; ++i)
+          if (!want(v, in, i, Scalar::F32, i < 4 ? "a" : i < 6 ? "b" : "c")) return false;
+        if (in.imm == 4) return true;
+        return fail(v, "gives " + std::to_string(in.imm) + " elements, not 4");
       case Opc::GetVar:
         return arity(v, in, 0) && ref(v, in, k_.vars.size(), "variable") && result(v, in, k_.vars[size_t(in.ref)]);
       case Opc::SetVar:
@@ -269,7 +289,7 @@ class Verifier {
         varPerThread_[size_t(in.ref)] = 1;
         changed = true;
       }
-      if (in.op == Opc::Barrier && divergent >= 0)
+      if (isCollective(in.op) && divergent >= 0)
         return fail(v, "inside %" + std::to_string(divergent) + " (" + opcName(k_.insts[size_t(divergent)].op) +
                            "), whose condition depends on the thread");
       if (in.op == Opc::For || in.op == Opc::If) {

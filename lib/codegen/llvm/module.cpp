@@ -3,7 +3,8 @@
 // a block dominates the blocks nested in it, so no phis are needed except a
 // For's induction value in its header); For is head (phi, signed compare) ->
 // body -> back edge, If is then/else/merge. Thread and workgroup ids, the
-// barrier, the kernel marking and, on NVPTX for sm_90 and newer, the wait
+// barrier, the warp operations (NVPTX only; AMDGPU refuses them), the kernel
+// marking and, on NVPTX for sm_90 and newer, the wait
 // for the kernels launched before it (below) are the only target-specific
 // parts besides the math (math.h).
 //
@@ -66,6 +67,7 @@ class Writer {
   void store(const kir::Inst& in, Value* index, Value* value);
   Value* sharedAt(int32_t array, Value* index);
   void barrier();
+  Value* warpOp(kir::V v);
   Status loop(kir::V v);
   Status branch(kir::V v);
   Error unsupported(kir::V v);
@@ -244,7 +246,8 @@ Status Writer::inst(kir::V v) {
     }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      r = b_.CreateExtractElement(arg(0), uint64_t(in.imm));
+      r = vec.op == Opc::WarpMma ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
+                                 : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
       if (vec.op == Opc::LoadVec) r = widen(k_.buffers[size_t(vec.ref)].elem, r);
       break;
     }
@@ -266,6 +269,11 @@ Status Writer::inst(kir::V v) {
     case Opc::For: return loop(v);
     case Opc::If: return branch(v);
     case Opc::Barrier: barrier(); break;
+    case Opc::ShuffleXor:
+    case Opc::WarpMma:
+      if (target_ != Target::Ptx) return unsupported(v);
+      r = warpOp(v);
+      break;
     default: {  // the binary operations
       auto x = binary(v, arg(0), arg(1));
       if (!x) return x.error();
@@ -400,6 +408,21 @@ void Writer::barrier() {
   b_.CreateFence(llvm::AtomicOrdering::Release, workgroup);
   b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
   b_.CreateFence(llvm::AtomicOrdering::Acquire, workgroup);
+}
+
+// PTX's shfl.sync.bfly over the whole warp (clamp 31), and its mma m16n8k8
+// with tf32 inputs, whose A and B registers LLVM types as i32 (the same
+// bits) and whose result is a struct of the four elements (read by Lane).
+Value* Writer::warpOp(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
+  if (in.op == Opc::ShuffleXor) {
+    auto id = in.type == Scalar::F32 ? llvm::Intrinsic::nvvm_shfl_sync_bfly_f32 : llvm::Intrinsic::nvvm_shfl_sync_bfly_i32;
+    return b_.CreateIntrinsic(id, {}, {b_.getInt32(0xFFFFFFFFu), arg(0), b_.getInt32(uint32_t(in.imm)), b_.getInt32(31)});
+  }
+  std::vector<Value*> ops;
+  for (size_t i = 0; i < 10; ++i) ops.push_back(i < 6 ? b_.CreateBitCast(arg(i), b_.getInt32Ty()) : arg(i));
+  return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, {}, ops);
 }
 
 // Generated loops stay far from INT32_MAX, so the increment is nsw, which

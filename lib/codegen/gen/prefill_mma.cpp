@@ -1,0 +1,343 @@
+// How the tensor-core prefill schedule ("prefill-mma", schedule.h) is
+// written. The workgroups, rows and key range are the SIMT prefill's
+// (prefill.cpp): workgroup (batch row b, KV head g, block of Mq = tileM /
+// n_rep positions) owns tileM rows, row rr being head g * n_rep + rr % n_rep
+// at position rr / n_rep (rows past the block's are computed on a clamped
+// row and never stored), and it walks the keys any of its rows can see in
+// tiles of tileN. Here warp w owns rows 16w .. 16w + 15 and does all their
+// arithmetic in WarpMma fragments (kir.h): lane (g = lane / 4, t = lane % 4)
+// holds the scores and output of rows 16w + g and 16w + g + 8, at keys
+// (columns) 8j + 2t and 8j + 2t + 1 of each slice j of 8.
+//
+// Each f32 product goes through the tf32 multiplier as three: x = X + x'
+// with X = tf32(x) and x' = tf32(x - X) (x - X is exact, tf32 truncates),
+// and a * b ~ A * B' + A' * B + A * B (the small products first). What is
+// dropped (A' * B' and the bits past X + x') is under 3 * 2^-20 of |a * b|,
+// and the multiplier's sums round as f32 does, so a score or output over n
+// products stays within (3 * 2^-20 + n * 2^-22) of the sum of their
+// magnitudes: about what f32 fused multiply-adds keep.
+//
+// Workgroup memory: the q tile (row-major, the key width padded to whole
+// steps of 8 with zeros; on a tile with a non-finite value it holds the
+// weights for a while), the key tile (row-major, padded likewise), the
+// value tile (row-major) and two flag words. A key past the bound is read
+// at the last key in it and scores -inf. Each tile:
+//  1. the key tile loaded and stored; barrier;
+//  2. each warp's 16 x tileN scores: for each step of 8 key dims, its q
+//     fragment and every slice's key fragment (split), three WarpMmas a
+//     slice; scale, softcap and mask (maskedScore); the rows'
+//     maxima over the lane's 16 keys, then over the 4 lanes sharing the row
+//     (ShuffleXor 1 and 2, so the 4 agree exactly); the rescale of the
+//     running output and denominator share, and the weights exp(s - m)
+//     (-0.0 for a -inf score, which no exp gives) kept in registers;
+//  3. the value tile loaded and stored, its loaders raising the tile's flag
+//     on a non-finite element; barrier;
+//  4. output += weights x values: the score fragment of slice j is the A
+//     fragment of 8 keys taken in the order 2t, 2t + 1 (k-index t stands for
+//     key 8j + 2t, t + 4 for key 8j + 2t + 1, and the value fragment is read
+//     at the same keys), so the weights never leave the registers. A -inf
+//     key's value must not be used (the oracle never reads it), so where the
+//     tile's flag is up the warps instead spill their weights over the q
+//     tile (barrier), each lane adds its outputs' weight * value one key at
+//     a time with 0 in place of the value where the weight is -0.0, and
+//     after a barrier q is staged again; with finite values a -0.0 weight
+//     adds nothing.
+// Two barriers a tile suffice: the key tile is rewritten after step 3's
+// barrier (every warp is past its scores), the value tile after the next
+// tile's step 1 barrier (every warp is past its gather). Tile n's flag is
+// word n % 2, cleared after step 1 of tile n - 1, when every warp has read
+// its last use.
+// At the end the 4 lanes of a row add their denominator shares and each
+// output is o / l (0 / 0 = NaN for a row that saw no key, as the oracle).
+// One difference from the SIMT schedules: an infinite q or key element of a
+// visible key makes its score NaN here (a remainder of inf - inf), where f32
+// arithmetic gives +-inf; finite inputs score as f32 does, to the bound
+// above.
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <vector>
+
+#include "codegen/gen/attention_form.h"
+#include "plan/schedule.h"
+
+namespace poot::attn {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// The scores' steps of 8 key dims written out this many times a loop step.
+constexpr int64_t kUnrollSteps = 2;
+
+// A fragment's elements split into tf32 heads and remainders.
+template <size_t N>
+struct Split {
+  std::array<V, N> head, rest;
+};
+
+template <size_t N>
+Split<N> split(Builder& b, const std::array<V, N>& x) {
+  Split<N> s;
+  for (size_t i = 0; i < N; ++i) {
+    s.head[i] = b.toTf32(x[i]);
+    s.rest[i] = b.toTf32(b.sub(x[i], s.head[i]));
+  }
+  return s;
+}
+
+// acc + a * x as three tf32 products, the small ones first.
+std::array<V, 4> mma3(Builder& b, const Split<4>& a, const Split<2>& x, std::array<V, 4> acc) {
+  acc = b.warpMma(a.head, x.rest, acc);
+  acc = b.warpMma(a.rest, x.head, acc);
+  return b.warpMma(a.head, x.head, acc);
+}
+
+}  // namespace
+
+kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
+  const KernelRequest& r = in.request;
+  const Schedule& s = r.schedule;
+  const int64_t BM = s.tileM, BN = s.tileN, W = s.vector, T = s.workgroupSize, RW = s.threadM;
+  const int64_t Mq = BM / f.nrep, blocks = ceilDiv(f.Lq, Mq), count = f.B * f.Hkv * blocks;
+  const int64_t DK8 = ceilDiv(f.Dk, 8) * 8, NS = BN / 8, NV = ceilDiv(f.Dv, 8), KS = DK8 / 8;
+  const PrefillMmaLayout lay = prefillMmaLayout(s, f.Dk, f.Dv);
+  Builder b(in.entry, T, in.grid[0]);
+  declareOperands(b, r, f);
+  int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
+  int32_t qs = b.shared("q_tile_or_weights", kir::Scalar::F32, BM * std::max(lay.qStride, lay.pStride));
+  int32_t ks = b.shared("k_tile", kir::Scalar::F32, BN * lay.kStride);
+  int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
+  int32_t flag = b.shared("nonfinite_values", kir::Scalar::F32, 4);
+  V wg = b.workgroupId(), tid = b.local();
+  b.ifThen(b.lt(wg, b.i32(count)), [&] {
+    PrefillBlock pb = prefillBlock(b, f, wg, Mq);
+    V bi = pb.bi, g = pb.g, lo = pb.lo, hi = pb.hi, last = pb.last;
+    V warp = b.div(tid, b.i32(32)), lane = b.rem(tid, b.i32(32));
+    V gq = b.div(lane, b.i32(4)), tq = b.rem(lane, b.i32(4));
+    const std::array<V, 2> rows{b.add(b.mul(warp, b.i32(RW)), gq), b.add(b.add(b.mul(warp, b.i32(RW)), gq), b.i32(8))};
+    // Where the lane's fragment reads start; each read is one of these plus
+    // a constant (so the address is one register and an offset, not a
+    // register of its own that the compiler would keep for the whole loop):
+    // q at its rows and column t, keys at key g and column t, values at key
+    // 2t and column g, the spilled weights at its rows and key 2t.
+    const std::array<V, 2> qBase{b.add(b.mul(rows[0], b.i32(lay.qStride)), tq),
+                                 b.add(b.mul(rows[1], b.i32(lay.qStride)), tq)};
+    V kBase = b.add(b.mul(gq, b.i32(lay.kStride)), tq);
+    V vBase = b.add(b.mul(tq, b.i32(2 * lay.vStride)), gq);
+    const std::array<V, 2> pBase{b.add(b.mul(rows[0], b.i32(lay.pStride)), b.mul(tq, b.i32(2))),
+                                 b.add(b.mul(rows[1], b.i32(lay.pStride)), b.mul(tq, b.i32(2)))};
+
+    // Zeros in columns Dk .. DK8 of `rowsOf` rows of an array.
+    auto zeroPad = [&](int32_t array, int64_t rowsOf, int64_t stride) {
+      const int64_t pad = DK8 - f.Dk;
+      for (int64_t e0 = 0; e0 < rowsOf * pad; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
+        b.ifThen(b.lt(e, b.i32(rowsOf * pad)), [&] {
+          b.sharedStore(array, b.add(b.mul(b.div(e, b.i32(pad)), b.i32(stride)), b.add(b.i32(f.Dk), b.rem(e, b.i32(pad)))),
+                        b.f32(0));
+        });
+      }
+    };
+    // The q tile, row-major (run e of W elements is run e % (Dk / W) of row
+    // e / (Dk / W)), its padding columns zero: at the start, and again
+    // after a tile's weights were spilled over it.
+    auto stageQ = [&] {
+      const int64_t qRuns = f.Dk / W;
+      for (int64_t e0 = 0; e0 < BM * qRuns; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
+        b.ifThen(b.lt(e, b.i32(BM * qRuns)), [&] {
+          V rr = b.div(e, b.i32(qRuns)), d = b.mul(b.rem(e, b.i32(qRuns)), b.i32(W));
+          std::vector<V> x = b.loadVec(f.q, b.add(b.mul(pb.resultRow(b, rr), b.i32(f.Dk)), d), W);
+          b.sharedStoreVec(qs, b.add(b.mul(rr, b.i32(lay.qStride)), d), x);
+        });
+      }
+      if (DK8 > f.Dk) zeroPad(qs, BM, lay.qStride);
+    };
+    stageQ();
+    if (DK8 > f.Dk) zeroPad(ks, BN, lay.kStride);  // the copies write columns 0 .. Dk only
+
+    // The key and value tiles: each thread moves runs tid, tid + T, ... of
+    // each segment (k, then k_shared, then v), run e being run e % per of key
+    // e / per (a key past the bound is read at the last key in it).
+    const std::vector<TileSegment> segs = tileSegments(f);
+    struct Run {
+      size_t seg;
+      V key, at, active;  // tile key; element offset in the segment's row; whether the run exists
+    };
+    std::vector<Run> runs;
+    for (size_t si = 0; si < segs.size(); ++si) {
+      int64_t per = segs[si].width / W, total = BN * per;
+      for (int64_t e0 = 0; e0 < total; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
+        runs.push_back(Run{si, b.div(e, b.i32(per)), b.mul(b.rem(e, b.i32(per)), b.i32(W)),
+                           e0 + T <= total ? b.boolean(true) : b.lt(e, b.i32(total))});
+      }
+    }
+    // Where run `run` goes in its tile.
+    auto dst = [&](const Run& run) {
+      const TileSegment& sg = segs[run.seg];
+      return b.add(b.mul(run.key, b.i32(sg.value ? lay.vStride : lay.kStride)), b.add(run.at, b.i32(sg.offset)));
+    };
+    // Tile t0's keys (values false) or values (true) into their array; a
+    // value run with a non-finite element raises flag word `flagAt`.
+    auto stage = [&](V t0, bool values, V flagAt) {
+      for (const Run& run : runs) {
+        const TileSegment& sg = segs[run.seg];
+        if (sg.value != values) continue;
+        b.ifThen(run.active, [&] {
+          V t = b.min(b.add(t0, run.key), last);
+          V base = segmentRow(b, f, sg, bi, g, t);
+          std::vector<V> x = b.loadVec(sg.buffer, b.add(base, run.at), W);
+          b.sharedStoreVec(values ? vs : ks, dst(run), x);
+          if (!values) return;
+          V bad = b.boolean(false);
+          for (V v : x) bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(v, v), b.f32(0)));
+          b.ifThen(bad, [&] { b.sharedStore(flag, flagAt, b.f32(1)); });
+        });
+      }
+    };
+
+    // The lane's two rows: masks, running maxima and denominator shares; its
+    // output fragments, slice n of 8 value columns each.
+    std::array<MaskRow, 2> masks{};
+    std::array<int32_t, 2> mv{}, lv{};
+    for (size_t i = 0; i < 2; ++i) {
+      if (f.masked || f.causal)
+        masks[i] = maskRow(b, f, bi, pb.head(b, rows[i]), b.min(pb.pos(b, rows[i]), b.i32(f.Lq - 1)));
+      mv[i] = b.var(kir::Scalar::F32, b.f32(-kInf));
+      lv[i] = b.var(kir::Scalar::F32, b.f32(0));
+    }
+    std::vector<std::array<int32_t, 4>> ov(static_cast<size_t>(NV));
+    for (auto& o : ov)
+      for (int32_t& x : o) x = b.var(kir::Scalar::F32, b.f32(0));
+    auto getAll = [&](const std::array<int32_t, 4>& vars) {
+      return std::array<V, 4>{b.get(vars[0]), b.get(vars[1]), b.get(vars[2]), b.get(vars[3])};
+    };
+    auto setAll = [&](const std::array<int32_t, 4>& vars, const std::array<V, 4>& x) {
+      for (size_t e = 0; e < 4; ++e) b.set(vars[e], x[e]);
+    };
+    std::vector<std::array<int32_t, 4>> acc(static_cast<size_t>(NS));
+    for (auto& a : acc)
+      for (int32_t& x : a) x = b.var(kir::Scalar::F32, b.f32(0));
+
+    // The non-finite flag of tile number n is word n % 2: cleared a tile
+    // ahead, once every warp has read the word's last use.
+    b.ifThen(b.lt(tid, b.i32(2)), [&] { b.sharedStore(flag, tid, b.f32(0)); });
+    b.forRange(lo, hi, BN, [&](V t0) {
+      V parity = b.rem(b.div(b.sub(t0, lo), b.i32(BN)), b.i32(2));
+      // 1. The key tile (every warp has read the last one's values, and
+      // with them its keys, at the barrier that ended it).
+      stage(t0, false, parity);
+      b.barrier();
+      b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.sub(b.i32(1), parity), b.f32(0)); });
+      // 2. Scores, slice j of 8 keys at a time.
+      for (auto& a : acc)
+        for (int32_t x : a) b.set(x, b.f32(0));
+      b.forUnrolled(KS, kUnrollSteps, [&](V step) {
+        V d = b.mul(step, b.i32(8));
+        auto qAt = [&](size_t i, int64_t plus) { return b.sharedLoad(qs, b.add(b.add(qBase[i], d), b.i32(plus))); };
+        Split<4> qa = split<4>(b, {qAt(0, 0), qAt(1, 0), qAt(0, 4), qAt(1, 4)});
+        V kAt = b.add(kBase, d);
+        for (int64_t j = 0; j < NS; ++j) {
+          int64_t at = 8 * j * lay.kStride;
+          Split<2> kb = split<2>(b, {b.sharedLoad(ks, b.add(kAt, b.i32(at))), b.sharedLoad(ks, b.add(kAt, b.i32(at + 4)))});
+          setAll(acc[size_t(j)], mma3(b, qa, kb, getAll(acc[size_t(j)])));
+        }
+      });
+      // The weights of row i, slice j, key 2t + e: p[i][j * 2 + e].
+      std::array<std::vector<V>, 2> p;
+      for (size_t i = 0; i < 2; ++i) {
+        std::vector<V> sc;
+        V most = b.f32(-kInf);
+        for (int64_t j = 0; j < NS; ++j)
+          for (int64_t e = 0; e < 2; ++e) {
+            V t = b.add(t0, b.add(b.mul(tq, b.i32(2)), b.i32(8 * j + e)));
+            V x = transformScore(b, r, b.get(acc[size_t(j)][i * 2 + size_t(e)]));
+            if (f.masked || f.causal) x = maskedScore(b, f, masks[i], x, b.min(t, last));
+            x = b.select(b.lt(t, hi), x, b.f32(-kInf));
+            sc.push_back(x);
+            most = b.max(most, x);
+          }
+        most = b.max(most, b.shuffleXor(most, 1));
+        most = b.max(most, b.shuffleXor(most, 2));
+        V m = b.get(mv[i]), mNew = b.max(m, most);
+        V rescale = b.select(b.eq(mNew, b.f32(-kInf)), b.f32(1), b.exp(b.sub(m, mNew)));
+        V l = b.mul(b.get(lv[i]), rescale);
+        for (V x : sc) {
+          V w = b.select(b.eq(x, b.f32(-kInf)), b.f32(-0.0), b.exp(b.sub(x, mNew)));
+          l = b.add(l, w);
+          p[i].push_back(w);
+        }
+        b.set(lv[i], l);
+        b.set(mv[i], mNew);
+        for (auto& o : ov)
+          for (size_t e = 0; e < 2; ++e) b.set(o[i * 2 + e], b.mul(b.get(o[i * 2 + e]), rescale));
+      }
+      // 3. The value tile, flagged where one is not finite.
+      stage(t0, true, parity);
+      b.barrier();
+      V nonfinite = b.ne(b.sharedLoad(flag, parity), b.f32(0));
+      // 4. weights x values.
+      b.ifElse(
+          nonfinite,
+          [&] {
+            for (size_t i = 0; i < 2; ++i)
+              for (int64_t j = 0; j < NS; ++j)
+                for (int64_t e = 0; e < 2; ++e) b.sharedStore(qs, b.add(pBase[i], b.i32(8 * j + e)), p[i][size_t(j * 2 + e)]);
+            b.barrier();
+            // Key k's weight of row i, at pBase[i] - 2t + k; value column
+            // 2t + 8n + e of key k, at k * vStride + 2t + 8n + e.
+            b.forRange(b.i32(0), b.i32(BN), 1, [&](V key) {
+              V vAt = b.add(b.mul(key, b.i32(lay.vStride)), b.mul(tq, b.i32(2)));
+              for (size_t i = 0; i < 2; ++i) {
+                V w = b.sharedLoad(qs, b.add(b.sub(pBase[i], b.mul(tq, b.i32(2))), key));
+                V dropped = b.eq(b.bitcast(w, kir::Scalar::I32), b.i32(INT32_MIN));
+                for (int64_t n = 0; n < NV; ++n)
+                  for (int64_t e = 0; e < 2; ++e) {
+                    V v = b.select(dropped, b.f32(0), b.sharedLoad(vs, b.add(vAt, b.i32(8 * n + e))));
+                    int32_t o = ov[size_t(n)][i * 2 + size_t(e)];
+                    b.set(o, b.fma(w, v, b.get(o)));
+                  }
+              }
+            });
+            b.barrier();
+            stageQ();
+          },
+          [&] {
+            // Slice j's weights as the A fragment of keys 8j + 2t (k-index
+            // t) and 8j + 2t + 1 (t + 4); the value fragment at those keys,
+            // column 8n + g.
+            for (int64_t j = 0; j < NS; ++j) {
+              Split<4> pa = split<4>(b, {p[0][size_t(j * 2)], p[1][size_t(j * 2)], p[0][size_t(j * 2 + 1)],
+                                         p[1][size_t(j * 2 + 1)]});
+              for (int64_t n = 0; n < NV; ++n) {
+                int64_t at = 8 * j * lay.vStride + 8 * n;
+                Split<2> vb = split<2>(b, {b.sharedLoad(vs, b.add(vBase, b.i32(at))),
+                                           b.sharedLoad(vs, b.add(vBase, b.i32(at + lay.vStride)))});
+                setAll(ov[size_t(n)], mma3(b, pa, vb, getAll(ov[size_t(n)])));
+              }
+            }
+          });
+    });
+
+    // The rows' denominators over their 4 lanes, then the outputs.
+    for (size_t i = 0; i < 2; ++i) {
+      V l = b.get(lv[i]);
+      l = b.add(l, b.shuffleXor(l, 1));
+      l = b.add(l, b.shuffleXor(l, 2));
+      b.ifThen(pb.real(b, rows[i]), [&] {
+        V at = b.mul(pb.resultRow(b, rows[i]), b.i32(f.Dv));
+        for (int64_t n = 0; n < NV; ++n)
+          for (int64_t e = 0; e < 2; ++e) {
+            V col = b.add(b.mul(tq, b.i32(2)), b.i32(8 * n + e));
+            auto put = [&] { b.store(out, b.add(at, col), b.div(b.get(ov[size_t(n)][i * 2 + size_t(e)]), l)); };
+            if (8 * n + 8 <= f.Dv) put();
+            else b.ifThen(b.lt(col, b.i32(f.Dv)), put);
+          }
+      });
+    }
+  });
+  return b.finish();
+}
+
+}  // namespace poot::attn
