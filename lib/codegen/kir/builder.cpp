@@ -70,7 +70,7 @@ V Builder::shuffleXor(V x, int64_t mask) {
 
 std::array<V, 4> Builder::warpMma(const std::array<V, 4>& a, const std::array<V, 2>& b, const std::array<V, 4>& c) {
   Inst mma{Opc::WarpMma, Scalar::F32, {a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3]}};
-  for (V v : mma.args) assert(typeOf(v) == Scalar::F32);
+  for ([[maybe_unused]] V v : mma.args) assert(typeOf(v) == Scalar::F32);
   mma.imm = 4;
   V m = emit(std::move(mma));
   std::array<V, 4> out{};
