@@ -114,7 +114,8 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     V bi = pb.bi, g = pb.g, lo = pb.lo, hi = pb.hi, last = pb.last;
     V warp = b.div(tid, b.i32(32)), lane = b.rem(tid, b.i32(32));
     V gq = b.div(lane, b.i32(4)), tq = b.rem(lane, b.i32(4));
-    const std::array<V, 2> rows{b.add(b.mul(warp, b.i32(RW)), gq), b.add(b.add(b.mul(warp, b.i32(RW)), gq), b.i32(8))};
+    V row0 = b.add(b.mul(warp, b.i32(RW)), gq);
+    const std::array<V, 2> rows{row0, b.add(row0, b.i32(8))};
     // Where the lane's fragment reads start; each read is one of these plus
     // a constant (so the address is one register and an offset, not a
     // register of its own that the compiler would keep for the whole loop):

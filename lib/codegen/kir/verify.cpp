@@ -25,8 +25,9 @@ bool isStatement(Opc op) {
 }
 
 bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::WarpMma; }
-// Executed by the whole workgroup (Barrier) or by whole warps at once.
-bool isCollective(Opc op) { return op == Opc::Barrier || op == Opc::ShuffleXor || op == Opc::WarpMma; }
+// Executed by whole warps at once, or by the whole workgroup (Barrier).
+bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::WarpMma; }
+bool isCollective(Opc op) { return op == Opc::Barrier || isWarpOp(op); }
 
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
 bool isNumber(Scalar s) { return s != Scalar::Bool; }
@@ -47,7 +48,7 @@ class Verifier {
                      scalarName(k_.shared[i].type) + ", not f32 or i32");
     if (!scoped(k_.body)) return err_;
     for (size_t v = 0; v < k_.insts.size(); ++v)
-      if ((k_.insts[v].op == Opc::ShuffleXor || k_.insts[v].op == Opc::WarpMma) && k_.workgroupSize % 32 != 0)
+      if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % 32 != 0)
         return error("%" + std::to_string(v) + " (" + opcName(k_.insts[v].op) + ") in a workgroup of " +
                      std::to_string(k_.workgroupSize) + " threads, not whole warps of 32");
     bool changed = true;

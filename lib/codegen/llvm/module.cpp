@@ -3,10 +3,10 @@
 // a block dominates the blocks nested in it, so no phis are needed except a
 // For's induction value in its header); For is head (phi, signed compare) ->
 // body -> back edge, If is then/else/merge. Thread and workgroup ids, the
-// barrier, the warp operations (NVPTX only; AMDGPU refuses them), the kernel
-// marking and, on NVPTX for sm_90 and newer, the wait
-// for the kernels launched before it (below) are the only target-specific
-// parts besides the math (math.h).
+// barrier, the warp operations (NVPTX only; AMDGPU refuses them), the
+// kernel marking and, on NVPTX for sm_90 and newer, the wait for the
+// kernels launched before it (below) are the only target-specific parts
+// besides the math (math.h).
 //
 // That wait is `griddepcontrol.wait`, the first instruction of the entry
 // block: it returns once every kernel the launch depends on has finished
