@@ -124,7 +124,7 @@ AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv
 
 int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads) {
   int64_t runs = ceilDiv(dv, vector), g = 1;
-  while (g < runs && g < 32 && g < threads) g *= 2;
+  while (g < runs && g < threads) g *= 2;
   return g;
 }
 
@@ -145,32 +145,40 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
   if (packed > kMaxPackedRows)
     return {std::nullopt, str(packed) + " query rows a KV head (n_rep * Lq) are more than the decode schedule's " +
                               str(kMaxPackedRows)};
-  int64_t w = widestLoad({dh, ds, dv});
-  // Each value thread keeps every row's sums of its value runs in registers:
-  // at most 64 floats (past that the compiler spills them; 8 rows of a
-  // 512-wide value ran at 1% of the memory's speed so).
-  int64_t sums = packed * ceilDiv(ceilDiv(dv, w), decodeValueLanes(dv, w, 32)) * w;
-  if (sums > 64)
-    return {std::nullopt, str(packed) + " query rows of a " + str(dv) + "-wide value keep " + str(sums) +
-                              " running sums a value thread, more than the decode schedule's 64"};
-  // Each key thread keeps its slice of every row's q in registers: at most
-  // 64 floats, so a slice of 64 / packed dims (a whole number of loads).
-  int64_t slice = std::max(w, 64 / packed / w * w), dk = dh + ds;
+  int64_t w = widestLoad({dh, ds, dv}), dk = dh + ds;
+  // A key thread keeps its runs of every row's q in registers (runs j, j +
+  // kLanes, ... of each key segment), a value thread every row's sums of its
+  // value runs: at most 64 floats each (past that the compiler spills them).
+  auto qFloats = [&](int64_t lanes) { return packed * (ceilDiv(dh / w, lanes) + ceilDiv(ds / w, lanes)) * w; };
+  std::string tooMany;
   for (int64_t t = 256; t >= 32; t /= 2) {
     if (t > d.max_workgroup_size) continue;
     Schedule s{"decode", t, 1, t, 0};
     s.vector = w;
-    s.kLanes = 1;
-    while (s.kLanes < 32 && s.kLanes * slice < dk) s.kLanes *= 2;
     // A key for every fourth thread (64 keys for 256 threads, so a tile's
-    // loads keep the memory busy), at least one pass of the key threads and
-    // one key for every key slice.
-    s.tileK = std::max({t / 4, t / s.kLanes, t / decodeValueLanes(dv, w, t)});
+    // loads keep the memory busy), halved while a thread would stage more
+    // than 96 of a tile's key and value floats in registers.
+    s.tileK = t / 4;
+    while (s.tileK > 1 && s.tileK * (dk + dv) > 96 * t) s.tileK /= 2;
+    // The fewest threads a key that keep at most 64 floats of q each and
+    // whose one pass over the keys takes at most a tile.
+    s.kLanes = 1;
+    while (s.kLanes < t && (qFloats(s.kLanes) > 64 || t / s.kLanes > s.tileK)) s.kLanes *= 2;
+    int64_t lanes = decodeValueLanes(dv, w, t), qs = qFloats(s.kLanes), sums = packed * ceilDiv(ceilDiv(dv, w), lanes) * w;
+    if (qs > 64 || sums > 64) {
+      tooMany = str(packed) + " query rows of a " + str(dk) + "-wide key and a " + str(dv) + "-wide value keep " +
+                str(qs) + " floats of q a key thread and " + str(sums) + " running sums a value thread of " + str(t) +
+                ", more than the decode schedule's 64";
+      break;
+    }
+    // At least one key for every key slice of the value threads.
+    s.tileK = std::max(s.tileK, t / lanes);
     s.workgroupMemory = 4 * decodeWords(s, packed, dv);
     if (s.workgroupMemory > d.workgroup_memory_bytes) continue;
     return {s, str(packed) + " query rows a KV head share each key and value read: " + str(t) + " threads, " +
                    str(s.kLanes) + " a key, tiles of " + str(s.tileK) + " keys"};
   }
+  if (!tooMany.empty()) return {std::nullopt, tooMany};
   return {std::nullopt, "no decode workgroup of 32 threads or more fits the device's " +
                             str(d.workgroup_memory_bytes) + " bytes of workgroup memory"};
 }

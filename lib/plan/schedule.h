@@ -76,7 +76,8 @@ struct AttentionDecision {
 };
 AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
 // Threads sharing one value row: the runs of `vector` elements of a dv-wide
-// row, rounded up to a power of two, at most 32 and at most `threads`.
+// row, rounded up to a power of two, at most `threads` (one run a thread
+// where the workgroup has enough).
 int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads);
 // The decode kernel's workgroup memory, in f32 words, as the generator
 // declares it: the score partials (kLanes planes of decodePlane words), the

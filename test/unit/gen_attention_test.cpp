@@ -376,6 +376,9 @@ TEST_CASE("attention gen: paged key through a permuted read map") {
   c.B = 2, c.Hq = 4, c.nrep = 2, c.Lq = 2, c.Lk = 41, c.Dk = 32, c.Dv = 48, c.key = "paged";
   SUBCASE("plain") {}
   SUBCASE("masked") { c.Hm = 1; }
+  // The decode loads each key's read word a tile ahead: keys over several
+  // tiles, the last one partial.
+  SUBCASE("several tiles") { c.Lk = 299; }
   runBoth(c, lavapipe());
 }
 
@@ -541,6 +544,28 @@ void runSplit(Case c, const DeviceProfile& d, Tweak tweak) {
   run(c, d, kSplit, tweak);
 }
 void runSplit(const Case& c, const DeviceProfile& d) { runSplit(c, d, [](const Case&, Params&, uint64_t) {}); }
+
+TEST_CASE("attention gen: decode of wide heads, key and value threads past a warp") {
+  struct Shape {
+    int64_t nrep, Lq, Dk, Dv, Lk;
+  };
+  // Eight rows of 512-wide heads take 64 threads a key and one value run a
+  // thread (128 a row on the H200's 256 threads, 64 on lavapipe's 64), tiles
+  // of 16 and 4 keys; 256-wide heads 64 value threads a row and 32-key
+  // tiles. Key lengths no tile divides; a value narrower than the key.
+  for (Shape sh : {Shape{8, 1, 512, 512, 53}, Shape{2, 1, 256, 256, 77}, Shape{4, 2, 512, 384, 37}})
+    for (const DeviceProfile* d : {&lavapipe(), &h200()}) {
+      Case c;
+      c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
+      CAPTURE(d->name);
+      run(c, *d, kDecode);
+    }
+  // Split over the H200's units: one KV head of 8 rows, 1100 keys in 8 chunks
+  // of whole 16-key tiles (the last one shorter), through the combine.
+  Case c;
+  c.B = 1, c.nrep = 8, c.Hq = 8, c.Lq = 1, c.Dk = 512, c.Dv = 512, c.Lk = 1100;
+  run(c, h200(), kDecodeSplit);
+}
 
 TEST_CASE("attention gen: split-kv decode") {
   Case c;

@@ -167,17 +167,29 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   Plan p = plan(attention(1, 32, 1, 4096, 128, 4), h200);
   CHECK(printSchedule(attentionSchedule(p)) ==
         "decode lanes=256 splits=16 workgroup=256 memory=21888 k_lanes=4 vector=4 tile_k=64");
-  // One query row a head (n_rep 1): the whole 64-dim key in one thread, tiles
-  // of 256 keys (one a thread); eight rows: 8-dim slices, 8 threads a key.
+  // One query row a head (n_rep 1): a 64-dim slice would cover the key in
+  // one thread, but one key a thread would make a tile of 256 keys (192
+  // floats staged a thread), so 4 threads a key and tiles of 64; eight rows:
+  // 8-dim slices, 8 threads a key.
   CHECK(printSchedule(attentionSchedule(plan(attention(1, 4, 1, 4096, 128), h200))) ==
-        "decode lanes=256 splits=16 workgroup=256 memory=6208 k_lanes=1 vector=4 tile_k=256");
+        "decode lanes=256 splits=16 workgroup=256 memory=5568 k_lanes=4 vector=4 tile_k=64");
   CHECK(attentionSchedule(plan(attention(1, 32, 1, 4096, 128, 8), h200)).kLanes == 8);
-  // Eight rows of a 512-wide value would keep 128 sums a value thread.
+  // Eight rows of 512-wide heads: 64 threads a key (8 dims of q a row each)
+  // and one 4-wide value run a value thread keep q and the sums at 64 floats
+  // a thread; 16 keys a tile stage 64 floats a thread. 64 planes of 129
+  // words, 8 * 16 scores, 2 slices of 8 * 514.
   AttentionDecision wide = chooseDecode(8, 512, 0, 512, h200);
-  CHECK(!wide.schedule);
-  CHECK(wide.reason == "8 query rows of a 512-wide value keep 128 running sums a value thread, more than the decode "
-                       "schedule's 64");
-  CHECK(bool(chooseDecode(4, 512, 0, 512, h200).schedule));
+  REQUIRE(wide.schedule);
+  CHECK(printSchedule(*wide.schedule) ==
+        "decode lanes=256 splits=1 workgroup=256 memory=66432 k_lanes=64 vector=4 tile_k=16");
+  // 256-wide heads: 32 keys a tile (64 would stage 128 floats a thread).
+  CHECK(chooseDecode(2, 256, 0, 256, h200).schedule->tileK == 32);
+  // Eight rows of 4096-wide heads would keep 128 floats of q a key thread and
+  // 128 sums a value thread even with 256 of each.
+  AttentionDecision huge = chooseDecode(8, 4096, 0, 4096, h200);
+  CHECK(!huge.schedule);
+  CHECK(huge.reason == "8 query rows of a 4096-wide key and a 4096-wide value keep 128 floats of q a key thread and "
+                       "128 running sums a value thread of 256, more than the decode schedule's 64");
   // An odd value width loads one element at a time.
   CHECK(attentionSchedule(plan(attention(1, 8, 1, 4096, 37, 2), h200)).vector == 1);
   // More than 8 query rows a KV head stream, one workgroup a row.

@@ -8,7 +8,9 @@
 //     tile's scores are in workgroup memory, so they arrive while its values
 //     are folded in. A key past hi is read at hi - 1 (so nothing past the
 //     live length or the split's chunk is ever read) and scores -inf. A
-//     split's chunk is whole tiles of the row's live range (splitChunk).
+//     split's chunk is whole tiles of the row's live range (splitChunk). A
+//     paged key's read word is loaded a tile earlier still, so that its
+//     row loads do not wait on it.
 //  2. Scores. Key thread (kt, j) of kLanes holds slice j of every row's q in
 //     registers (runs j, j + kLanes, ... of `vector` elements, loaded once)
 //     and leaves each row's partial dot (fused multiply-adds) in plane j of
@@ -131,6 +133,27 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
     V last = b.max(b.sub(hi, b.i32(1)), b.i32(0));
     std::vector<V> keyLocal;
     for (int64_t p = 0; p < passes; ++p) keyLocal.push_back(b.add(kt, b.i32(p * (T / J))));
+    std::vector<V> valueLocal;
+    for (int64_t i = 0; i < perSlice; ++i) valueLocal.push_back(b.add(ks, b.i32(i * KS)));
+    // Paged: each key's read word is loaded a tile before its key and value
+    // rows (words[p] for key pass p, then one for each of the slice's keys),
+    // so a tile's row loads do not wait on its words.
+    std::vector<int32_t> words;
+    auto wordAt = [&](V t0, V local) {
+      return loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), b.min(b.add(t0, local), last)), 0, f.S - 1);
+    };
+    if (f.paged) {
+      for (V local : keyLocal) words.push_back(b.var(kir::Scalar::I32, wordAt(lo, local)));
+      for (V local : valueLocal) words.push_back(b.var(kir::Scalar::I32, wordAt(lo, local)));
+    }
+    // The row of the key at `local` of the tile being loaded, the word-th
+    // of the paged ones (whose word then moves on to the next tile's key).
+    auto rowAt = [&](V t0, V local, size_t word) {
+      if (!f.paged) return keyRow(b, f, bi, g, b.min(b.add(t0, local), last));
+      V row = b.add(b.mul(b.get(words[word]), b.i32(f.Hkv)), g);
+      b.set(words[word], wordAt(b.add(t0, b.i32(Tk)), local));
+      return row;
+    };
     std::vector<std::vector<int32_t>> kvar(static_cast<size_t>(passes)), vvar(static_cast<size_t>(perSlice));
     auto loadTile = [&](V t0, bool first) {
       auto keyAt = [&](V local) { return b.min(b.add(t0, local), last); };
@@ -139,7 +162,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
         else b.set(vars[at], x);
       };
       for (int64_t p = 0; p < passes; ++p) {
-        V t = keyAt(keyLocal[size_t(p)]), row = keyRow(b, f, bi, g, t);
+        V t = keyAt(keyLocal[size_t(p)]), row = rowAt(t0, keyLocal[size_t(p)], size_t(p));
         size_t at = 0;
         for (const Segment& sg : segs) {
           V base = sg.buffer == f.k ? b.mul(row, b.i32(f.Dh)) : b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds));
@@ -148,7 +171,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
         }
       }
       for (int64_t i = 0; i < perSlice; ++i) {
-        V row = keyRow(b, f, bi, g, keyAt(b.add(ks, b.i32(i * KS))));
+        V row = rowAt(t0, valueLocal[size_t(i)], size_t(passes + i));
         size_t at = 0;
         for (const Run& run : vruns)
           for (V e : b.loadVec(f.v, b.add(b.mul(row, b.i32(f.Dv)), run.at), W)) into(vvar[size_t(i)], at++, e);
