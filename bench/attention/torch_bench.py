@@ -3,10 +3,13 @@
 
 `torch_bench.py prepare PLAN_DIR DATA_DIR`: for every case of PLAN_DIR/cases.tsv
 (make_plans.sh writes it) draws the operands on the GPU (torch.randn, seeded by
-the case's index; the paged read map a random permutation of the pool; live
-lengths in [Lk/2, Lk]; the causal prefill's query positions 0 .. Lq - 1, its
-reference mask 0 on and below the diagonal, -inf above; a sliding window's
-also -inf at and past `window` keys below the diagonal), writes each as DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
+the case's index; the paged read map in pages of `param` consecutive slots,
+the pages a random permutation of the pool; live lengths in [Lk/2, Lk]; the
+causal prefill's query positions 0 .. Lq - 1, its reference mask 0 on and
+below the diagonal, -inf above; a sliding window's also -inf at and past
+`param` keys below the diagonal), writes the keys and values as
+DATA_DIR/NAME/kv.safetensors for `poot run --weights` and the rest as
+DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
 computes the reference output in float64, and times PyTorch on the same case:
 scaled_dot_product_attention in f32 with the math backend (enable_gqa) and the
 memory-efficient backend (K/V repeated to every query head beforehand), and in
@@ -37,9 +40,9 @@ def cases(plan_dir):
     out = []
     with open(os.path.join(plan_dir, "cases.tsv")) as f:
         for line in f:
-            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk, window = line.rstrip("\n").split("\t")
+            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk, param = line.rstrip("\n").split("\t")
             out.append(dict(name=n, form=form, B=int(B), Hq=int(Hq), Hkv=int(Hkv), Lq=int(Lq), Lk=int(Lk),
-                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk", window=int(window)))
+                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk", param=int(param)))
     return out
 
 
@@ -81,7 +84,9 @@ def operands(c, seed):
     if c["form"] == "paged":
         S = B * Lk
         ops["k"], ops["v"] = rnd(S, Hkv, Dk), rnd(S, Hkv, Dv)
-        ops["read"] = torch.randperm(S, device="cuda", generator=g).reshape(B, Lk).to(torch.int32)
+        P = c["param"]  # a page's slots: pages drawn at random, slots in order within one
+        pages = torch.randperm(S // P, device="cuda", generator=g)
+        ops["read"] = (pages[:, None] * P + torch.arange(P, device="cuda")).reshape(B, Lk).to(torch.int32)
         idx = ops["read"].long()
         k = ops["k"][idx].permute(0, 2, 1, 3)  # [B, Hkv, Lk, Dk]
         v = ops["v"][idx].permute(0, 2, 1, 3)
@@ -95,7 +100,7 @@ def operands(c, seed):
     if c["form"] in ("causal", "window"):
         keep = torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).tril(Lk - Lq)
         if c["form"] == "window":  # query i (at position Lk - Lq + i) sees key t when pos - t < window
-            keep &= torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).triu(Lk - Lq - c["window"] + 1)
+            keep &= torch.ones(Lq, Lk, device="cuda", dtype=torch.bool).triu(Lk - Lq - c["param"] + 1)
         mask = torch.zeros(1, 1, Lq, Lk, device="cuda").masked_fill(~keep, -math.inf)
         ops["qpos"] = (torch.arange(Lq, device="cuda", dtype=torch.int32) + (Lk - Lq)).expand(B, Lq).contiguous()
     if c["form"] == "live":
@@ -153,6 +158,7 @@ def time_torch(c, q, k, v, mask):
 def prepare(plan_dir, data_dir):
     import numpy as np
     import torch
+    from safetensors.torch import save_file
 
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     result = {"ceiling_tbs": ceiling(), "torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cases": {}}
@@ -161,8 +167,15 @@ def prepare(plan_dir, data_dir):
         ops, k, v, mask = operands(c, 1000 + i)
         d = os.path.join(data_dir, c["name"])
         os.makedirs(d, exist_ok=True)
+        # The keys and values as the weights of kv.safetensors (the plans
+        # declare them so: bound once, not sent again every step), the rest
+        # as NAME.npy.
+        kv = {n: t.cpu().contiguous() for n, t in ops.items() if n in ("k", "k_shared", "v")}
+        save_file(kv, os.path.join(d, "kv.safetensors"))
         for n, t in ops.items():
-            np.save(os.path.join(d, n + ".npy"), t.cpu().numpy())
+            if n not in kv:
+                np.save(os.path.join(d, n + ".npy"), t.cpu().numpy())
+        del kv
         ref = reference(c, ops["q"], k, v, mask)
         np.save(os.path.join(d, "ref.npy"), ref.cpu().numpy())
         times = time_torch(c, ops["q"], k, v, mask)
@@ -197,7 +210,7 @@ def pairs(c):
     if c["form"] == "causal":
         return c["Lq"] * c["Lk"] / 2
     if c["form"] == "window":
-        W, L = c["window"], c["Lq"]
+        W, L = c["param"], c["Lq"]
         return sum(min(i + 1, W) for i in range(L))
     return c["Lq"] * c["Lk"]
 
@@ -222,11 +235,12 @@ def report(plan_dir, data_dir, poot_tsv, csv_path=None):
             lens = np.load(os.path.join(d, "len.npy"))
             bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * 4
         flops = 4 * c["B"] * c["Hq"] * c["Dk"] * pairs(c)
-        sched = open(os.path.join(plan_dir, c["name"] + ".schedule.txt")).read().split(":")[0].strip()
         t = tj["cases"][c["name"]]
         for backend, sub in (("cuda", ""), ("vulkan", "vk")):
             if backend == "vulkan" and not c["vk"]:
                 continue
+            with open(os.path.join(plan_dir, c["name"] + (".vk" if sub else "") + ".schedule.txt")) as f:
+                sched = f.read().split(":")[0].strip()
             ms = poot.get((c["name"], backend))
             out = os.path.join(d, sub, "out.npy")
             err = float(np.abs(np.load(out) - ref).max() / np.abs(ref).max()) if os.path.exists(out) and ms else None
