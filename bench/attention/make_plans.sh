@@ -98,11 +98,13 @@ for B in 1 8 32; do
   done
 done
 # Other head widths at B = 1, 16k keys: 64 (32 over 8 heads), 256 (Gemma-2's
-# 16 over 8) and 512 (8 over 1); and one query head a KV head (n_rep 1, as
-# Llama-2-7B's 32 heads of 128) at B = 8, 4096 keys.
+# 16 over 8) and 512 (8 over 1); one KV head of 256 for 8 query heads (as
+# Gemma-2B's); and one query head a KV head (n_rep 1, as Llama-2-7B's 32
+# heads of 128) at B = 8, 4096 keys.
 case_ d64-b1-l16384 dense 1 32 8 1 16384 64 64 0 vk
 case_ d256-b1-l16384 dense 1 16 8 1 16384 256 256 0 vk
 case_ d512-b1-l16384 dense 1 8 1 1 16384 512 512 0 vk
+case_ mqa-b1-l16384 dense 1 8 1 1 16384 256 256 0 vk
 case_ mha-b8-l4096 dense 8 32 32 1 4096 128 128 0 vk
 # DeepSeek-V2-Lite's multi-head latent attention as traced: 16 heads, keys
 # of 128 + 64 shared, values of 128.

@@ -32,10 +32,11 @@ namespace poot {
 //   "split-kv-combine"   one workgroup of `lanes` threads per row, reads the
 //                        Scratch, writes the result
 //   "decode"             Attention with few query rows a KV head: one
-//                        workgroup per (batch row, KV head, split) serves
-//                        its n_rep * Lq rows from one read of the keys; with
-//                        splits > 1 it writes the Scratch as the partials
-//                        do and a combine follows (schedule.h, chooseDecode)
+//                        workgroup per (batch row, KV head, split, row
+//                        group) serves tileM of its n_rep * Lq rows from one
+//                        read of the keys; with splits > 1 it writes the
+//                        Scratch as the partials do and a combine follows
+//                        (schedule.h, chooseDecode, chooseRowGroups)
 //   "prefill"            Attention with many query rows: one workgroup per
 //                        (batch row, KV head, block of tileM / n_rep query
 //                        positions), key tiles of tileN in workgroup memory,
@@ -86,8 +87,9 @@ struct Schedule {
   int64_t workgroupMemory = 0; // bytes of workgroup memory
   // MatMul tiling; 0 in every kind that has none.
   int64_t kLanes = 0, unroll = 0, vector = 0;        // gemv; decode: kLanes and vector
-  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step; decode: tileK keys a tile;
-                                                     // prefill: tileM rows, tileN keys a tile
+  int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step; decode: tileM query rows
+                                                     // a workgroup, tileK keys a tile; prefill: tileM rows, tileN keys
+                                                     // a tile
   int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns; prefill: rows x keys
   bool operator==(const Schedule&) const = default;
 };

@@ -225,6 +225,16 @@ class Planner {
     SplitDecision split = chooseSplits(groups, packed, Lq, Lk, Dv, d_);
     Schedule first = decode.schedule ? *decode.schedule : streamingSchedule(*lanes, Dv);
     std::string why = decode.reason + "; " + split.reason;
+    // A decode that leaves most units idle shares each head's rows out over
+    // row groups, when the decode schedule takes their fewer rows.
+    int64_t rowGroups = decode.schedule ? chooseRowGroups(groups * split.splits, packed, d_) : 1;
+    if (AttentionDecision fewer = rowGroups > 1 ? chooseDecode(packed / rowGroups, Dk - Ds, Ds, Dv, d_)
+                                                : AttentionDecision{};
+        fewer.schedule) {
+      first = *fewer.schedule;
+      why += "; " + str(rowGroups) + " row groups of " + str(packed / rowGroups) + " rows a KV head: " + fewer.reason;
+      groups *= rowGroups;
+    }
     if (split.splits > 1) {
       int64_t s = split.splits;
       // chooseSplits has checked that the partials' fold fits; the combine's
@@ -241,7 +251,7 @@ class Planner {
       dispatch(kc, i, *combine, {Access{-1, scratch}}, results(e));
       return ok();
     }
-    auto grid = decode.schedule ? gridFor(e, "attention", groups, "B * Hkv")
+    auto grid = decode.schedule ? gridFor(e, "attention", groups, "B * Hkv * row groups")
                                 : gridFor(e, "attention", B * Hq * Lq, "B * Hq * Lq");
     if (!grid) return grid.error();
     dispatch(kernel(request(e, first), i, why), i, *grid, operands(e), results(e));

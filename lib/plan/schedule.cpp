@@ -175,12 +175,21 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
     s.tileK = std::max(s.tileK, t / lanes);
     s.workgroupMemory = 4 * decodeWords(s, packed, dv);
     if (s.workgroupMemory > d.workgroup_memory_bytes) continue;
+    s.tileM = packed;
     return {s, str(packed) + " query rows a KV head share each key and value read: " + str(t) + " threads, " +
                    str(s.kLanes) + " a key, tiles of " + str(s.tileK) + " keys"};
   }
   if (!tooMany.empty()) return {std::nullopt, tooMany};
   return {std::nullopt, "no decode workgroup of 32 threads or more fits the device's " +
                             str(d.workgroup_memory_bytes) + " bytes of workgroup memory"};
+}
+
+int64_t chooseRowGroups(int64_t workgroups, int64_t packed, const DeviceProfile& d) {
+  if (4 * workgroups > d.compute_units) return 1;
+  int64_t r = 1;
+  for (int64_t x = 2; x <= packed; ++x)
+    if (packed % x == 0 && workgroups * x <= d.compute_units) r = x;
+  return r;
 }
 
 Schedule streamingSchedule(int64_t lanes, int64_t dv) {
@@ -358,7 +367,8 @@ std::string printSchedule(const Schedule& s) {
   if (s.kind == "gemm")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
   if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
-  if (s.kind == "decode") out += " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
+  if (s.kind == "decode")
+    out += " rows=" + str(s.tileM) + " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
   if (s.kind == "prefill-mma") out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector);
   if (s.kind == "prefill")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " thread=" + str(s.threadM) +

@@ -59,8 +59,9 @@ inline int64_t partialStateBytes(int64_t rows, int64_t splits, int64_t dv) { ret
 int64_t widestLoad(std::initializer_list<int64_t> widths);
 
 // The GQA-packed decode schedule ("decode", plan.h): one workgroup per (batch
-// row, KV head[, split]) serves all `packed` = n_rep * Lq query rows of that
-// head from one read of each key and value row. Its fields: workgroupSize
+// row, KV head[, split][, row group]) serves `packed` query rows of that head
+// (all n_rep * Lq of them, or a row group's share: tileM) from one read of
+// each key and value row. Its fields: workgroupSize
 // (= lanes) threads; kLanes threads share each key's dot products (q held in
 // their registers, a slice each); `vector` elements a wide load; tileK keys a
 // tile. A tile's value rows are shared by decodeValueLanes threads each, so
@@ -75,6 +76,12 @@ struct AttentionDecision {
   std::string reason;
 };
 AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+// Row groups: when the decode's (group, split) workgroups would keep at most
+// a quarter of the compute units busy, a KV head's `packed` query rows are
+// shared out over R workgroups that each read the same keys (together, so
+// mostly from the cache): the largest divisor R of `packed` with
+// workgroups * R <= compute_units (one wave). 1 otherwise.
+int64_t chooseRowGroups(int64_t workgroups, int64_t packed, const DeviceProfile& d);
 // Threads sharing one value row: the runs of `vector` elements of a dv-wide
 // row, rounded up to a power of two, at most `threads` (one run a thread
 // where the workgroup has enough).

@@ -567,6 +567,34 @@ TEST_CASE("attention gen: decode of wide heads, key and value threads past a war
   run(c, h200(), kDecodeSplit);
 }
 
+TEST_CASE("attention gen: decode row groups, a KV head's rows over several workgroups") {
+  // One KV head at B = 1 leaves most units idle: its rows go to row groups
+  // (each row's query head and position from the group's first row), with
+  // and without splits, under a causal window (positions per row) and per
+  // head ALiBi-like masks, on the H200's profile (interpreter) and on 64
+  // units (lavapipe).
+  Case c;
+  c.B = 1, c.Hq = 8, c.nrep = 8, c.Lq = 1, c.Lk = 77, c.Dk = 32, c.Dv = 48;
+  const DeviceProfile* d = &h200();
+  SUBCASE("eight rows, one a group") {}
+  SUBCASE("split over the keys too") { c.Lk = 1100; }
+  SUBCASE("per-head mask") { c.Hm = c.Hq; }
+  SUBCASE("two rows of three heads, a causal window") {
+    c.Hq = 3, c.nrep = 3, c.Lq = 2, c.causal = true, c.window = 30;
+  }
+  SUBCASE("paged on lavapipe's 64 units") { c.key = "paged", d = &wide(); }
+  CAPTURE(c.key);
+  auto p = planGraph(testing::parse(graphText(c)), *d);
+  REQUIRE(bool(p));
+  const Schedule& s = p->kernels[0].request.schedule;
+  CAPTURE(printSchedule(s));
+  CHECK(s.kind == "decode");
+  CHECK(s.tileM < c.nrep * c.Lq);
+  run(c, *d, s.splits > 1 ? kDecodeSplit : kDecode, [](const Case& c, Params& p, uint64_t) {
+    if (c.causal) setPositions(c, p, [&](int64_t, int64_t i) -> int64_t { return 40 + 9 * i; });
+  });
+}
+
 TEST_CASE("attention gen: split-kv decode") {
   Case c;
   c.B = 1, c.Hq = 2, c.nrep = 2, c.Lq = 1, c.Lk = 600, c.Dk = 64, c.Dv = 64;

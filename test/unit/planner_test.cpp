@@ -166,14 +166,14 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   // 8 * 4 * 130 words.
   Plan p = plan(attention(1, 32, 1, 4096, 128, 4), h200);
   CHECK(printSchedule(attentionSchedule(p)) ==
-        "decode lanes=256 splits=16 workgroup=256 memory=21888 k_lanes=4 vector=4 tile_k=64");
+        "decode lanes=256 splits=16 workgroup=256 memory=21888 rows=4 k_lanes=4 vector=4 tile_k=64");
   // One query row a head (n_rep 1): a 64-dim slice would cover the key in
   // one thread, but one key a thread would make a tile of 256 keys (192
   // floats staged a thread), so 4 threads a key and tiles of 64; eight rows:
   // 8-dim slices, 8 threads a key.
   CHECK(printSchedule(attentionSchedule(plan(attention(1, 4, 1, 4096, 128), h200))) ==
-        "decode lanes=256 splits=16 workgroup=256 memory=5568 k_lanes=4 vector=4 tile_k=64");
-  CHECK(attentionSchedule(plan(attention(1, 32, 1, 4096, 128, 8), h200)).kLanes == 8);
+        "decode lanes=256 splits=16 workgroup=256 memory=5568 rows=1 k_lanes=4 vector=4 tile_k=64");
+  CHECK(chooseDecode(8, 64, 0, 128, h200).schedule->kLanes == 8);
   // Eight rows of 512-wide heads: 64 threads a key (8 dims of q a row each)
   // and one 4-wide value run a value thread keep q and the sums at 64 floats
   // a thread; 16 keys a tile stage 64 floats a thread. 64 planes of 129
@@ -181,7 +181,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   AttentionDecision wide = chooseDecode(8, 512, 0, 512, h200);
   REQUIRE(wide.schedule);
   CHECK(printSchedule(*wide.schedule) ==
-        "decode lanes=256 splits=1 workgroup=256 memory=66432 k_lanes=64 vector=4 tile_k=16");
+        "decode lanes=256 splits=1 workgroup=256 memory=66432 rows=8 k_lanes=64 vector=4 tile_k=16");
   // 256-wide heads: 32 keys a tile (64 would stage 128 floats a thread).
   CHECK(chooseDecode(2, 256, 0, 256, h200).schedule->tileK == 32);
   // Eight rows of 4096-wide heads would keep 128 floats of q a key thread and
@@ -209,7 +209,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   CHECK(chooseDecode(4, 64, 0, 64, s.make()).schedule->workgroupSize == 64);
   s.lds = 4096;
   CHECK(printSchedule(*chooseDecode(4, 64, 0, 64, s.make()).schedule) ==
-        "decode lanes=32 splits=1 workgroup=32 memory=2880 k_lanes=4 vector=4 tile_k=8");
+        "decode lanes=32 splits=1 workgroup=32 memory=2880 rows=4 k_lanes=4 vector=4 tile_k=8");
   s.lds = 2048;
   AttentionDecision none = chooseDecode(4, 64, 0, 64, s.make());
   CHECK(!none.schedule);
@@ -217,6 +217,29 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   s.lds = 32768;
   s.maxwg = 16;
   CHECK(!chooseDecode(1, 64, 0, 64, s.make()).schedule);
+}
+
+TEST_CASE("plan: a decode that leaves most units idle shares a KV head's rows out over row groups") {
+  DeviceProfile h200 = target("nvidia-h200");
+  // One KV head of 8 query rows at B = 1, 16 splits: 16 workgroups for 132
+  // units, so each row gets workgroups of its own (8 x 16 = 128 still fits
+  // one wave), each re-planned for one row.
+  Plan mqa = plan(attention(1, 8, 1, 16384, 64, 8), h200);
+  CHECK(printSchedule(attentionSchedule(mqa)) ==
+        "decode lanes=256 splits=16 workgroup=256 memory=5632 rows=1 k_lanes=4 vector=4 tile_k=64");
+  CHECK(mqa.dispatches[0].grid[0] == 128);
+  // Llama-3's 8 KV heads at B = 1 fill 128 of the 132 units with their
+  // splits: their 4 rows stay together.
+  CHECK(attentionSchedule(plan(attention(1, 32, 1, 4096, 128, 4), h200)).tileM == 4);
+  // The largest divisor of the rows that keeps to one wave; none past a
+  // quarter of the units.
+  CHECK(chooseRowGroups(16, 8, h200) == 8);
+  CHECK(chooseRowGroups(33, 4, h200) == 4);
+  CHECK(chooseRowGroups(30, 6, h200) == 3);
+  CHECK(chooseRowGroups(20, 6, h200) == 6);
+  CHECK(chooseRowGroups(34, 4, h200) == 1);
+  CHECK(chooseRowGroups(64, 4, h200) == 1);
+  CHECK(chooseRowGroups(2, 1, h200) == 1);
 }
 
 TEST_CASE("plan: a prefill tiles its query rows and keys") {

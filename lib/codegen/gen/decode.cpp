@@ -1,6 +1,7 @@
 // How the GQA-packed decode schedule ("decode", schedule.h) is written. A
-// workgroup (batch row b, KV head g[, split]) serves the Q = n_rep * Lq query
-// rows of g, query qi being head g * n_rep + qi / Lq, row qi % Lq, and walks
+// workgroup (batch row b, KV head g[, split][, row group rg]) serves Q =
+// tileM of the n_rep * Lq query rows of g, rows rg * Q + qi for qi < Q, a
+// KV head's row r being head g * n_rep + r / Lq, query row r % Lq, and walks
 // its key range [lo, hi) in tiles of tileK keys. Each tile:
 //  1. Loads. The key threads load their keys' runs and the value threads
 //     their keys' value runs into variables, all at once, so a tile's bytes
@@ -75,8 +76,9 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
   const int64_t T = s.workgroupSize, J = s.kLanes, W = s.vector, Tk = s.tileK, S = s.splits;
-  const int64_t Q = f.nrep * f.Lq, CG = decodeValueLanes(f.Dv, W, T), KS = T / CG, plane = decodePlane(s, Q);
-  const int64_t groups = f.B * f.Hkv, rows = f.B * f.Hq * f.Lq, passes = Tk / (T / J), perSlice = Tk / KS;
+  const int64_t Q = s.tileM, R = f.nrep * f.Lq / Q, CG = decodeValueLanes(f.Dv, W, T), KS = T / CG;
+  const int64_t plane = decodePlane(s, Q), groups = f.B * f.Hkv, rows = f.B * f.Hq * f.Lq, passes = Tk / (T / J),
+                perSlice = Tk / KS;
   Builder b(in.entry, T, in.grid[0]);
   declareOperands(b, r, f);
   int32_t out = S > 1 ? b.buffer("scratch", DType::F32, rows * S * (f.Dv + 2), true)
@@ -86,8 +88,12 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
   int32_t foldO = b.shared("o", kir::Scalar::F32, KS * Q * f.Dv);
   int32_t foldM = b.shared("m", kir::Scalar::F32, KS * Q), foldL = b.shared("l", kir::Scalar::F32, KS * Q);
   V wg = b.workgroupId(), tid = b.local();
-  b.ifThen(b.lt(wg, b.i32(groups * S)), [&] {
-    V grp = S > 1 ? b.div(wg, b.i32(S)) : wg, split = S > 1 ? b.rem(wg, b.i32(S)) : b.i32(0);
+  b.ifThen(b.lt(wg, b.i32(groups * S * R)), [&] {
+    // The R row groups of a (group, split) are neighbours in the grid, so
+    // they run together and read its keys through the cache once.
+    V rg = R > 1 ? b.rem(wg, b.i32(R)) : b.i32(0), rest = R > 1 ? b.div(wg, b.i32(R)) : wg;
+    V grp = S > 1 ? b.div(rest, b.i32(S)) : rest, split = S > 1 ? b.rem(rest, b.i32(S)) : b.i32(0);
+    V firstRow = b.mul(rg, b.i32(Q));
     V bi = b.div(grp, b.i32(f.Hkv)), g = b.rem(grp, b.i32(f.Hkv));
     V bound = keyBound(b, f, bi);
     V lo = b.i32(0), hi = bound;
@@ -96,9 +102,13 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
       lo = chunk.lo;
       hi = chunk.hi;
     }
-    auto headOf = [&](V qi) { return b.add(b.mul(g, b.i32(f.nrep)), b.div(qi, b.i32(f.Lq))); };
+    // Row qi of this workgroup's Q is the KV head's row firstRow + qi: query
+    // head g * n_rep + that / Lq, query row that % Lq.
+    auto headRow = [&](V qi) { return b.add(firstRow, qi); };
+    auto headOf = [&](V qi) { return b.add(b.mul(g, b.i32(f.nrep)), b.div(headRow(qi), b.i32(f.Lq))); };
     auto queryRow = [&](int64_t qi) {
-      return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(b.i32(qi))), b.i32(f.Lq)), b.i32(qi % f.Lq));
+      V at = headRow(b.i32(qi));
+      return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(b.i32(qi))), b.i32(f.Lq)), b.rem(at, b.i32(f.Lq)));
     };
 
     // The key threads' q slices, in registers for the whole kernel.
@@ -208,7 +218,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
           V qi = b.div(pair, b.i32(Tk)), key = b.rem(pair, b.i32(Tk));
           V sc = transformScore(b, r, dot);
           if (f.masked || f.causal)
-            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(qi), b.rem(qi, b.i32(f.Lq))), sc, keyAt(key));
+            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(qi), b.rem(headRow(qi), b.i32(f.Lq))), sc, keyAt(key));
           b.sharedStore(scores, pair, b.select(b.lt(b.add(t0, key), hi), sc, b.f32(-kInf)));
         });
       }
