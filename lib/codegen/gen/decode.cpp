@@ -105,10 +105,10 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
     // Row qi of this workgroup's Q is the KV head's row firstRow + qi: query
     // head g * n_rep + that / Lq, query row that % Lq.
     auto headRow = [&](V qi) { return b.add(firstRow, qi); };
-    auto headOf = [&](V qi) { return b.add(b.mul(g, b.i32(f.nrep)), b.div(headRow(qi), b.i32(f.Lq))); };
+    auto headOf = [&](V row) { return b.add(b.mul(g, b.i32(f.nrep)), b.div(row, b.i32(f.Lq))); };
     auto queryRow = [&](int64_t qi) {
-      V at = headRow(b.i32(qi));
-      return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(b.i32(qi))), b.i32(f.Lq)), b.rem(at, b.i32(f.Lq)));
+      V row = headRow(b.i32(qi));
+      return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(row)), b.i32(f.Lq)), b.rem(row, b.i32(f.Lq)));
     };
 
     // The key threads' q slices, in registers for the whole kernel.
@@ -156,10 +156,10 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
       for (V local : keyLocal) words.push_back(b.var(kir::Scalar::I32, wordAt(lo, local)));
       for (V local : valueLocal) words.push_back(b.var(kir::Scalar::I32, wordAt(lo, local)));
     }
-    // The row of the key at `local` of the tile being loaded, the word-th
-    // of the paged ones (whose word then moves on to the next tile's key).
-    auto rowAt = [&](V t0, V local, size_t word) {
-      if (!f.paged) return keyRow(b, f, bi, g, b.min(b.add(t0, local), last));
+    // The row of key t, at `local` of the tile from t0; paged, the word-th
+    // of the words (which then moves on to the next tile's key).
+    auto rowAt = [&](V t, V t0, V local, size_t word) {
+      if (!f.paged) return keyRow(b, f, bi, g, t);
       V row = b.add(b.mul(b.get(words[word]), b.i32(f.Hkv)), g);
       b.set(words[word], wordAt(b.add(t0, b.i32(Tk)), local));
       return row;
@@ -172,7 +172,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
         else b.set(vars[at], x);
       };
       for (int64_t p = 0; p < passes; ++p) {
-        V t = keyAt(keyLocal[size_t(p)]), row = rowAt(t0, keyLocal[size_t(p)], size_t(p));
+        V t = keyAt(keyLocal[size_t(p)]), row = rowAt(t, t0, keyLocal[size_t(p)], size_t(p));
         size_t at = 0;
         for (const Segment& sg : segs) {
           V base = sg.buffer == f.k ? b.mul(row, b.i32(f.Dh)) : b.mul(b.add(b.mul(bi, b.i32(f.Lk)), t), b.i32(f.Ds));
@@ -181,7 +181,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
         }
       }
       for (int64_t i = 0; i < perSlice; ++i) {
-        V row = rowAt(t0, valueLocal[size_t(i)], size_t(passes + i));
+        V row = rowAt(keyAt(valueLocal[size_t(i)]), t0, valueLocal[size_t(i)], size_t(passes + i));
         size_t at = 0;
         for (const Run& run : vruns)
           for (V e : b.loadVec(f.v, b.add(b.mul(row, b.i32(f.Dv)), run.at), W)) into(vvar[size_t(i)], at++, e);
@@ -217,8 +217,10 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
           for (int64_t jj = 0; jj < J; ++jj) dot = b.add(dot, b.sharedLoad(parts, b.add(b.i32(jj * plane), pair)));
           V qi = b.div(pair, b.i32(Tk)), key = b.rem(pair, b.i32(Tk));
           V sc = transformScore(b, r, dot);
-          if (f.masked || f.causal)
-            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(qi), b.rem(headRow(qi), b.i32(f.Lq))), sc, keyAt(key));
+          if (f.masked || f.causal) {
+            V row = headRow(qi);
+            sc = maskedScore(b, f, maskRow(b, f, bi, headOf(row), b.rem(row, b.i32(f.Lq))), sc, keyAt(key));
+          }
           b.sharedStore(scores, pair, b.select(b.lt(b.add(t0, key), hi), sc, b.f32(-kInf)));
         });
       }
