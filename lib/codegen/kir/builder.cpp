@@ -185,6 +185,36 @@ V Builder::fromStorage(int32_t buffer, V raw) {
   }
 }
 
+V Builder::bf16Bits(V x) {
+  // Round to nearest even on the bit pattern; a NaN keeps a quiet NaN.
+  V bits = bitcast(x, Scalar::I32);
+  V lsb = binary(Opc::And, binary(Opc::ShrL, bits, i32(16)), i32(1));
+  V rounded = binary(Opc::ShrL, add(bits, add(i32(0x7fff), lsb)), i32(16));
+  V quiet = binary(Opc::Or, binary(Opc::ShrL, bits, i32(16)), i32(0x40));
+  return select(isNan(x), quiet, rounded);
+}
+
+V Builder::roundTo(V x, DType t) {
+  assert(typeOf(x) == Scalar::F32);
+  if (t == DType::BF16) return bitcast(binary(Opc::Shl, bf16Bits(x), i32(16)), Scalar::F32);
+  if (t != DType::F16) return x;
+  // f16 keeps 11 significant bits from 2^-14 up, multiples of 2^-24 below.
+  // Normal range: nearest even on the bit pattern (a carry rolls into the
+  // exponent); from 65520 up (halfway to 2^16, ties to even) an infinity.
+  // Below 2^-14: adding 0.5 leaves an ulp of 2^-24, so the f32 add rounds
+  // to the subnormal grid and subtracting 0.5 again is exact.
+  V bits = bitcast(x, Scalar::I32);
+  V sign = binary(Opc::And, bits, i32(int32_t(0x80000000u)));
+  V mag = binary(Opc::And, bits, i32(0x7fffffff));
+  V lsb = binary(Opc::And, binary(Opc::ShrL, mag, i32(13)), i32(1));
+  V normal = binary(Opc::And, add(mag, add(i32(0xfff), lsb)), i32(int32_t(0xffffe000u)));
+  normal = select(ge(normal, i32(0x47800000)), i32(0x7f800000), normal);
+  V ax = bitcast(mag, Scalar::F32);
+  V tiny = bitcast(sub(add(ax, f32(0.5)), f32(0.5)), Scalar::I32);
+  V r = select(lt(mag, i32(0x38800000)), tiny, normal);
+  return select(isNan(x), x, bitcast(binary(Opc::Or, r, sign), Scalar::F32));
+}
+
 V Builder::load(int32_t buffer, V index) {
   assert(typeOf(index) == Scalar::I32);
   const Buffer& buf = k_.buffers[size_t(buffer)];
@@ -212,14 +242,7 @@ void Builder::store(int32_t buffer, V index, V value) {
   DType dt = dtypes_[size_t(buffer)];
   value = convert(value, graphValueOf(dt));
   if (dt == DType::Bool) value = convert(value, Scalar::I32);
-  if (dt == DType::BF16) {
-    // Round to nearest even on the bit pattern; a NaN keeps a quiet NaN.
-    V bits = bitcast(value, Scalar::I32);
-    V lsb = binary(Opc::And, binary(Opc::ShrL, bits, i32(16)), i32(1));
-    V rounded = binary(Opc::ShrL, add(bits, add(i32(0x7fff), lsb)), i32(16));
-    V quiet = binary(Opc::Or, binary(Opc::ShrL, bits, i32(16)), i32(0x40));
-    value = select(isNan(value), quiet, rounded);
-  }
+  if (dt == DType::BF16) value = bf16Bits(value);
   emit(Inst{Opc::Store, Scalar::I32, {index, value}, buffer});
 }
 

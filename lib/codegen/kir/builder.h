@@ -73,6 +73,12 @@ class Builder {
   V select(V cond, V a, V b);
   V fma(V a, V b, V c);  // f32 a * b + c (kir.h: rounded once, or as two roundings)
   V convert(V a, Scalar to);  // no-op when already `to`
+  // The f32 value x rounded to the nearest value of float dtype t (round to
+  // nearest even, as a store to t rounds; f16 overflows to an infinity and
+  // keeps its subnormals; NaN stays NaN), still as an f32 value: what a
+  // kernel computes where the graph rounds an intermediate to a two-byte
+  // dtype. No-op for f32.
+  V roundTo(V x, DType t);
   V bitcast(V a, Scalar to);
 
   V load(int32_t buffer, V index);
@@ -123,6 +129,7 @@ class Builder {
  private:
   V emit(Inst inst);
   V fromStorage(int32_t buffer, V raw);  // a loaded value as its graph dtype's value
+  V bf16Bits(V x);  // x rounded to bf16 (nearest even), as its 16 bits in an i32
   Block& current();
   void fill(Block Inst::*which, V owner, const std::function<void()>& body);
 
