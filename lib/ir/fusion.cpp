@@ -152,8 +152,8 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
         !std::get<bool>(*e.attr("keepdim")))
       return broken(e, id, "a fused reduction reduces the last axis with keepdim");
     DType t = g.type(e.results[0]).dtype;
-    if (t != DType::F32 && t != DType::I32)
-      return broken(e, id, "a fused reduction is f32 or i32 (its partials live in workgroup memory), not " +
+    if (!isFloat(t) && t != DType::I32)
+      return broken(e, id, "a fused reduction is a float (its partials are f32 in workgroup memory) or i32, not " +
                                std::string(dtypeName(t)));
     if (grp.rows && s != grp.space)
       return broken(e, id, "its reductions read " + shapeStr(grp.space) + " and " + shapeStr(s) + "; a group has one row shape");

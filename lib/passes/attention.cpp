@@ -24,6 +24,7 @@
 // chain's last matmul and replaces its uses. The old chain is left to
 // cleanup.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -95,7 +96,7 @@ std::string walkScores(const match::Users& u, ValueId scores, ScorePath& p) {
   const Graph& g = u.g;
   const Type& st = g.type(scores);
   ValueId cur = scores;
-  auto keepsType = [&](const Eqn& e) { return g.type(e.results[0]) == st; };
+  std::function<bool(const Eqn&)> keepsType = [&](const Eqn& e) { return g.type(e.results[0]) == st; };
   auto any = [](const Eqn&) { return true; };
 
   if (const Eqn* m = u.find(cur, Op::Mul, [&](const Eqn& e) {
@@ -138,6 +139,15 @@ std::string walkScores(const match::Users& u, ValueId scores, ScorePath& p) {
     p.scoreCond = s->operands[0];
     cur = s->results[0];
   }
+  // A two-byte chain computes its softmax in f32, as the reference
+  // implementations do (transformers: softmax(..., dtype=float32).to(dtype)):
+  // Convert(scores, f32), the softmax, Convert(probs, the scores' dtype).
+  const Eqn* widen = st.dtype == DType::F32 ? nullptr : u.find(cur, Op::Convert, [&](const Eqn& e) {
+    return g.type(e.results[0]).dtype == DType::F32;
+  });
+  if (widen) cur = widen->results[0];
+  const Type& ft = g.type(cur);
+  keepsType = [&](const Eqn& e) { return g.type(e.results[0]) == ft; };
   // softmax: ReduceMax -> Sub -> Exp -> ReduceSum -> Div
   const Eqn* mx = u.find(cur, Op::ReduceMax, [&](const Eqn& e) { return lastAxisKeepdim(g, e); });
   const Eqn* sub = mx ? u.find(cur, Op::Sub, [&](const Eqn& e) {
@@ -152,7 +162,13 @@ std::string walkScores(const match::Users& u, ValueId scores, ScorePath& p) {
                          })
                        : nullptr;
   if (!div) return "no max-subtracted softmax over the keys follows the scores";
-  const Eqn* pv = u.find(div->results[0], Op::MatMul, [&](const Eqn& e) { return e.operands[0] == div->results[0]; });
+  ValueId probs = div->results[0];
+  if (widen) {
+    const Eqn* narrow = u.find(probs, Op::Convert, [&](const Eqn& e) { return g.type(e.results[0]).dtype == st.dtype; });
+    if (!narrow) return std::string("the f32 softmax is not converted back to the scores' ") + dtypeName(st.dtype);
+    probs = narrow->results[0];
+  }
+  const Eqn* pv = u.find(probs, Op::MatMul, [&](const Eqn& e) { return e.operands[0] == probs; });
   if (!pv) return "the softmax does not feed a matmul with the values";
   p.out = pv->results[0];
   p.vx = pv->operands[1];
@@ -389,8 +405,10 @@ Match matchChain(const match::Users& u, const ValueRanges& ranges, const PassCon
   if (auto why = checkMask(g, c); !why.empty()) return declined(why);
   if (g.type(c.out) != Type{qt.dtype, {c.B, c.Hq, c.Lq, c.Dv}})
     return declined("the value matmul gives " + g.type(c.out).str() + ", not [B, Hq, Lq, Dv]");
-  if (qt.dtype != DType::F32)
-    return declined(std::string("the generated kernel is F32 only: this chain is ") + dtypeName(qt.dtype));
+  for (ValueId v : {c.k, c.kShared, c.v})
+    if (v >= 0 && g.type(v).dtype != qt.dtype)
+      return declined(std::string("the query is ") + dtypeName(qt.dtype) + " but a key or value operand is " +
+                      dtypeName(g.type(v).dtype));
   if (auto why = checkGrid(ctx, c); !why.empty()) return declined(why);
   if (auto why = checkProofs(g, ranges, c); !why.empty()) return declined(why);
   recognizeCausal(g, ranges, scores, c);

@@ -148,29 +148,21 @@ class Planner {
     }
   }
 
-  // Two-byte floats: every op that touches one needs the device to load,
-  // store and convert it (kernels compute in f32 and round each result, as
-  // the oracle does); a Select of two-byte values needs a two-byte select,
-  // which no SPIR-V target lowers; the attention generators are f32 only.
+  // Two-byte floats: every op that touches one needs the device to load and
+  // store it; kernels widen what they load to f32, compute in f32 (attention
+  // and products accumulate there) and round what they store, and round an
+  // intermediate where the graph rounds it (kir::Builder::roundTo).
   Status checkDtypes(const Eqn& e) const {
     for (DType t : {DType::F16, DType::BF16}) {
       bool uses = false;
       for (ValueId v : e.operands) uses |= g_.type(v).dtype == t;
       for (ValueId v : e.results) uses |= g_.type(v).dtype == t;
-      if (!uses) continue;
       const TwoByteOps& ops = t == DType::F16 ? d_.f16 : d_.bf16;
-      std::string head =
-          "op " + std::string(opName(e.op)) + " on " + dtypeName(t) + " does not lower on " + d_.name + ": ";
-      auto lowering = [&](const std::string& why) {
-        return refuse("DtypeLowering", e.loc, head + why, {{"op", opName(e.op)}, {"dtype", dtypeName(t)}});
-      };
-      if (e.op == Op::Attention || e.op == Op::SelectedAttention)
-        return lowering("the generated attention kernel is f32 only");
-      if (!ops.storage) return lowering("the device does not list " + std::string(dtypeName(t)) + " storage");
-      if (e.op == Op::Select && g_.type(e.results[0]).dtype == t) {
-        if (d_.target == Target::Spirv) return lowering("a spirv target lowers no two-byte select");
-        if (!ops.select) return lowering("the device does not list " + std::string(dtypeName(t)) + " select");
-      }
+      if (uses && !ops.storage)
+        return refuse("DtypeLowering", e.loc,
+                      "op " + std::string(opName(e.op)) + " on " + dtypeName(t) + " does not lower on " + d_.name +
+                          ": the device does not list " + dtypeName(t) + " storage",
+                      {{"op", opName(e.op)}, {"dtype", dtypeName(t)}});
     }
     return ok();
   }

@@ -373,6 +373,7 @@ Expected<ops::StepSpec> resolveStep(const ModelConfig& cfg, const TraceOptions& 
   s.poolSlots = opts.poolSlots;
   s.live = opts.live;
   s.dtype = opts.dtype;
+  s.kvDtype = opts.kvDtype.value_or(opts.dtype);
   s.weightDtype = opts.weightsDtype.value_or(opts.dtype);
   if (opts.phase == Phase::Decode && s.tokens != 1)
     return usage("--tokens must be 1 for decode, got " + std::to_string(s.tokens) + " (use --phase prefill)");
@@ -386,6 +387,7 @@ Expected<ops::StepSpec> resolveStep(const ModelConfig& cfg, const TraceOptions& 
                  std::to_string(ops::kBlockSize));
   if (s.poolSlots < 0) return usage("the pool must have at least 1 slot, got " + std::to_string(s.poolSlots));
   if (!isFloat(s.dtype)) return usage(std::string("the trace dtype must be a float type, not ") + dtypeName(s.dtype));
+  if (!isFloat(s.kvDtype)) return usage(std::string("--kv-dtype must be a float type, not ") + dtypeName(s.kvDtype));
   if (!isFloat(s.weightDtype))
     return usage(std::string("--weights-dtype must be a float type, not ") + dtypeName(s.weightDtype));
   return s;

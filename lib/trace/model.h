@@ -130,9 +130,10 @@ enum class Phase { Decode, Prefill };
 // What to trace. Unset means "the default": every layer of the config, one
 // token for decode and 16 for prefill, capacity 256; poolSlots 0 means batch
 // * capacity pool slots. A value that is set is checked as given (0 layers is
-// an error, not the default). Activations and caches are f32 whatever the
-// config's torch_dtype says unless dtype asks for another; weights are
-// declared in weightsDtype (unset: dtype), converted where they are used.
+// an error, not the default). Activations are in dtype (f32 whatever the
+// config's torch_dtype says unless asked), the KV caches in kvDtype (unset:
+// dtype); weights are declared in weightsDtype (unset: dtype), converted
+// where they are used.
 struct TraceOptions {
   Phase phase = Phase::Decode;
   ops::KvLayout kv = ops::KvLayout::Fixed;
@@ -143,6 +144,7 @@ struct TraceOptions {
   std::optional<int64_t> capacity;
   int64_t poolSlots = 0;
   DType dtype = DType::F32;
+  std::optional<DType> kvDtype;
   std::optional<DType> weightsDtype;
 };
 

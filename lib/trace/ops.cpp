@@ -86,7 +86,7 @@ Step begin_step(Builder& b, const StepSpec& spec) {
 ValueId declare_cache(Builder& b, const Step& s, const std::string& name, int64_t heads, int64_t dim) {
   const StepSpec& sp = s.spec;
   Shape shape = paged(s) ? Shape{sp.poolSlots, heads, dim} : Shape{sp.batch, heads, sp.capacity, dim};
-  return b.state(name, Type{sp.dtype, shape});
+  return b.state(name, Type{sp.kvDtype, shape});
 }
 
 namespace {
@@ -115,11 +115,15 @@ ValueId writePaged(Builder& b, Step& s, ValueId pool, ValueId rows, const std::s
 
 ValueId cache_update(Builder& b, Step& s, ValueId cache, ValueId rows) {
   std::string local = lastPart(b, cache);
+  DType dt = b.dtype(rows);
+  rows = castTo(b, rows, s.spec.kvDtype);
   ValueId view = paged(s) ? writePaged(b, s, cache, rows, local) : writeFixed(b, s, cache, rows, local);
-  if (s.len == kNone) return view;
-  // A true select, so a NaN in an unused row cannot reach the output.
-  ValueId active = b.reshape(s.active, {s.spec.batch, 1, s.spec.capacity, 1});
-  return b.name(b.select(active, view, scalarLike(b, view, 0.0)), local + "_live");
+  if (s.len != kNone) {
+    // A true select, so a NaN in an unused row cannot reach the output.
+    ValueId active = b.reshape(s.active, {s.spec.batch, 1, s.spec.capacity, 1});
+    view = b.name(b.select(active, view, scalarLike(b, view, 0.0)), local + "_live");
+  }
+  return castTo(b, view, dt);
 }
 
 KvCache declare_kv(Builder& b, const Step& s, const std::string& prefix, int64_t kvHeads, int64_t keyDim,
@@ -233,7 +237,10 @@ ValueId attention_core(Builder& b, Step& s, ValueId q, ValueId k, ValueId v, con
     ValueId active = b.reshape(s.active, {s.spec.batch, 1, 1, s.spec.capacity});
     scores = b.select(active, scores, scalarLike(b, scores, -kInf));
   }
-  return b.name(b.matmul(softmax(b, scores), vx), "out");
+  // The softmax runs in f32 whatever the scores' dtype, as transformers
+  // computes it (softmax(..., dtype=torch.float32).to(query.dtype)).
+  ValueId probs = castTo(b, softmax(b, castTo(b, scores, DType::F32)), b.dtype(scores));
+  return b.name(b.matmul(probs, vx), "out");
 }
 
 ValueId attention(Builder& b, Step& s, ValueId q, ValueId kNew, ValueId vNew, const KvCache& cache,

@@ -35,7 +35,8 @@ struct StepSpec {
   KvLayout kv = KvLayout::Fixed;
   int64_t poolSlots = 0;     // paged: slots of each layer's pool; 0 means batch * capacity
   bool live = false;         // bound attention by the live length len = pos + L
-  DType dtype = DType::F32;  // activations and caches
+  DType dtype = DType::F32;    // activations
+  DType kvDtype = DType::F32;  // the KV caches (converted from and to dtype around their writes and reads)
   DType weightDtype = DType::F32;  // weights, as the checkpoint stores them (ops::weight)
 };
 

@@ -28,7 +28,8 @@ const Sources& sourcesOf(rt::Target t) {
       "# maxStorageBufferRange, at most memory_bytes.\n",
       "# min(maxPerStageDescriptorStorageBuffers, maxDescriptorSetStorageBuffers, maxPerStageResources).\n",
       "# The largest device-local memory heap.\n",
-      "# f16 storage from storageBuffer16BitAccess, arith from shaderFloat16 too; no bf16.\n"};
+      "# f16 storage from storageBuffer16BitAccess, arith from shaderFloat16 too;\n"
+      "# bf16 storage (as 16-bit integers) from storageBuffer16BitAccess.\n"};
   static const Sources cuda{
       "# CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.\n",
       "# CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.\n",

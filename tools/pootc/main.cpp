@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   trace->footer("Examples:\n"
                 "  pootc trace examples/models/llama-3-8b.json --phase decode --layers 1 -o llama.pg\n"
                 "  pootc trace examples/models/tiny-llama.json --phase prefill --tokens 8 --kv paged -o p.pg\n"
-                "  pootc trace examples/models/qwen2.5-0.5b.json --weights-dtype f32 -o q32.pg   (f32 weights)");
+                "  pootc trace examples/models/qwen2.5-0.5b.json --weights-dtype f32 -o q32.pg   (f32 weights)\n"
+                "  pootc trace examples/models/llama-3-8b.json --dtype bf16 -o l.pg   (bf16 activations and KV cache)");
   trace->add_option("CONFIG", topts.config, "model config (config.json as published)")->required();
   trace->add_option("--phase", topts.phase, "decode (one token a step) or prefill (the prompt)")
       ->check(CLI::IsMember({"decode", "prefill"}));
@@ -96,9 +97,15 @@ int main(int argc, char** argv) {
   trace->add_option_function<int64_t>("--pool-slots", given(topts.poolSlots),
                                       "with --kv paged: slots of each layer's K and V pool, shared by the rows "
                                       "(default: batch * capacity)");
+  trace->add_option("--dtype", topts.dtype,
+                    "the activations' dtype (default: f32); norm statistics, softmax and RoPE tables stay f32 "
+                    "where transformers keeps them f32")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  trace->add_option("--kv-dtype", topts.kvDtype, "the KV cache's dtype (default: --dtype)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("--weights-dtype", topts.weightsDtype,
-                    "the dtype weights are declared in, as the checkpoint stores them; activations and the KV cache "
-                    "stay f32 (default: the config's torch_dtype or dtype, else f32)")
+                    "the dtype weights are declared in, as the checkpoint stores them (default: the config's "
+                    "torch_dtype or dtype, else f32)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 

@@ -24,6 +24,8 @@ trace::TraceOptions traceOptions(const TraceOptions& o) {
   t.tokens = o.tokens;
   t.capacity = o.capacity;
   t.poolSlots = o.poolSlots.value_or(0);
+  t.dtype = *parseDType(o.dtype);
+  if (!o.kvDtype.empty()) t.kvDtype = *parseDType(o.kvDtype);
   return t;
 }
 

@@ -74,7 +74,7 @@ class Emitter {
     auto key = std::make_pair(ref, c);
     for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s)
       if (auto it = s->find(key); it != s->end()) return it->second;
-    V v = ref >= 0 ? compute(ref, c) : b_.load(f_.in[size_t(-1 - ref)], offsetOf(b_, c, rowMajor(shapeOf(ref))));
+    V v = ref >= 0 ? rounded(ref, compute(ref, c)) : b_.load(f_.in[size_t(-1 - ref)], offsetOf(b_, c, rowMajor(shapeOf(ref))));
     scopes_.back()[key] = v;
     return v;
   }
@@ -93,6 +93,18 @@ class Emitter {
   const KernelRequest& r_;
   V zero_;
   std::vector<std::map<std::pair<int32_t, Coords>, V>> scopes_;
+
+  // A step's value as the graph has it: a two-byte float result is rounded
+  // to its dtype where the step computes it, as the oracle rounds every op's
+  // result, so a fused chain keeps the unfused chain's numbers. Steps that
+  // only move or pick values already rounded need nothing.
+  V rounded(int32_t ref, V v) {
+    const FusedStep& s = r_.steps[size_t(ref)];
+    switch (s.op) {
+      case Op::Reshape: case Op::Broadcast: case Op::Transpose: case Op::Select: case Op::Constant: return v;
+      default: return isFloat(s.type.dtype) ? b_.roundTo(v, s.type.dtype) : v;
+    }
+  }
 
   V arg(const FusedStep& s, size_t i, const Coords& c) {
     return at(s.args[i], bcast(c, s.type.shape, shapeOf(s.args[i])));
@@ -148,7 +160,7 @@ V identityOf(Builder& b, Op op, Scalar t) {
     if (op == Op::ReduceSum) return b.f32(-0.0);
     return b.f32(op == Op::ReduceMax ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
   }
-  return b.i32(op == Op::ReduceSum ? 0 : op == Op::ReduceMax ? INT32_MIN : INT32_MAX);  // fused reductions are f32 or i32
+  return b.i32(op == Op::ReduceSum ? 0 : op == Op::ReduceMax ? INT32_MIN : INT32_MAX);  // fused reductions are float (f32 partials) or i32
 }
 
 V combine(Builder& b, Op op, V a, V x) {
@@ -254,7 +266,8 @@ void genRows(Frame& f, Emitter& em, const KernelRequest& r) {
         });
         b.barrier();
       }
-      em.reduced[step] = b.sharedLoad(array, b.i32(0));
+      V total = b.sharedLoad(array, b.i32(0));
+      em.reduced[step] = isFloat(s.type.dtype) ? b.roundTo(total, s.type.dtype) : total;
     }
     // What does not vary along the row, once a row.
     Coords once = along(em.zero());

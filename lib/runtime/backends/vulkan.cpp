@@ -565,8 +565,11 @@ Status VulkanBackend::createDevice() {
     featuresExecutable_.pipelineExecutableInfo = VK_TRUE;
     features12_.pNext = &featuresExecutable_;
   }
-  // Our SPIR-V writer lowers no two-byte select and no bf16 at all.
+  // Our SPIR-V writer lowers no two-byte select; bf16 is stored as 16-bit
+  // integers (widened by a shift, narrowed with rounding), so it needs only
+  // 16-bit storage access.
   info_.f16.storage = has11.storageBuffer16BitAccess;
+  info_.bf16.storage = has11.storageBuffer16BitAccess;
   info_.f16.arith = has11.storageBuffer16BitAccess && has12.shaderFloat16;
 
   float priority = 1.0f;
