@@ -13,6 +13,15 @@
 // its dtype's rounding of the logits transformers computed in that dtype
 // (logits-native.npy). With no fixture folder it passes and says that
 // nothing was compared.
+//
+// Fidelity of two-byte compute: for every two-byte fixture the config is
+// traced with its activations and KV cache in the checkpoint's dtype too
+// (--dtype), run through the compiler's passes (so attention is the formed
+// op the kernels compute) and evaluated with the oracle. Its distance to the
+// f32 reference (logits.npy) must be at most 1.5 times transformers' own
+// two-byte run's distance to it (logits-native.npy), both as the largest
+// and as the root-mean-square difference, and its greedy tokens must match
+// the reference's at least as often as transformers' two-byte ones do.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -27,6 +36,7 @@
 #include "oracle/interp.h"
 #include "oracle/checkpoint.h"
 #include "oracle/npy.h"
+#include "passes/pass.h"
 #include "trace/model.h"
 
 namespace fs = std::filesystem;
@@ -71,9 +81,14 @@ Comparison compareLogits(const Tensor& got, const Tensor& ref) {
 
 // The logits of the fixture's prefill graph with the given weights dtype
 // and weights (by name), or an error naming what failed.
+using WeightsOf = std::function<Expected<std::map<std::string, Tensor>>(const Graph&)>;
+
+// The fixture's prefill logits, activations in `dtype`; `compiled` runs the
+// compiler's passes first (the formed attention op instead of its chain).
 Expected<Tensor> logitsOf(const trace::ModelConfig& cfg, const Tensor& tokens, DType weightsDtype,
-                          const std::function<Expected<std::map<std::string, Tensor>>(const Graph&)>& weights) {
+                          const WeightsOf& weights, DType dtype = DType::F32, bool compiled = false) {
   trace::TraceOptions opts;
+  opts.dtype = dtype;
   opts.phase = trace::Phase::Prefill;
   opts.batch = tokens.shape()[0];
   opts.tokens = tokens.shape()[1];
@@ -81,6 +96,10 @@ Expected<Tensor> logitsOf(const trace::ModelConfig& cfg, const Tensor& tokens, D
   opts.weightsDtype = weightsDtype;
   auto graph = trace::traceModel(cfg, opts);
   if (!graph) return graph.error();
+  if (compiled) {
+    PassContext ctx;
+    if (auto s = runPipeline(*graph, ctx, PipelineOptions{}); !s) return s.error();
+  }
   auto bound = weights(*graph);
   if (!bound) return bound.error();
   std::map<std::string, Tensor> params = bound.take();
@@ -193,4 +212,75 @@ TEST_CASE("hf: traced families match transformers' logits") {
   }
   MESSAGE("compared " << compared << " of " << dirs.size() << " transformers fixture(s) under "
                       << fixturesRoot().string());
+}
+
+namespace {
+
+struct Distance {
+  double maxAbs = 0, rms = 0;
+  int64_t agree = 0, rows = 0;  // greedy tokens equal to the reference's
+};
+
+Distance distance(const Tensor& got, const Tensor& ref) {
+  Distance d;
+  double sq = 0;
+  int64_t V = ref.shape().back();
+  d.rows = ref.size() / V;
+  for (int64_t r = 0; r < d.rows; ++r) {
+    int64_t best = 0, bestRef = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      int64_t i = r * V + j;
+      double e = std::abs(got.get(i) - ref.get(i));
+      d.maxAbs = std::max(d.maxAbs, std::isnan(e) ? INFINITY : e);
+      sq += e * e;
+      if (got.get(i) > got.get(r * V + best)) best = j;
+      if (ref.get(i) > ref.get(r * V + bestRef)) bestRef = j;
+    }
+    d.agree += best == bestRef;
+  }
+  d.rms = std::sqrt(sq / double(ref.size()));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("hf: two-byte activations hold transformers' own two-byte fidelity") {
+  constexpr double kRatio = 1.5;
+  int compared = 0;
+  for (const fs::path& dir : fixtureDirs()) {
+    std::string name = dir.filename().string();
+    CAPTURE(name);
+    auto cfg = trace::loadConfig((dir / "config.json").string());
+    REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
+    auto dtype = trace::checkpointDtype(*cfg);
+    REQUIRE(bool(dtype));
+    if (*dtype == DType::F32) continue;
+    auto tokens = readNpy((dir / "tokens.npy").string());
+    auto ref = readNpy((dir / "logits.npy").string());
+    auto native = readNpy((dir / "logits-native.npy").string());
+    auto checkpoint = Checkpoint::open(dir.string());
+    REQUIRE((tokens && ref && native && checkpoint));
+    auto asStored = [&](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
+      auto binding = bindCheckpoint(g, *checkpoint);
+      if (!binding) return binding.error();
+      std::map<std::string, Tensor> out;
+      for (const auto& [wname, t] : binding->weights) out[wname] = checkpoint->read(*t);
+      return out;
+    };
+    auto got = logitsOf(*cfg, *tokens, *dtype, asStored, *dtype, true);
+    REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
+    REQUIRE(got->shape() == ref->shape());
+    Distance ours = distance(*got, *ref), theirs = distance(*native, *ref);
+    std::ostringstream msg;
+    msg << name << " in " << dtypeName(*dtype) << ": to the f32 reference, poot max " << ours.maxAbs << " rms "
+        << ours.rms << ", transformers max " << theirs.maxAbs << " rms " << theirs.rms << " (ratios "
+        << ours.maxAbs / theirs.maxAbs << ", " << ours.rms / theirs.rms << "); greedy tokens equal to the reference's: "
+        << ours.agree << " and " << theirs.agree << " of " << ours.rows;
+    MESSAGE(msg.str());
+    CHECK_MESSAGE(ours.maxAbs <= kRatio * theirs.maxAbs, msg.str());
+    CHECK_MESSAGE(ours.rms <= kRatio * theirs.rms, msg.str());
+    CHECK_MESSAGE(ours.agree >= theirs.agree, msg.str());
+    ++compared;
+  }
+  MESSAGE("compared " << compared << " two-byte fixture(s) under " << fixturesRoot().string());
 }
