@@ -134,9 +134,6 @@ Status completeGroup(const FusionContext& c, FusionGroup& grp) {
     if ((!fusibleOp(e.op) && !(root && inPlace)) || e.results.size() != 1)
       return broken(e, id, std::string(opName(e.op)) + " cannot run in a fused kernel" +
                                (e.op == Op::DynamicUpdateSlice ? " but as its root, writing the state it reads" : ""));
-    DType t = g.type(e.results[0]).dtype;
-    if (t == DType::F16 || t == DType::BF16)
-      return broken(e, id, "a member's result is " + std::string(dtypeName(t)) + "; members compute f32, i32, i64 or bool");
     if (c.forbidden[size_t(e.results[0])] && !(root && inPlace))
       return broken(e, id, "a member's result is a state's new value or a validation witness");
   }

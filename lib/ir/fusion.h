@@ -6,9 +6,8 @@
 // rules every group keeps, which the verifier checks, so a tagged graph
 // written by hand is held to them too:
 //   - a member has one result, which is not a state's new value nor a
-//     validation witness, and whose dtype is f32, i32, i64 or bool (a
-//     two-byte float member would need the oracle's rounding after every
-//     step; two-byte inputs are fine, they load as f32);
+//     validation witness (a two-byte float member computes in f32 and its
+//     kernel rounds its result to the dtype, as the oracle rounds it);
 //   - but the root of a group without reductions may write a state in
 //     place: a DynamicUpdateSlice whose result is the new value of the
 //     state it reads (writesInPlace; a ScatterUpdate stays its own kernel). The members then compute its update;
@@ -21,7 +20,7 @@
 //     have the root's shape, or, in a row group, the row shape or one value
 //     a row;
 //   - a group with reductions is a row group: each reduces the last axis
-//     with keepdim, in f32 or i32, an operand of the one row shape S =
+//     with keepdim, in a float dtype (f32 partials) or i32, an operand of the one row shape S =
 //     [R..., N]; every
 //     member computed from a reduction is elementwise (unary, binary,
 //     compare, select, convert) or another reduction, with a result that

@@ -45,8 +45,7 @@ bool isIndexMap(Op op) { return op == Op::Reshape || op == Op::Broadcast || op =
 bool candidate(const FusionContext& c, const Eqn& e) {
   if (e.op == Op::DynamicUpdateSlice && writesInPlace(c.g, e)) return true;
   if (!fusibleOp(e.op) || e.results.size() != 1) return false;
-  DType t = c.g.type(e.results[0]).dtype;
-  return t != DType::F16 && t != DType::BF16 && !c.forbidden[size_t(e.results[0])];
+  return !c.forbidden[size_t(e.results[0])];
 }
 
 // Step 1: each fusible reader of a shared table gets its own copy of the

@@ -18,6 +18,7 @@
 #include "passes/pass.h"
 #include "plan/schedule.h"
 #include "testing.h"
+#include "trace/model.h"
 
 namespace poot {
 namespace {
@@ -535,6 +536,47 @@ TEST_CASE("gen: tiny graphs on the generated kernels") {
       if (std::string(stop) == "all" && hasAttention(g)) continue;
       checkGraph(g, testing::relativeToBefore(1e-4));
     }
+  }
+}
+
+// Whole tiny models traced with their activations, KV caches and weights in
+// bf16 (every family, decode and prefill) and in f16 (llama), fully compiled
+// (attention formed, fused chains), on the KIR interpreter and on lavapipe
+// (bf16 as 16-bit integer storage there). Kernels round every two-byte result
+// where the graph does, so they differ from the oracle only where they sum in
+// another order (the products and the attention op, both in f32): such a sum
+// can land on the other side of a rounding boundary, one ulp of the dtype
+// (2^-8 relative in bf16, 2^-11 in f16), and later layers carry it on. The
+// bound is 8 such ulps of (1 + |want|), 3e-2 in bf16 and 4e-3 in f16.
+TEST_CASE("gen: tiny graphs on the generated kernels in bf16 and f16") {
+  struct Case {
+    DType dtype;
+    double tol;
+  };
+  for (const auto& path : testing::filesIn(testing::sourceDir() / "examples" / "models", "tiny-", ".json")) {
+    auto cfg = trace::loadConfig(path.string());
+    REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
+    std::vector<Case> cases{{DType::BF16, 3e-2}};
+    if (path.filename() == "tiny-llama.json") cases.push_back({DType::F16, 4e-3});
+    for (Case c : cases)
+      for (trace::Phase phase : {trace::Phase::Decode, trace::Phase::Prefill}) {
+        CAPTURE(path.filename().string());
+        CAPTURE(dtypeName(c.dtype));
+        CAPTURE(phase == trace::Phase::Decode ? "decode" : "prefill");
+        trace::TraceOptions opts;
+        opts.phase = phase;
+        opts.capacity = 32;
+        opts.tokens = phase == trace::Phase::Decode ? 1 : 7;
+        opts.dtype = c.dtype;
+        opts.weightsDtype = c.dtype;
+        auto g = trace::traceModel(*cfg, opts);
+        REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
+        PassContext ctx;
+        auto s = runPipeline(*g, ctx, PipelineOptions{});
+        REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+        CHECK(hasAttention(*g));
+        checkGraph(*g, testing::relativeToBefore(c.tol));
+      }
   }
 }
 
