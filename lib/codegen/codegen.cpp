@@ -1,5 +1,5 @@
-// The driver loop: KIR for every kernel, then one emitter for the target.
-// PTX and HSACO kernels are compiled by LLVM on one thread per core, each
+// The driver loop: KIR for every kernel, legalized for the target
+// (kir/legalize.h), then one emitter for the target. PTX and HSACO kernels are compiled by LLVM on one thread per core, each
 // thread with its own lowering (llvm.h), and come back in kernel order;
 // SPIR-V modules are written and validated one after another.
 #include "codegen/codegen.h"
@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "codegen/gen/generators.h"
+#include "codegen/kir/legalize.h"
 #include "codegen/kir/verify.h"
 #include "codegen/llvm/llvm.h"
 #include "codegen/spirv/spirv.h"
@@ -64,8 +65,10 @@ Status generateKernels(Plan& p, const DeviceProfile& d) {
   return emitKernels(p, d, *kernels);
 }
 
-Status emitKernels(Plan& p, const DeviceProfile& d, const std::vector<kir::Kernel>& kernels) {
+Status emitKernels(Plan& p, const DeviceProfile& d, const std::vector<kir::Kernel>& generated) {
   std::vector<const Dispatch*> first = firstDispatches(p);
+  std::vector<kir::Kernel> kernels = generated;
+  for (kir::Kernel& k : kernels) kir::legalize(k, d.target);
   if (d.target != Target::Spirv) {
     auto blobs = llvmgen::compileKernels(d.target, d.arch, kernels, std::thread::hardware_concurrency());
     if (!blobs) return blobs.error();

@@ -2,7 +2,7 @@
 // built here with the Builder, over fresh random inputs, against values the
 // test computes directly from kir.h's semantics (every opcode on every type it
 // takes, per-thread loop trip counts, if/else masking, a workgroup reduction in
-// shared memory across barriers, u8 bool and u16 bf16 storage, f16 rounding,
+// shared memory across barriers, u8 bool, f16 and bf16 storage, f16 rounding,
 // out-of-bounds and other run-time errors); the verifier on each malformed
 // case; the printer on one kernel checked line by line; and the plan runner of
 // kir_plan.h on small graphs against the oracle. Each random test prints its
@@ -282,7 +282,7 @@ TEST_CASE("kir interpret: bool logic, select, converts and bitcasts") {
   CHECK(at<int32_t>(io, 6) == -1);  // -1.5 too
 }
 
-TEST_CASE("kir interpret: f16, bf16 (u16) and bool (u8) storage") {
+TEST_CASE("kir interpret: f16, bf16 and bool (u8) storage") {
   uint64_t seed = freshSeed();
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
@@ -314,7 +314,7 @@ TEST_CASE("kir interpret: f16, bf16 (u16) and bool (u8) storage") {
   CHECK(bl.typeOf(flag) == Scalar::Bool);
   bl.store(ob, i, bl.unary(Opc::Not, flag));
   Kernel k = bl.finish();
-  CHECK(k.buffers[size_t(fb)].elem == Elem::U16);
+  CHECK(k.buffers[size_t(fb)].elem == Elem::BF16);
   CHECK(k.buffers[size_t(fbool)].elem == Elem::U8);
 
   std::vector<uint8_t> xb = toBytes(x), hb = toBytes(h), bfb = toBytes(bf), ohb(size_t(kN) * 2, 0xff),
@@ -616,7 +616,7 @@ TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
         std::vector<uint8_t> y(8);
         std::string e = errorOf(interpret(bl.finish(), 1, {&y}));
         CAPTURE(e);
-        CHECK(e.find(std::string(load ? "(shared.load.vec)" : "(shared.store.vec)") + ": words [" +
+        CHECK(e.find(std::string(load ? "(shared.load.vec)" : "(shared.store.vec)") + ": elements [" +
                      (start == 2 ? "2, 6" : "8, 12") +
                      ") are not an aligned run in [0, 10) of shared 0 (s) in workgroup (0, 0) thread 0") !=
               std::string::npos);
@@ -713,7 +713,7 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
       Kernel k = bl.finish();
       V idx = V(k.insts.size());
       k.insts.push_back(Inst{Opc::Const, Scalar::I32});
-      Inst vec{Opc::LoadVec, t == DType::F32 ? Scalar::F32 : Scalar::I32, {idx}, 0};
+      Inst vec{Opc::LoadVec, t == DType::F32 ? Scalar::F32 : Scalar::BF16, {idx}, 0};
       vec.imm = width;
       k.insts.push_back(vec);
       k.body.items = {idx, idx + 1};
@@ -750,7 +750,7 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
       k.body.items = {0, 1};
       return errorOf(verify(k));
     };
-    CHECK(kernel(2, 4) == "kernel svec: %1 (shared.load.vec): shared 1 (tile) starts at word 2, not a multiple of 4");
+    CHECK(kernel(2, 4) == "kernel svec: %1 (shared.load.vec): shared 1 (tile) starts at byte 8, not a multiple of 16");
     CHECK(kernel(4, 8) == "kernel svec: %1 (shared.load.vec): width 8 is not 2 or 4");
     // A wide store takes its width's values.
     Builder st("svec", 1, 1);

@@ -341,3 +341,39 @@ TEST_CASE("llvm: a kernel the backend refuses is an error, not an exit") {
   CHECK(blob.error().capability == "LlvmBackend");
   CHECK(blob.error().message.find("huge_lds") != std::string::npos);
 }
+
+TEST_CASE("llvm: two-byte values convert, select, load wide and stage in workgroup arrays as half and bfloat") {
+  kir::Builder b("two_byte", 64, 2);
+  int32_t x = b.buffer("x", DType::F32, 128, false), h = b.buffer("h", DType::F16, 128, false);
+  int32_t bf = b.buffer("bf", DType::BF16, 128, false), q = b.buffer("q", DType::I32, 128, false);
+  int32_t oh = b.buffer("oh", DType::F16, 128, true), obf = b.buffer("obf", DType::BF16, 128, true);
+  int32_t out = b.buffer("out", DType::F32, 128, true);
+  int32_t sh = b.shared("sh", Scalar::F16, 64), sb = b.shared("sb", Scalar::BF16, 64);
+  V lid = b.local(), t = b.add(b.mul(b.workgroupId(), b.i32(64)), lid);
+  V f = b.load(x, t);
+  V hv = b.convert(b.load(h, t), Scalar::F16), bv = b.convert(b.load(bf, t), Scalar::BF16);
+  V odd = b.eq(b.binary(Opc::And, t, b.i32(1)), b.i32(1));
+  b.sharedStore(sh, lid, b.select(odd, hv, b.convert(f, Scalar::F16)));
+  b.sharedStore(sb, lid, b.select(odd, b.convert(f, Scalar::BF16), bv));
+  b.barrier();
+  V mirror = b.sub(b.i32(63), lid);
+  b.store(oh, t, b.sharedLoad(sh, mirror));
+  b.store(obf, t, b.sharedLoad(sb, mirror));
+  V base = b.mul(b.div(t, b.i32(4)), b.i32(4));
+  V sum = b.add(b.loadVec(h, base, 4)[1], b.loadVec(bf, base, 4)[2]);
+  sum = b.add(sum, b.convert(b.sharedLoadVec(sh, b.mul(b.div(lid, b.i32(4)), b.i32(4)), 4)[3], Scalar::F32));
+  sum = b.add(sum, b.roundTo(f, DType::F16));
+  b.store(out, t, b.add(sum, b.convert(b.load(q, t), Scalar::F32)));
+  kir::Kernel k = b.finish();
+  k.buffers[size_t(q)].elem = kir::Elem::I8;  // no graph dtype is i8: the buffer retyped
+  CHECK(k.sharedBytes() == 256);
+
+  std::string ir = lowering(Target::Ptx, "sm_90")->llvmIr(k);
+  // Optimized IR: the wide loads whose other lanes go unused are narrowed.
+  for (const char* want : {"fpext half", "fpext bfloat", "fptrunc float", "to half", "to bfloat", "load half",
+                           "load bfloat", "select i1", "load i8", "store half", "store bfloat"})
+    CHECK_MESSAGE(ir.find(want) != std::string::npos, std::string(want));
+  auto ptx = compile(*lowering(Target::Ptx, "sm_90"), k);
+  checkPtx(k, std::string(ptx.begin(), ptx.end()), "sm_90");
+  checkHsaco(k, compile(*lowering(Target::Hsaco, "gfx942"), k));
+}

@@ -26,6 +26,7 @@
 
 #include "codegen/kir/builder.h"
 #include "codegen/kir/interp.h"
+#include "codegen/kir/legalize.h"
 #include "codegen/spirv/spirv.h"
 #include "runtime/backends/vulkan.h"
 
@@ -42,8 +43,10 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// Emits k, requires the validator to accept it and returns its disassembly.
-std::string emitValid(const kir::Kernel& k) {
+// Emits k legalized for SPIR-V (as the codegen driver does), requires the
+// validator to accept it and returns its disassembly.
+std::string emitValid(kir::Kernel k) {
+  kir::legalize(k, Target::Spirv);
   Expected<std::vector<uint32_t>> words = spirv::emit(k);
   REQUIRE_MESSAGE(bool(words), (words ? "" : words.error().str()));
   std::string text = spirv::disassemble(*words);
@@ -136,9 +139,11 @@ TEST_CASE("spirv: buffers of every graph dtype load, convert and store") {
   CHECK(text.find("OpTypeInt 16 0") != std::string::npos);
   CHECK(text.find("OpTypeInt 8 0") != std::string::npos);
   CHECK(text.find("OpTypeInt 64 1") != std::string::npos);
-  // f16: a load widens, a store narrows with round to nearest even.
-  CHECK(count(text, "OpFConvert") == 2);
-  CHECK(count(text, "FPRoundingMode RTE") == 1);
+  // f16: a load widens; a store's conversion (rounded by kir::legalize)
+  // narrows and widens back, then the store narrows: all exact, so no
+  // rounding mode.
+  CHECK(count(text, "OpFConvert") == 4);
+  CHECK(count(text, "FPRoundingMode") == 0);
   // u8 and u16: a load zero-extends, a store truncates.
   CHECK(count(text, "OpUConvert %uint") == 2);
   CHECK(count(text, "OpUConvert %uchar") == 1);
@@ -313,6 +318,12 @@ TEST_CASE("spirv: legalize refuses what has no lowering") {
   Expected<std::vector<uint32_t>> multiplied = spirv::emit(m.finish());
   REQUIRE(!multiplied);
   CHECK(multiplied.error().message == "spir-v has no lowering for warp.mma on f32");
+  // bf16 reaches the writer only through kir::legalize.
+  kir::Builder h("bf16", 1, 1);
+  h.load(h.buffer("x", DType::BF16, 1, false), h.i32(0));
+  Expected<std::vector<uint32_t>> raw = spirv::emit(h.finish());
+  REQUIRE(!raw);
+  CHECK(raw.error().message == "spir-v has no lowering for a bf16 buffer (kir::legalize lowers it)");
 }
 
 TEST_CASE("spirv: the validator rejects a broken module") {
@@ -330,9 +341,9 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-// Runs k over gridX x gridY workgroups in the interpreter (cpu) and on
-// lavapipe (gpu), each on its own copy of `buffers`.
-void runBoth(const kir::Kernel& k, int64_t gridY, const std::vector<Bytes>& buffers, std::vector<Bytes>& cpu,
+// Runs k over gridX x gridY workgroups in the interpreter (cpu) and, legalized
+// for SPIR-V, on lavapipe (gpu), each on its own copy of `buffers`.
+void runBoth(kir::Kernel k, int64_t gridY, const std::vector<Bytes>& buffers, std::vector<Bytes>& cpu,
              std::vector<Bytes>& gpu) {
   cpu = gpu = buffers;
   std::vector<Bytes*> ptrs;
@@ -340,6 +351,7 @@ void runBoth(const kir::Kernel& k, int64_t gridY, const std::vector<Bytes>& buff
   Status s = kir::interpret(k, gridY, ptrs);
   REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
 
+  kir::legalize(k, Target::Spirv);
   Expected<std::vector<uint32_t>> words = spirv::emit(k);
   REQUIRE(words);
   Status valid = spirv::validate(*words);
@@ -595,4 +607,66 @@ TEST_CASE("spirv on lavapipe: float results, storage conversions and control flo
                " vs " + std::to_string(gv) + "; ";
   }
   CHECK_MESSAGE(badT == 0, diffs);
+}
+
+TEST_CASE("spirv on lavapipe: two-byte selects, roundings, lanes, workgroup arrays and i8 loads match the interpreter") {
+  const int64_t W = 64, G = 4, N = W * G;
+  kir::Builder b("two_byte", W, G);
+  int32_t fi = b.buffer("f", DType::F32, N, false), hi = b.buffer("h", DType::F16, N, false);
+  int32_t bfi = b.buffer("bf", DType::BF16, N, false), qi = b.buffer("q", DType::I32, N, false);
+  int32_t ho = b.buffer("ho", DType::F16, N * 4, true), bfo = b.buffer("bfo", DType::BF16, N * 4, true);
+  int32_t fo = b.buffer("fo", DType::F32, N * 4, true), qo = b.buffer("qo", DType::I32, N, true);
+  int32_t sh = b.shared("sh", Scalar::F16, W), sb = b.shared("sb", Scalar::BF16, W);
+  V lid = b.local(), t = b.add(b.mul(b.workgroupId(), b.i32(W)), lid);
+  Outs oh{b, ho, t, N}, obf{b, bfo, t, N}, of{b, fo, t, N};
+  V f = b.load(fi, t);
+  V hv = b.convert(b.load(hi, t), Scalar::F16), bv = b.convert(b.load(bfi, t), Scalar::BF16);
+  V odd = b.eq(b.binary(Opc::And, t, b.i32(1)), b.i32(1));
+  oh.put(b.select(odd, hv, b.convert(f, Scalar::F16)));
+  obf.put(b.select(odd, b.convert(f, Scalar::BF16), bv));
+  of.put(b.roundTo(f, DType::F16));
+  of.put(b.roundTo(b.mul(f, b.f32(1e-9)), DType::F16));  // f16 subnormals and zeros
+  of.put(b.roundTo(f, DType::BF16));
+  b.sharedStore(sh, lid, hv);
+  b.sharedStore(sb, lid, bv);
+  b.barrier();
+  V mirror = b.sub(b.i32(W - 1), lid);
+  oh.put(b.sharedLoad(sh, mirror));
+  obf.put(b.sharedLoad(sb, mirror));
+  oh.put(b.sharedLoadVec(sh, b.mul(b.div(lid, b.i32(4)), b.i32(4)), 4)[1]);
+  auto runOf = [&](int64_t w) { return b.mul(b.div(t, b.i32(w)), b.i32(w)); };
+  of.put(b.loadVec(hi, runOf(8), 8)[5]);
+  obf.put(b.loadVec(bfi, runOf(4), 4)[2]);
+  oh.put(b.loadVec(bfi, runOf(2), 2)[1]);  // bf16 -> f32 -> f16 rounding
+  b.store(qo, t, b.load(qi, t));
+  kir::Kernel k = b.finish();
+  k.buffers[size_t(qi)].elem = kir::Elem::I8;  // no graph dtype is i8: the buffer retyped
+  std::string text = emitValid(k);
+  CHECK(text.find("OpCapability Float16") != std::string::npos);  // the f16 workgroup array
+  CHECK(text.find("OpCapability StorageBuffer8BitAccess") != std::string::npos);
+
+  std::vector<float> f1(N);
+  std::vector<uint16_t> h(N), bf(N);
+  std::vector<int8_t> q(N);
+  std::uniform_real_distribution<float> u(-70000, 70000);
+  for (int64_t i = 0; i < N; ++i) {
+    f1[size_t(i)] = i % 3 == 0 ? u(rng()) * 1e-4f : u(rng());
+    h[size_t(i)] = uint16_t(rng()());
+    bf[size_t(i)] = uint16_t(rng()());
+    q[size_t(i)] = int8_t(rng()());
+    if ((h[size_t(i)] & 0x7c00) == 0x7c00) h[size_t(i)] &= 0x83ff;  // no f16 inf or NaN: payloads may differ
+    if ((bf[size_t(i)] & 0x7f80) == 0x7f80) bf[size_t(i)] &= 0x807f;
+  }
+  f1[0] = 65504.0f, f1[1] = 65519.99f, f1[2] = 65520.0f, f1[3] = 0x1p-25f, f1[4] = 1.0f + 0x1p-8f;
+  std::vector<Bytes> in = {bytesOf(f1), bytesOf(h), bytesOf(bf), bytesOf(q), Bytes(size_t(N * 4 * 2)),
+                           Bytes(size_t(N * 4 * 2)), Bytes(size_t(N * 4 * 4)), Bytes(size_t(N * 4))};
+  std::vector<Bytes> cpu, gpu;
+  runBoth(k, 1, in, cpu, gpu);
+  for (size_t i : {size_t(4), size_t(5), size_t(6), size_t(7)}) {
+    CAPTURE(i);
+    CHECK(cpu[i] == gpu[i]);
+  }
+  CHECK(at<float>(cpu[6], 1) == 65504.0f);  // 65519.99 rounds down to f16's largest
+  CHECK(std::isinf(at<float>(cpu[6], 2)));  // 65520 overflows
+  CHECK(at<int32_t>(cpu[7], 5) == int32_t(q[5]));
 }

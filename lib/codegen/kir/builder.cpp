@@ -19,7 +19,7 @@ Elem storageOf(DType t) {
   switch (t) {
     case DType::F32: return Elem::F32;
     case DType::F16: return Elem::F16;
-    case DType::BF16: return Elem::U16;
+    case DType::BF16: return Elem::BF16;
     case DType::I32: return Elem::I32;
     case DType::I64: return Elem::I64;
     case DType::Bool: return Elem::U8;
@@ -49,7 +49,7 @@ int32_t Builder::buffer(std::string name, DType dtype, int64_t elems, bool writt
 }
 
 int32_t Builder::shared(std::string name, Scalar type, int64_t elems) {
-  assert(type == Scalar::F32 || type == Scalar::I32);
+  assert(type != Scalar::Bool);
   k_.shared.push_back(Shared{std::move(name), type, elems});
   return int32_t(k_.shared.size() - 1);
 }
@@ -178,41 +178,14 @@ V Builder::pow(V x, V y) {
 }
 
 V Builder::fromStorage(int32_t buffer, V raw) {
-  switch (dtypes_[size_t(buffer)]) {
-    case DType::Bool: return ne(raw, i32(0));
-    case DType::BF16: return bitcast(binary(Opc::Shl, raw, i32(16)), Scalar::F32);
-    default: return raw;
-  }
-}
-
-V Builder::bf16Bits(V x) {
-  // Round to nearest even on the bit pattern; a NaN keeps a quiet NaN.
-  V bits = bitcast(x, Scalar::I32);
-  V lsb = binary(Opc::And, binary(Opc::ShrL, bits, i32(16)), i32(1));
-  V rounded = binary(Opc::ShrL, add(bits, add(i32(0x7fff), lsb)), i32(16));
-  V quiet = binary(Opc::Or, binary(Opc::ShrL, bits, i32(16)), i32(0x40));
-  return select(isNan(x), quiet, rounded);
+  DType dt = dtypes_[size_t(buffer)];
+  return dt == DType::Bool ? ne(raw, i32(0)) : convert(raw, graphValueOf(dt));
 }
 
 V Builder::roundTo(V x, DType t) {
   assert(typeOf(x) == Scalar::F32);
-  if (t == DType::BF16) return bitcast(binary(Opc::Shl, bf16Bits(x), i32(16)), Scalar::F32);
-  if (t != DType::F16) return x;
-  // f16 keeps 11 significant bits from 2^-14 up, multiples of 2^-24 below.
-  // Normal range: nearest even on the bit pattern (a carry rolls into the
-  // exponent); from 65520 up (halfway to 2^16, ties to even) an infinity.
-  // Below 2^-14: adding 0.5 leaves an ulp of 2^-24, so the f32 add rounds
-  // to the subnormal grid and subtracting 0.5 again is exact.
-  V bits = bitcast(x, Scalar::I32);
-  V sign = binary(Opc::And, bits, i32(int32_t(0x80000000u)));
-  V mag = binary(Opc::And, bits, i32(0x7fffffff));
-  V lsb = binary(Opc::And, binary(Opc::ShrL, mag, i32(13)), i32(1));
-  V normal = binary(Opc::And, add(mag, add(i32(0xfff), lsb)), i32(int32_t(0xffffe000u)));
-  normal = select(ge(normal, i32(0x47800000)), i32(0x7f800000), normal);
-  V ax = bitcast(mag, Scalar::F32);
-  V tiny = bitcast(sub(add(ax, f32(0.5)), f32(0.5)), Scalar::I32);
-  V r = select(lt(mag, i32(0x38800000)), tiny, normal);
-  return select(isNan(x), x, bitcast(binary(Opc::Or, r, sign), Scalar::F32));
+  if (t != DType::F16 && t != DType::BF16) return x;
+  return convert(convert(x, valueOf(storageOf(t))), Scalar::F32);
 }
 
 V Builder::load(int32_t buffer, V index) {
@@ -239,10 +212,8 @@ std::vector<V> Builder::loadVec(int32_t buffer, V index, int64_t width) {
 
 void Builder::store(int32_t buffer, V index, V value) {
   assert(typeOf(index) == Scalar::I32);
-  DType dt = dtypes_[size_t(buffer)];
-  value = convert(value, graphValueOf(dt));
-  if (dt == DType::Bool) value = convert(value, Scalar::I32);
-  if (dt == DType::BF16) value = bf16Bits(value);
+  // Through the graph dtype's value (bool 0/1), then to the element's.
+  value = convert(convert(value, graphValueOf(dtypes_[size_t(buffer)])), valueOf(k_.buffers[size_t(buffer)].elem));
   emit(Inst{Opc::Store, Scalar::I32, {index, value}, buffer});
 }
 

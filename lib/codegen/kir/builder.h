@@ -1,8 +1,9 @@
 // The Builder: how generators write KIR (kir.h). It keeps the block being
 // filled, checks operand types as it goes (a mismatch is a generator bug and
-// asserts), maps graph dtypes onto KIR storage (bool as u8, bf16 as u16 with
-// the conversions spelled in integer arithmetic) and expands the few
-// functions no emitter has (erf). Generators then read like the kernel:
+// asserts), maps graph dtypes onto KIR storage (bool as u8; f16 and bf16
+// loaded and stored as themselves and converted to and from f32, so
+// generators compute in f32) and expands the few functions no emitter has
+// (erf). Generators then read like the kernel:
 //
 //   Builder b("add_elementwise_0", 256, gridX);
 //   int32_t x = b.buffer("x", DType::F32, n, false), out = b.buffer("out", DType::F32, n, true);
@@ -129,7 +130,6 @@ class Builder {
  private:
   V emit(Inst inst);
   V fromStorage(int32_t buffer, V raw);  // a loaded value as its graph dtype's value
-  V bf16Bits(V x);  // x rounded to bf16 (nearest even), as its 16 bits in an i32
   Block& current();
   void fill(Block Inst::*which, V owner, const std::function<void()>& body);
 

@@ -1,13 +1,15 @@
 // The KIR interpreter, SIMT in lockstep: one workgroup at a time, every value
 // a vector over the workgroup's threads (one 64-bit lane a thread, holding the
-// value's bits: i32 and f32 in the low half, bool as 0/1), every block run
+// value's bits: i32 and f32 in the low half, f16 and bf16 in the low 16 bits,
+// bool as 0/1), every block run
 // under an active-thread mask. An If runs its then block under mask & cond and
 // its else block under mask & !cond (a block no thread enters is skipped); a
 // For keeps its own mask of the threads still looping, each with its own
 // induction value in the For's lanes, and stops when none is left. Variables
-// are per-thread lanes too; workgroup arrays are 32-bit words, filled with
-// all-ones bits (an f32 NaN, an i32 -1) when each workgroup starts so a read
-// before a write shows. The lanes of every instruction, the variables and the
+// are per-thread lanes too; workgroup arrays are bytes, their elements
+// little-endian, filled with all-ones bits (a NaN, an integer -1) when each
+// workgroup starts so a read before a write shows. Conversions to and from
+// f16 and bf16 are the oracle's (oracle/tensor.h). The lanes of every instruction, the variables and the
 // masks (one per nesting depth) are allocated once per call and reused by
 // every workgroup. A warp operation (ShuffleXor, WarpMma) reads the lanes of
 // each warp with an active thread, all 32 of which must be active. Where
@@ -40,6 +42,7 @@ T get(uint64_t x) {
   if constexpr (std::is_same_v<T, bool>) return x != 0;
   else if constexpr (std::is_same_v<T, float>) return std::bit_cast<float>(uint32_t(x));
   else if constexpr (std::is_same_v<T, int32_t>) return int32_t(uint32_t(x));
+  else if constexpr (std::is_same_v<T, uint16_t>) return uint16_t(x);
   else return int64_t(x);
 }
 
@@ -76,7 +79,7 @@ class Machine {
   Machine(const Kernel& k, const std::vector<std::vector<uint8_t>*>& buffers)
       : k_(k), bufs_(buffers), w_(size_t(k.workgroupSize)), lanes_(k.insts.size() * w_), vars_(k.vars.size() * w_) {
     masks_.assign(size_t(depthOf(k, k.body)) + 1, std::vector<uint8_t>(w_, 0));
-    for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems), 0u);
+    for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems * scalarBytes(s.type)), uint8_t(0));
     for (size_t v = 0; v < k.insts.size(); ++v)
       if (k.insts[v].op == Opc::SharedLoadVec || k.insts[v].op == Opc::WarpMma)
         wide_[V(v)].assign(size_t(k.insts[v].imm) * w_, 0);
@@ -87,7 +90,7 @@ class Machine {
       for (int64_t gx = 0; gx < k_.gridX; ++gx) {
         gx_ = int32_t(gx);
         gy_ = int32_t(gy);
-        for (auto& s : shared_) std::fill(s.begin(), s.end(), ~0u);
+        for (auto& s : shared_) std::fill(s.begin(), s.end(), uint8_t(0xff));
         std::fill(masks_[0].begin(), masks_[0].end(), 1);
         if (!block(k_.body, 0)) return err_;
       }
@@ -218,6 +221,15 @@ class Machine {
     }
   }
 
+  // f32 <-> f16 or bf16, the only conversions of two-byte values.
+  void convertTwoByte(const uint8_t* m, V v, const Inst& in, Scalar from) {
+    bool half = from == Scalar::F16 || in.type == Scalar::F16;
+    if (from == Scalar::F32)
+      map1<float>(m, v, in, [half](float x) { return half ? floatToHalf(x) : floatToBf16(x); });
+    else
+      map1<uint16_t>(m, v, in, [half](uint16_t x) { return half ? halfToFloat(x) : bf16ToFloat(x); });
+  }
+
   template <class From>
   void convertFrom(const uint8_t* m, V v, const Inst& in) {
     switch (in.type) {
@@ -229,7 +241,7 @@ class Machine {
         else
           map1<From>(m, v, in, [](From x) { return int32_t(x); });  // modular since C++20
         break;
-      case Scalar::I64:
+      default:  // i64 (a two-byte result is convertTwoByte's)
         if constexpr (std::is_same_v<From, float>)
           map1<From>(m, v, in, [](From x) { return truncate<int64_t>(x); });
         else
@@ -244,8 +256,8 @@ class Machine {
       case Scalar::I64: return intBinary<int64_t>(m, v, in);
       case Scalar::F32: return floatArith(m, v, in);
       case Scalar::Bool: return boolLogic(m, v, in);
+      default: return unsupported(v, in);
     }
-    return false;
   }
 
   // The index lanes of a Load/Store/SharedLoad/SharedStore, checked against
@@ -270,8 +282,8 @@ class Machine {
     int sz = elemBytes(b.elem);
     uint64_t raw = 0;
     std::memcpy(&raw, bufs_[size_t(ref)]->data() + size_t(i) * size_t(sz), size_t(sz));
-    // f32, i32 (low half), i64, u8 and u16 zero-extended
-    return b.elem == Elem::F16 ? put(halfToFloat(uint16_t(raw))) : raw;
+    // f32, i32 (low half), i64, f16, bf16, u8 and u16 zero-extended; i8 sign-extended
+    return b.elem == Elem::I8 ? put(int32_t(int8_t(raw))) : raw;
   }
 
   bool load(const uint8_t* m, V v, const Inst& in) {
@@ -323,18 +335,25 @@ class Machine {
   // alignment; a load keeps the words as they are now, for its Lanes.
   bool sharedWide(const uint8_t* m, V v, const Inst& in) {
     const Shared& s = k_.shared[size_t(in.ref)];
-    std::vector<uint32_t>& words = shared_[size_t(in.ref)];
+    uint8_t* bytes = shared_[size_t(in.ref)].data();
+    size_t sz = size_t(scalarBytes(s.type));
     const uint64_t* idx = lanes(in.args[0]);
     for (size_t t = 0; t < w_; ++t) {
       if (!m[t]) continue;
       int64_t i = get<int32_t>(idx[t]);
       if (i < 0 || i + in.imm > s.elems || i % in.imm != 0)
         return fail(v, int64_t(t),
-                    "words [" + std::to_string(i) + ", " + std::to_string(i + in.imm) + ") are not an aligned run in [0, " +
+                    "elements [" + std::to_string(i) + ", " + std::to_string(i + in.imm) + ") are not an aligned run in [0, " +
                         std::to_string(s.elems) + ") of shared " + std::to_string(in.ref) + " (" + s.name + ")");
       for (int64_t e = 0; e < in.imm; ++e) {
-        if (in.op == Opc::SharedLoadVec) wide_.at(v)[size_t(e) * w_ + t] = words[size_t(i + e)];
-        else words[size_t(i + e)] = uint32_t(lanes(in.args[size_t(e) + 1])[t]);
+        uint8_t* p = bytes + size_t(i + e) * sz;
+        if (in.op == Opc::SharedLoadVec) {
+          uint64_t x = 0;
+          std::memcpy(&x, p, sz);
+          wide_.at(v)[size_t(e) * w_ + t] = x;
+        } else {
+          std::memcpy(p, &lanes(in.args[size_t(e) + 1])[t], sz);
+        }
       }
     }
     return true;
@@ -394,26 +413,28 @@ class Machine {
     for (size_t t = 0; t < w_; ++t) {
       if (!m[t]) continue;
       uint8_t* p = bytes.data() + size_t(get<int32_t>(idx[t])) * size_t(sz);
-      uint64_t raw = b.elem == Elem::F16 ? floatToHalf(get<float>(val[t])) : val[t];
-      std::memcpy(p, &raw, size_t(sz));  // little-endian: the low bytes narrow
+      std::memcpy(p, &val[t], size_t(sz));  // little-endian: the low bytes narrow
     }
     return true;
   }
 
   bool sharedAccess(const uint8_t* m, V v, const Inst& in) {
     const Shared& s = k_.shared[size_t(in.ref)];
-    std::vector<uint32_t>& words = shared_[size_t(in.ref)];
-    if (!checkIndex(m, v, in, s.elems, s.elems * 4, 4, "shared", s.name))
+    int sz = scalarBytes(s.type);
+    if (!checkIndex(m, v, in, s.elems, s.elems * sz, sz, "shared", s.name))
       return false;
     const uint64_t* idx = lanes(in.args[0]);
-    if (in.op == Opc::SharedLoad) {
-      uint64_t* r = lanes(v);
-      for (size_t t = 0; t < w_; ++t)
-        if (m[t]) r[t] = words[size_t(get<int32_t>(idx[t]))];
-    } else {
-      const uint64_t* val = lanes(in.args[1]);
-      for (size_t t = 0; t < w_; ++t)
-        if (m[t]) words[size_t(get<int32_t>(idx[t]))] = uint32_t(val[t]);
+    uint64_t* r = lanes(v);
+    const uint64_t* val = in.op == Opc::SharedStore ? lanes(in.args[1]) : nullptr;
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      uint8_t* p = shared_[size_t(in.ref)].data() + size_t(get<int32_t>(idx[t])) * size_t(sz);
+      if (val) {
+        std::memcpy(p, &val[t], size_t(sz));
+      } else {
+        r[t] = 0;
+        std::memcpy(&r[t], p, size_t(sz));
+      }
     }
     return true;
   }
@@ -493,7 +514,7 @@ class Machine {
             case Scalar::Bool: compare<bool>(m, v, in); break;
             case Scalar::I32: compare<int32_t>(m, v, in); break;
             case Scalar::I64: compare<int64_t>(m, v, in); break;
-            case Scalar::F32: compare<float>(m, v, in); break;
+            default: compare<float>(m, v, in); break;  // f32, the one float type compares take
           }
           break;
         case Opc::Select: {
@@ -512,14 +533,20 @@ class Machine {
             if (m[t]) r[t] = put(std::fma(get<float>(a[t]), get<float>(x[t]), get<float>(c[t])));
           break;
         }
-        case Opc::Convert:
-          switch (k_.insts[size_t(in.args[0])].type) {
+        case Opc::Convert: {
+          Scalar from = k_.insts[size_t(in.args[0])].type;
+          if (isTwoByte(from) || isTwoByte(in.type)) {
+            convertTwoByte(m, v, in, from);
+            break;
+          }
+          switch (from) {
             case Scalar::Bool: convertFrom<bool>(m, v, in); break;
             case Scalar::I32: convertFrom<int32_t>(m, v, in); break;
             case Scalar::I64: convertFrom<int64_t>(m, v, in); break;
-            case Scalar::F32: convertFrom<float>(m, v, in); break;
+            default: convertFrom<float>(m, v, in); break;  // f32 (two-byte types above)
           }
           break;
+        }
         case Opc::Bitcast: {  // f32 <-> i32: both keep their 32 bits in the low half
           const uint64_t* a = lanes(in.args[0]);
           for (size_t t = 0; t < w_; ++t)
@@ -589,8 +616,8 @@ class Machine {
   std::vector<uint64_t> lanes_;  // instruction v's lanes at [v * w_, (v + 1) * w_)
   std::vector<uint64_t> vars_;   // variable j's lanes at [j * w_, (j + 1) * w_)
   std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
-  std::vector<std::vector<uint32_t>> shared_;
-  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's words or a WarpMma's elements: e of thread t at [e * w_ + t]
+  std::vector<std::vector<uint8_t>> shared_;  // each workgroup array's bytes
+  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's elements or a WarpMma's elements: e of thread t at [e * w_ + t]
   int32_t gx_ = 0, gy_ = 0;
   Error err_{ErrorKind::Verify, {}, ""};
 };

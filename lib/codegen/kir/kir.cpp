@@ -2,6 +2,8 @@
 // and diagnostics.
 #include "codegen/kir/kir.h"
 
+#include <algorithm>
+
 namespace poot::kir {
 
 const char* scalarName(Scalar s) {
@@ -10,6 +12,8 @@ const char* scalarName(Scalar s) {
     case Scalar::I32: return "i32";
     case Scalar::I64: return "i64";
     case Scalar::F32: return "f32";
+    case Scalar::F16: return "f16";
+    case Scalar::BF16: return "bf16";
   }
   return "?";
 }
@@ -18,9 +22,11 @@ const char* elemName(Elem e) {
   switch (e) {
     case Elem::F32: return "f32";
     case Elem::F16: return "f16";
+    case Elem::BF16: return "bf16";
     case Elem::I32: return "i32";
     case Elem::I64: return "i64";
     case Elem::U8: return "u8";
+    case Elem::I8: return "i8";
     case Elem::U16: return "u16";
   }
   return "?";
@@ -28,8 +34,9 @@ const char* elemName(Elem e) {
 
 Scalar valueOf(Elem e) {
   switch (e) {
-    case Elem::F32:
-    case Elem::F16: return Scalar::F32;
+    case Elem::F32: return Scalar::F32;
+    case Elem::F16: return Scalar::F16;
+    case Elem::BF16: return Scalar::BF16;
     case Elem::I64: return Scalar::I64;
     default: return Scalar::I32;
   }
@@ -37,10 +44,22 @@ Scalar valueOf(Elem e) {
 
 int elemBytes(Elem e) {
   switch (e) {
-    case Elem::U8: return 1;
+    case Elem::U8:
+    case Elem::I8: return 1;
     case Elem::F16:
+    case Elem::BF16:
     case Elem::U16: return 2;
     case Elem::I64: return 8;
+    default: return 4;
+  }
+}
+
+int scalarBytes(Scalar s) {
+  switch (s) {
+    case Scalar::Bool: return 0;
+    case Scalar::F16:
+    case Scalar::BF16: return 2;
+    case Scalar::I64: return 8;
     default: return 4;
   }
 }
@@ -55,10 +74,20 @@ const char* opcName(Opc o) {
   return names[size_t(o)];
 }
 
+std::vector<int64_t> Kernel::sharedOffsets() const {
+  std::vector<int64_t> out;
+  int64_t end = 0;
+  for (const Shared& s : shared) {
+    int64_t size = std::max(scalarBytes(s.type), 1);
+    out.push_back((end + size - 1) / size * size);
+    end = out.back() + s.elems * size;
+  }
+  return out;
+}
+
 int64_t Kernel::sharedBytes() const {
-  int64_t n = 0;
-  for (const Shared& s : shared) n += s.elems * 4;
-  return n;
+  if (shared.empty()) return 0;
+  return sharedOffsets().back() + shared.back().elems * scalarBytes(shared.back().type);
 }
 
 }  // namespace poot::kir

@@ -12,12 +12,21 @@
 //
 // Semantics (the interpreter in interp.h is the reference; the emitters keep
 // it):
-//  - Values are bool, i32, i64 or f32. Buffers store f32, f16, i32, i64, u8 or
-//    u16 elements: a load widens (f16 -> f32 exactly, u8/u16 -> i32 by zero
-//    extension), a store narrows (f32 -> f16 round to nearest even, i32 ->
-//    u8/u16 keeps the low bits). The Builder maps graph dtypes onto these:
-//    bool is a u8 0/1, bf16 a u16 bit pattern converted with integer
-//    arithmetic, so no emitter knows either.
+//  - Values are bool, i32, i64, f32, f16 or bf16. Buffers store f32, f16,
+//    bf16, i32, i64, u8, i8 or u16 elements: a load gives the element's own
+//    value type (f16 and bf16 as themselves; u8/u16 zero-extended and i8
+//    sign-extended to i32), a store takes it (i32 -> u8/i8/u16 keeps the low
+//    bits). The Builder maps graph dtypes onto these: bool is a u8 0/1, and
+//    its load() and store() give and take f32 for every float dtype (the
+//    typed Load or Store with a Convert), so generators compute in f32.
+//  - f16 and bf16 are storage types: only Convert (to and from f32), Load,
+//    Store, LoadVec/Lane, Select and workgroup arrays (SharedLoad, SharedStore
+//    and their wide forms) take them; no arithmetic, compare, constant or
+//    variable does (the verifier refuses them). Convert f32 -> f16/bf16 rounds
+//    to nearest even; NaN stays NaN (quiet, its sign kept), f16 overflows to
+//    an infinity from 65520 up and keeps its subnormals; f16/bf16 -> f32 is
+//    exact. A target without a two-byte type has it lowered before emission
+//    (legalize.h: bf16 becomes its bit pattern in an i32 on SPIR-V).
 //  - Integer arithmetic wraps (two's complement); Div and Rem on integers
 //    truncate toward zero (the divisor is never 0 in generated code); Shl,
 //    ShrA, ShrL take a shift amount in [0, bits).
@@ -34,7 +43,8 @@
 //    on NaN, as in C.
 //  - Convert: f32 -> int truncates toward zero (out of range is
 //    unspecified); int -> f32 rounds; i32 <-> i64 sign-extends or truncates;
-//    bool -> number is 0/1; number -> bool is `!= 0`. Bitcast: f32 <-> i32.
+//    bool -> number is 0/1; number -> bool is `!= 0`; f16 and bf16 convert
+//    to and from f32 only (above). Bitcast: f32 <-> i32.
 //  - For(lo, hi) {body} runs its induction value i = lo, lo + step, ... while
 //    i < hi (i32, signed); the For instruction's own id is that value inside
 //    the body. Generators keep hi + step within i32 (the LLVM lowering adds
@@ -46,18 +56,22 @@
 //    a read-only buffer from `index`, a multiple of imm (every buffer starts
 //    16-byte aligned, so an emitter may issue one aligned wide access); its
 //    value is only ever read by Lane, which gives element index + Lane's imm,
-//    widened as Load widens. The SPIR-V writer, whose logical addressing has
+//    typed as Load gives it. The SPIR-V writer, whose logical addressing has
 //    no pointer cast, reads it through a second binding of the buffer typed
 //    as an array of vectors; the read-only rule makes that aliasing safe.
-//  - SharedLoadVec reads `imm` (2 or 4) consecutive words of a workgroup
+//  - Workgroup arrays hold elements of any value type but bool, laid end to
+//    end in declaration order, each at the first byte offset past the one
+//    before that is a multiple of its element size (Kernel::sharedOffsets);
+//    Kernel::sharedBytes is where the last ends.
+//  - SharedLoadVec reads `imm` (2 or 4) consecutive elements of a workgroup
 //    array from `index`, a multiple of imm, all at once: its Lanes give the
-//    words as they were at the SharedLoadVec, whatever is stored after it.
-//    The array's offset (the words of the arrays declared before it) is a
-//    multiple of imm too, so with every array run starting 16-byte aligned
-//    the access is one aligned wide load; a target without one (the SPIR-V
-//    writer) issues the imm scalar loads where the SharedLoadVec stands.
-//    SharedStoreVec is its store: imm (2 or 4) values into consecutive words
-//    from `index`, under the same alignment rules.
+//    elements as they were at the SharedLoadVec, whatever is stored after it.
+//    The access is at most 16 bytes and the array's byte offset is a
+//    multiple of its bytes, so with every array run starting 16-byte aligned
+//    it is one aligned wide load; a target without one (the SPIR-V writer)
+//    issues the imm scalar loads where the SharedLoadVec stands.
+//    SharedStoreVec is its store: imm (2 or 4) values into consecutive
+//    elements from `index`, under the same alignment rules.
 //  - Warps: threads 32w .. 32w + 31 of the workgroup are warp w, a thread's
 //    lane is its index % 32. WarpMma and ShuffleXor are executed by a whole
 //    warp at once: the workgroup size is a multiple of 32 and, like Barrier,
@@ -87,14 +101,18 @@
 
 namespace poot::kir {
 
-enum class Scalar : uint8_t { Bool, I32, I64, F32 };
-enum class Elem : uint8_t { F32, F16, I32, I64, U8, U16 };
+enum class Scalar : uint8_t { Bool, I32, I64, F32, F16, BF16 };
+enum class Elem : uint8_t { F32, F16, BF16, I32, I64, U8, I8, U16 };
 
 const char* scalarName(Scalar s);
 const char* elemName(Elem e);
 // The value type a load of `e` gives and a store to it takes.
 Scalar valueOf(Elem e);
 int elemBytes(Elem e);
+// The bytes of a value of s in a workgroup array (bool has none: 0).
+int scalarBytes(Scalar s);
+// f16 or bf16: the types only storage, conversion and select take (above).
+inline bool isTwoByte(Scalar s) { return s == Scalar::F16 || s == Scalar::BF16; }
 
 enum class Opc : uint8_t {
   Const,                          // type; imm (bool, ints) or fimm (f32)
@@ -113,9 +131,9 @@ enum class Opc : uint8_t {
   Lane,                           // (a LoadVec or SharedLoadVec) element imm
   Store,                          // (index, value) into buffers[ref]
   SharedLoad,                     // (index) from shared[ref]
-  SharedLoadVec,                  // (index) imm words from shared[ref]; read only by Lane
+  SharedLoadVec,                  // (index) imm elements from shared[ref]; read only by Lane
   SharedStore,                    // (index, value) into shared[ref]
-  SharedStoreVec,                 // (index, imm values) into consecutive words of shared[ref]
+  SharedStoreVec,                 // (index, imm values) into consecutive elements of shared[ref]
   ShuffleXor,                     // (x) -> x of lane (lane ^ imm) of the warp
   WarpMma,                        // (a0..a3, b0, b1, c0..c3) f32; read only by Lane 0..3
   GetVar,                         // () -> vars[ref]
@@ -152,7 +170,7 @@ struct Buffer {
 
 struct Shared {
   std::string name;
-  Scalar type = Scalar::F32;  // f32 or i32
+  Scalar type = Scalar::F32;  // any but bool
   int64_t elems = 0;
 };
 
@@ -166,7 +184,10 @@ struct Kernel {
   std::vector<Inst> insts;
   Block body;
 
-  int64_t sharedBytes() const;  // 4 bytes an element
+  // Each workgroup array's byte offset, and the bytes they span (kir.h's
+  // layout: in order, each aligned to its element size).
+  std::vector<int64_t> sharedOffsets() const;
+  int64_t sharedBytes() const;
 };
 
 }  // namespace poot::kir

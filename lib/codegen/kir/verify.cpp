@@ -30,7 +30,8 @@ bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::WarpMma; }
 bool isCollective(Opc op) { return op == Opc::Barrier || isWarpOp(op); }
 
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
-bool isNumber(Scalar s) { return s != Scalar::Bool; }
+// The types arithmetic and compares take: no bool, no two-byte storage type.
+bool isNumber(Scalar s) { return s != Scalar::Bool && !isTwoByte(s); }
 
 class Verifier {
  public:
@@ -43,9 +44,11 @@ class Verifier {
       return error("workgroup size " + std::to_string(k_.workgroupSize) + " and grid x " + std::to_string(k_.gridX) +
                    " must be positive");
     for (size_t i = 0; i < k_.shared.size(); ++i)
-      if (k_.shared[i].type != Scalar::F32 && k_.shared[i].type != Scalar::I32)
-        return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds " +
-                     scalarName(k_.shared[i].type) + ", not f32 or i32");
+      if (k_.shared[i].type == Scalar::Bool)
+        return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds bool");
+    for (size_t i = 0; i < k_.vars.size(); ++i)
+      if (isTwoByte(k_.vars[i]))
+        return error("variable " + std::to_string(i) + " holds " + scalarName(k_.vars[i]) + ", a storage type");
     if (!scoped(k_.body)) return err_;
     for (size_t v = 0; v < k_.insts.size(); ++v)
       if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % 32 != 0)
@@ -99,27 +102,30 @@ class Verifier {
   }
 
   // Operand counts, types and references of one instruction.
-  // A wide workgroup-memory access: width 2 or 4, its array's offset a
-  // multiple of it (kir.h, SharedLoadVec).
+  // A wide workgroup-memory access: width 2 or 4, at most 16 bytes, its
+  // array's byte offset a multiple of its bytes (kir.h, SharedLoadVec).
   bool wideShared(V v, const Inst& in) {
     if (in.imm != 2 && in.imm != 4) return fail(v, "width " + std::to_string(in.imm) + " is not 2 or 4");
-    int64_t offset = 0;
-    for (int32_t i = 0; i < in.ref; ++i) offset += k_.shared[size_t(i)].elems;
-    if (offset % in.imm == 0) return true;
-    return fail(v, "shared " + std::to_string(in.ref) + " (" + k_.shared[size_t(in.ref)].name + ") starts at word " +
-                       std::to_string(offset) + ", not a multiple of " + std::to_string(in.imm));
+    const Shared& s = k_.shared[size_t(in.ref)];
+    int64_t bytes = in.imm * scalarBytes(s.type);
+    if (bytes > 16)
+      return fail(v, std::to_string(in.imm) + " " + scalarName(s.type) + " elements are more than 16 bytes");
+    int64_t offset = k_.sharedOffsets()[size_t(in.ref)];
+    if (offset % bytes == 0) return true;
+    return fail(v, "shared " + std::to_string(in.ref) + " (" + s.name + ") starts at byte " + std::to_string(offset) +
+                       ", not a multiple of " + std::to_string(bytes));
   }
 
   bool typed(V v, const Inst& in) {
     switch (in.op) {
-      case Opc::Const: return arity(v, in, 0);
+      case Opc::Const: return arity(v, in, 0) && typeIn(v, in.type, !isTwoByte(in.type));
       case Opc::GroupX: case Opc::GroupY: case Opc::Local: return arity(v, in, 0) && result(v, in, Scalar::I32);
       case Opc::Add: case Opc::Sub: case Opc::Mul: case Opc::Div: case Opc::Rem: case Opc::Min: case Opc::Max:
       case Opc::Pow: case Opc::And: case Opc::Or: case Opc::Xor: case Opc::Shl: case Opc::ShrA: case Opc::ShrL: {
         if (!arity(v, in, 2) || !sameTypes(v, in, 0, 1) || !result(v, in, typeOf(in.args[0]))) return false;
         Scalar t = in.type;
         bool allowed = in.op == Opc::Pow                                        ? t == Scalar::F32
-                       : in.op == Opc::And || in.op == Opc::Or || in.op == Opc::Xor ? t != Scalar::F32
+                       : in.op == Opc::And || in.op == Opc::Or || in.op == Opc::Xor ? t == Scalar::Bool || isInt(t)
                        : in.op >= Opc::Shl                                      ? isInt(t)
                                                                                 : isNumber(t);
         return typeIn(v, t, allowed);
@@ -128,21 +134,29 @@ class Verifier {
       case Opc::Tanh: case Opc::Sin: case Opc::Cos: case Opc::Floor: {
         if (!arity(v, in, 1) || !result(v, in, typeOf(in.args[0]))) return false;
         Scalar t = in.type;
-        bool allowed = in.op == Opc::Not                        ? t != Scalar::F32
+        bool allowed = in.op == Opc::Not                        ? t == Scalar::Bool || isInt(t)
                        : in.op == Opc::Neg || in.op == Opc::Abs ? isNumber(t)
                                                                 : t == Scalar::F32;
         return typeIn(v, t, allowed);
       }
       case Opc::Lt: case Opc::Le: case Opc::Gt: case Opc::Ge: case Opc::Eq: case Opc::Ne:
         return arity(v, in, 2) && sameTypes(v, in, 0, 1) && result(v, in, Scalar::Bool) &&
-               typeIn(v, typeOf(in.args[0]), in.op >= Opc::Eq || isNumber(typeOf(in.args[0])));
+               typeIn(v, typeOf(in.args[0]),
+                      isNumber(typeOf(in.args[0])) || (in.op >= Opc::Eq && typeOf(in.args[0]) == Scalar::Bool));
       case Opc::Select:
         return arity(v, in, 3) && want(v, in, 0, Scalar::Bool, "condition") && sameTypes(v, in, 1, 2) &&
                result(v, in, typeOf(in.args[1]));
       case Opc::Fma:
         return arity(v, in, 3) && want(v, in, 0, Scalar::F32, "factor") && want(v, in, 1, Scalar::F32, "factor") &&
                want(v, in, 2, Scalar::F32, "addend") && result(v, in, Scalar::F32);
-      case Opc::Convert: return arity(v, in, 1);
+      case Opc::Convert: {
+        if (!arity(v, in, 1)) return false;
+        Scalar from = typeOf(in.args[0]);
+        if (!(isTwoByte(from) || isTwoByte(in.type)) || from == in.type || from == Scalar::F32 || in.type == Scalar::F32)
+          return true;
+        return fail(v, std::string("convert from ") + scalarName(from) + " to " + scalarName(in.type) +
+                           " (f16 and bf16 convert to and from f32 only)");
+      }
       case Opc::Bitcast: {
         if (!arity(v, in, 1)) return false;
         Scalar from = typeOf(in.args[0]);

@@ -1,6 +1,7 @@
 // The KIR verifier: what every emitter may assume. Operand counts and types
-// per opcode, every operand defined earlier in an enclosing block (no use of
-// a value outside the block that defines it), buffer, shared array and
+// per opcode (f16 and bf16 only in storage, conversion to and from f32,
+// select and workgroup arrays), every operand defined earlier in an
+// enclosing block (no use of a value outside the block that defines it), buffer, shared array and
 // variable indices in range, no store to a buffer not marked written, a
 // barrier never inside a For or If whose condition is a per-thread value
 // (Local or anything derived from it). Generators' tests run it on every

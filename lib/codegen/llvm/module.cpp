@@ -93,6 +93,8 @@ llvm::Type* Writer::type(Scalar s) {
     case Scalar::I32: return b_.getInt32Ty();
     case Scalar::I64: return b_.getInt64Ty();
     case Scalar::F32: return b_.getFloatTy();
+    case Scalar::F16: return b_.getHalfTy();
+    case Scalar::BF16: return b_.getBFloatTy();
   }
   return nullptr;
 }
@@ -101,9 +103,11 @@ llvm::Type* Writer::elemType(kir::Elem e) {
   switch (e) {
     case kir::Elem::F32: return b_.getFloatTy();
     case kir::Elem::F16: return b_.getHalfTy();
+    case kir::Elem::BF16: return b_.getBFloatTy();
     case kir::Elem::I32: return b_.getInt32Ty();
     case kir::Elem::I64: return b_.getInt64Ty();
-    case kir::Elem::U8: return b_.getInt8Ty();
+    case kir::Elem::U8:
+    case kir::Elem::I8: return b_.getInt8Ty();
     case kir::Elem::U16: return b_.getInt16Ty();
   }
   return nullptr;
@@ -139,7 +143,7 @@ void Writer::declare() {
     fn_->addFnAttr("amdgpu-flat-work-group-size", "1," + std::to_string(k_.workgroupSize));
     m_.addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version", 500);
   }
-  // Workgroup arrays are laid end to end, at the word offsets KIR gives
+  // Workgroup arrays are laid end to end, at the byte offsets KIR gives
   // them, in one 16-byte aligned addrspace(3) object, so a wide access at an
   // offset that is a multiple of its width is aligned (kir.h) and the
   // object's size is exactly the kernel's workgroup memory: a static array,
@@ -157,11 +161,7 @@ void Writer::declare() {
                                      dynamic ? "poot_dynamic_shared" : "poot_shared", nullptr,
                                      llvm::GlobalValue::NotThreadLocal, 3);
   shared_->setAlignment(llvm::Align(16));
-  int64_t offset = 0;
-  for (const kir::Shared& s : k_.shared) {
-    sharedOffsets_.push_back(offset);
-    offset += s.elems * 4;
-  }
+  sharedOffsets_ = k_.sharedOffsets();
 }
 
 Status Writer::write() {
@@ -192,8 +192,8 @@ Value* Writer::constant(const kir::Inst& in) {
     case Scalar::I32: return b_.getInt32(uint32_t(in.imm));
     case Scalar::I64: return b_.getInt64(uint64_t(in.imm));
     case Scalar::F32: return llvm::ConstantFP::get(b_.getFloatTy(), in.fimm);
+    default: return nullptr;  // the verifier refuses two-byte constants
   }
-  return nullptr;
 }
 
 Value* Writer::special(llvm::Intrinsic::ID nvptx, llvm::Intrinsic::ID amdgpu) {
@@ -252,16 +252,22 @@ Status Writer::inst(kir::V v) {
       break;
     }
     case Opc::Store: store(in, arg(0), arg(1)); break;
-    case Opc::SharedLoad: r = b_.CreateAlignedLoad(type(in.type), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
+    case Opc::SharedLoad:
+      r = b_.CreateAlignedLoad(type(in.type), sharedAt(in.ref, arg(0)), llvm::Align(uint64_t(kir::scalarBytes(in.type))));
+      break;
     case Opc::SharedLoadVec:
       r = b_.CreateAlignedLoad(llvm::FixedVectorType::get(type(in.type), unsigned(in.imm)), sharedAt(in.ref, arg(0)),
-                               llvm::Align(uint64_t(in.imm * 4)));
+                               llvm::Align(uint64_t(in.imm * kir::scalarBytes(in.type))));
       break;
-    case Opc::SharedStore: b_.CreateAlignedStore(arg(1), sharedAt(in.ref, arg(0)), llvm::Align(4)); break;
+    case Opc::SharedStore:
+      b_.CreateAlignedStore(arg(1), sharedAt(in.ref, arg(0)),
+                            llvm::Align(uint64_t(kir::scalarBytes(k_.shared[size_t(in.ref)].type))));
+      break;
     case Opc::SharedStoreVec: {
       Value* vec = llvm::PoisonValue::get(llvm::FixedVectorType::get(arg(1)->getType(), unsigned(in.imm)));
       for (int64_t e = 0; e < in.imm; ++e) vec = b_.CreateInsertElement(vec, arg(size_t(e) + 1), uint64_t(e));
-      b_.CreateAlignedStore(vec, sharedAt(in.ref, arg(0)), llvm::Align(uint64_t(in.imm * 4)));
+      b_.CreateAlignedStore(vec, sharedAt(in.ref, arg(0)),
+                            llvm::Align(uint64_t(in.imm * kir::scalarBytes(k_.shared[size_t(in.ref)].type))));
       break;
     }
     case Opc::GetVar: r = b_.CreateLoad(type(in.type), vars_[size_t(in.ref)]); break;
@@ -359,6 +365,9 @@ Value* Writer::compare(Opc op, Scalar t, Value* a, Value* c) {
 
 Value* Writer::convert(Scalar from, Scalar to, Value* x) {
   if (from == to) return x;
+  // f16 and bf16 convert to and from f32 only: exact, or round to nearest even.
+  if (kir::isTwoByte(from)) return b_.CreateFPExt(x, b_.getFloatTy());
+  if (kir::isTwoByte(to)) return b_.CreateFPTrunc(x, type(to));
   if (to == Scalar::Bool)
     return from == Scalar::F32 ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0))
                                : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
@@ -378,9 +387,9 @@ Value* Writer::load(const kir::Inst& in, Value* index) {
 
 Value* Writer::widen(kir::Elem e, Value* raw) {
   switch (e) {
-    case kir::Elem::F16: return b_.CreateFPExt(raw, b_.getFloatTy());
     case kir::Elem::U8:
     case kir::Elem::U16: return b_.CreateZExt(raw, b_.getInt32Ty());
+    case kir::Elem::I8: return b_.CreateSExt(raw, b_.getInt32Ty());
     default: return raw;
   }
 }
@@ -388,14 +397,15 @@ Value* Writer::widen(kir::Elem e, Value* raw) {
 void Writer::store(const kir::Inst& in, Value* index, Value* value) {
   const kir::Buffer& buf = k_.buffers[size_t(in.ref)];
   llvm::Type* et = elemType(buf.elem);
-  if (buf.elem == kir::Elem::F16) value = b_.CreateFPTrunc(value, et);
-  if (buf.elem == kir::Elem::U8 || buf.elem == kir::Elem::U16) value = b_.CreateTrunc(value, et);
+  if (buf.elem == kir::Elem::U8 || buf.elem == kir::Elem::I8 || buf.elem == kir::Elem::U16)
+    value = b_.CreateTrunc(value, et);
   Value* p = b_.CreateInBoundsGEP(et, fn_->getArg(unsigned(in.ref)), index);
   b_.CreateAlignedStore(value, p, llvm::Align(uint64_t(kir::elemBytes(buf.elem))));
 }
 
 Value* Writer::sharedAt(int32_t array, Value* index) {
-  Value* byte = b_.CreateAdd(b_.getInt32(uint32_t(sharedOffsets_[size_t(array)])), b_.CreateMul(index, b_.getInt32(4)));
+  int bytes = kir::scalarBytes(k_.shared[size_t(array)].type);
+  Value* byte = b_.CreateAdd(b_.getInt32(uint32_t(sharedOffsets_[size_t(array)])), b_.CreateMul(index, b_.getInt32(uint32_t(bytes))));
   return b_.CreateInBoundsGEP(b_.getInt8Ty(), shared_, {byte});
 }
 

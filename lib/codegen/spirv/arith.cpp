@@ -22,8 +22,8 @@ Id Emitter::constant(const kir::Inst& in) {
     case Scalar::I32: return m_.constant(i32(), uint32_t(int32_t(in.imm)));
     case Scalar::I64: return m_.constant(scalar(Scalar::I64), uint64_t(in.imm));
     case Scalar::F32: return m_.constant(f32(), std::bit_cast<uint32_t>(float(in.fimm)));
+    default: return 0;  // the verifier refuses two-byte constants
   }
-  return 0;
 }
 
 Id Emitter::zeroOf(Scalar s) {
@@ -114,7 +114,10 @@ Id Emitter::compare(const kir::Inst& in) {
 Id Emitter::convert(const kir::Inst& in) {
   Scalar from = typeOf(in.args[0]), to = in.type;
   Id t = scalar(to), x = val(in.args[0]);
-  if (from == to) return x;
+  if (from == to || from == Scalar::F16) return x;  // an f16 is held as the f32 it converts to
+  // kir::legalize has rounded x to an f16 value (Vulkan lets FPRoundingMode
+  // stand only on a conversion that is stored), so this is exact.
+  if (to == Scalar::F16) return op(SpvOpFConvert, t, {op(SpvOpFConvert, m_.floatType(16), {x})});
   if (from == Scalar::Bool) return op(SpvOpSelect, t, {x, oneOf(to), zeroOf(to)});
   if (to == Scalar::Bool)
     return op(from == Scalar::F32 ? SpvOpFUnordNotEqual : SpvOpINotEqual, t, {x, zeroOf(from)});

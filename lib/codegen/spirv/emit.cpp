@@ -37,9 +37,29 @@ Id Emitter::scalar(Scalar s) {
     case Scalar::Bool: return m_.boolType();
     case Scalar::I32: return i32();
     case Scalar::I64: return m_.intType(64, true);
-    case Scalar::F32: return f32();
+    case Scalar::F32:
+    case Scalar::F16: return f32();
+    case Scalar::BF16: break;  // legalize refuses it
   }
   return 0;
+}
+
+Id Emitter::sharedType(Scalar s) { return s == Scalar::F16 ? m_.floatType(16) : scalar(s); }
+
+Id Emitter::sharedLoad(const kir::Inst& in, Id index) {
+  Scalar s = k_.shared[size_t(in.ref)].type;
+  Id t = sharedType(s);
+  Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassWorkgroup, t), {shared_[size_t(in.ref)], index});
+  Id x = op(SpvOpLoad, t, {ptr});
+  return s == Scalar::F16 ? op(SpvOpFConvert, f32(), {x}) : x;
+}
+
+void Emitter::sharedStore(const kir::Inst& in, Id index, Id value) {
+  Scalar s = k_.shared[size_t(in.ref)].type;
+  Id t = sharedType(s);
+  Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassWorkgroup, t), {shared_[size_t(in.ref)], index});
+  if (s == Scalar::F16) value = op(SpvOpFConvert, t, {value});  // exact: the value is an f16's
+  put(m_.s.functions, SpvOpStore, {ptr, value});
 }
 
 Id Emitter::elemType(Elem e) {
@@ -49,7 +69,9 @@ Id Emitter::elemType(Elem e) {
     case Elem::I32: return i32();
     case Elem::I64: return m_.intType(64, true);
     case Elem::U8: return m_.intType(8, false);
+    case Elem::I8: return m_.intType(8, true);
     case Elem::U16: return m_.intType(16, false);
+    case Elem::BF16: break;  // legalize refuses it
   }
   return 0;
 }
@@ -86,7 +108,7 @@ void Emitter::declareGlobals() {
     interface_.push_back(var);
   }
   for (const kir::Shared& s : k_.shared) {
-    Id array = m_.arrayType(scalar(s.type), uint32_t(s.elems));
+    Id array = m_.arrayType(sharedType(s.type), uint32_t(s.elems));
     Id var = m_.variable(m_.pointerType(SpvStorageClassWorkgroup, array), SpvStorageClassWorkgroup);
     m_.name(var, s.name);
     shared_.push_back(var);
@@ -121,6 +143,7 @@ Words Emitter::run() {
   if (needs_.int64) m_.capability(SpvCapabilityInt64);
   if (needs_.storage8) m_.capability(SpvCapabilityStorageBuffer8BitAccess);
   if (needs_.storage16) m_.capability(SpvCapabilityStorageBuffer16BitAccess);
+  if (needs_.float16) m_.capability(SpvCapabilityFloat16);
   put(m_.s.memoryModel, SpvOpMemoryModel, {SpvAddressingModelLogical, SpvMemoryModelGLSL450});
   declareGlobals();
 
@@ -163,6 +186,7 @@ Id Emitter::widen(Elem e, Id raw) {
   switch (e) {
     case Elem::U8:
     case Elem::U16: return op(SpvOpBitcast, i32(), {op(SpvOpUConvert, u32(), {raw})});
+    case Elem::I8: return op(SpvOpSConvert, i32(), {raw});
     case Elem::F16: return op(SpvOpFConvert, f32(), {raw});
     default: return raw;
   }
@@ -175,10 +199,8 @@ void Emitter::store(const kir::Inst& in) {
               {buffers_[size_t(in.ref)], m_.constant(i32(), 0), val(in.args[0])});
   Id value = val(in.args[1]);
   if (b.elem == Elem::U8 || b.elem == Elem::U16) value = op(SpvOpUConvert, t, {value});
-  if (b.elem == Elem::F16) {
-    value = op(SpvOpFConvert, t, {value});
-    m_.decorate(value, SpvDecorationFPRoundingMode, {SpvFPRoundingModeRTE});
-  }
+  if (b.elem == Elem::I8) value = op(SpvOpSConvert, t, {value});
+  if (b.elem == Elem::F16) value = op(SpvOpFConvert, t, {value});  // exact: the value is an f16's
   put(m_.s.functions, SpvOpStore, {ptr, value});
 }
 
@@ -249,10 +271,11 @@ void Emitter::inst(kir::V v) {
         Id raw = op(SpvOpLoad, vec, {ptr});
         // 8- and 16-bit components cannot be extracted without Int8,
         // Int16 or Float16, but whole vectors convert under the storage
-        // capabilities: to f32 (f16) or u32 (u8, u16), exactly as a scalar
-        // load widens.
+        // capabilities: to f32 (f16), u32 (u8, u16) or i32 (i8), exactly as
+        // a scalar load widens.
         if (b.elem == Elem::F16) raw = op(SpvOpFConvert, m_.vectorType(f32(), n), {raw});
         if (b.elem == Elem::U8 || b.elem == Elem::U16) raw = op(SpvOpUConvert, m_.vectorType(u32(), n), {raw});
+        if (b.elem == Elem::I8) raw = op(SpvOpSConvert, m_.vectorType(i32(), n), {raw});
         wide_[v].push_back(raw);
       }
       return;
@@ -268,35 +291,23 @@ void Emitter::inst(kir::V v) {
       int64_t n = viewLanes(vec.imm);
       bool narrowInt = e == Elem::U8 || e == Elem::U16;
       Id part = words[size_t(in.imm / n)];
-      r = op(SpvOpCompositeExtract, narrowInt ? u32() : e == Elem::F16 ? f32() : elemType(e), {part, uint32_t(in.imm % n)});
+      r = op(SpvOpCompositeExtract, narrowInt ? u32() : scalar(in.type), {part, uint32_t(in.imm % n)});
       if (narrowInt) r = op(SpvOpBitcast, i32(), {r});
       return;
     }
     case Opc::Store: store(in); return;
-    // Workgroup arrays are arrays of scalars: the words load (or store) one
-    // by one, all here, so the Lanes see them as they were (kir.h).
+    // Workgroup arrays are arrays of scalars: the elements load (or store)
+    // one by one, all here, so the Lanes see them as they were (kir.h).
     case Opc::SharedLoadVec:
-    case Opc::SharedStoreVec: {
-      Scalar t = k_.shared[size_t(in.ref)].type;
+    case Opc::SharedStoreVec:
       for (int64_t e = 0; e < in.imm; ++e) {
         Id at = e == 0 ? val(in.args[0]) : op(SpvOpIAdd, i32(), {val(in.args[0]), m_.constant(i32(), uint32_t(e))});
-        Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassWorkgroup, scalar(t)), {shared_[size_t(in.ref)], at});
-        if (in.op == Opc::SharedLoadVec) wide_[v].push_back(op(SpvOpLoad, scalar(t), {ptr}));
-        else put(m_.s.functions, SpvOpStore, {ptr, val(in.args[size_t(e) + 1])});
+        if (in.op == Opc::SharedLoadVec) wide_[v].push_back(sharedLoad(in, at));
+        else sharedStore(in, at, val(in.args[size_t(e) + 1]));
       }
       return;
-    }
-    case Opc::SharedLoad:
-    case Opc::SharedStore: {
-      Scalar t = k_.shared[size_t(in.ref)].type;
-      Id ptr = op(SpvOpAccessChain, m_.pointerType(SpvStorageClassWorkgroup, scalar(t)),
-                  {shared_[size_t(in.ref)], val(in.args[0])});
-      if (in.op == Opc::SharedLoad)
-        r = op(SpvOpLoad, scalar(t), {ptr});
-      else
-        put(m_.s.functions, SpvOpStore, {ptr, val(in.args[1])});
-      return;
-    }
+    case Opc::SharedLoad: r = sharedLoad(in, val(in.args[0])); return;
+    case Opc::SharedStore: sharedStore(in, val(in.args[0]), val(in.args[1])); return;
     case Opc::GetVar: r = op(SpvOpLoad, scalar(in.type), {vars_[size_t(in.ref)]}); return;
     case Opc::SetVar: put(m_.s.functions, SpvOpStore, {vars_[size_t(in.ref)], val(in.args[0])}); return;
     case Opc::For: loop(v); return;

@@ -3,7 +3,11 @@
 // memory access and structured control flow; arith.cpp lowers the scalar
 // opcodes (binary, unary, compare, select, convert, bitcast). One Emitter
 // writes one kernel into one Module; every KIR value maps to one result id
-// (a wide load to its vectors or words).
+// (a wide load to its vectors or elements). An f16 value is held as an f32
+// id (exact: f32 holds every f16), so only storage and conversions ever see
+// a 16-bit type and no f16 arithmetic, select or extract needs Float16: a
+// load converts at once, a Convert to f16 narrows and widens back (exact:
+// kir::legalize has rounded its operand), a store narrows exactly.
 #pragma once
 
 #include <map>
@@ -33,8 +37,8 @@ class Emitter {
   Id groupId(uint32_t component);
   // Element `index` (an i32 id) of buffer `ref`, widened to its value type.
   Id load(int32_t ref, Id index);
-  // A loaded storage element as its value type (kir.h: f16 -> f32, u8 and
-  // u16 zero-extended to i32).
+  // A loaded storage element as its value's id (f16 held as f32, u8 and u16
+  // zero-extended and i8 sign-extended to i32).
   Id widen(kir::Elem e, Id raw);
   // The elements of a buffer's vector view a wide load of `width` reads
   // through: vectors of 4 (two of them for 8) or 2.
@@ -52,8 +56,13 @@ class Emitter {
   // call, types and constants.
   Id op(SpvOp o, Id type, const Words& args);
   Id ext(uint32_t glslOp, Id type, const Words& args);
-  Id scalar(kir::Scalar s);
+  Id scalar(kir::Scalar s);  // the type of a value's id (f16: f32)
   Id elemType(kir::Elem e);
+  Id sharedType(kir::Scalar s);  // a workgroup array's element type
+  // Element `index` of the workgroup array `in` accesses, loaded as its
+  // value's id, or stored from one (f16 converted either way).
+  Id sharedLoad(const kir::Inst& in, Id index);
+  void sharedStore(const kir::Inst& in, Id index, Id value);
   Id i32() { return m_.intType(32, true); }
   Id u32() { return m_.intType(32, false); }
   Id f32() { return m_.floatType(32); }
@@ -70,7 +79,7 @@ class Emitter {
   std::vector<Id> shared_;   // array -> Workgroup variable
   std::vector<Id> vars_;     // variable -> Function variable
   std::map<std::pair<int32_t, uint32_t>, Id> views_;   // (binding, lanes) -> its vector view's variable
-  std::unordered_map<kir::V, std::vector<Id>> wide_;  // LoadVec -> its vectors; SharedLoadVec -> its words
+  std::unordered_map<kir::V, std::vector<Id>> wide_;  // LoadVec -> its vectors; SharedLoadVec -> its elements
 
   Words interface_;          // every global variable, for OpEntryPoint
   Id workgroupId_ = 0, localIndex_ = 0;  // builtin variables, on first use
