@@ -13,11 +13,16 @@
 # rows (live length), each pair over one pool of B * 256 slots with a
 # capacity of 256 positions (a 128-token prompt and 128 new tokens), for
 # `poot generate`; f32 weights.
-# Usage: bench/model/make_plans.sh BUILD OUT_DIR [LAYERS] [model|generate]
+# With SET bf16 (run_bf16_h200.sh's plans), every plan reads bf16 weights as
+# stored: decode (live length, 4096 positions a row; 1024 for B = 32) for B = 1, 8 and 32 and
+# prefill of 512 and 2048 tokens with bf16 activations and KV cache
+# (--dtype bf16, the bf16-* plans), and beside them the B = 1 and 32 decodes
+# and the 2048-token prefill with f32 activations and KV cache (f32act-*).
+# Usage: bench/model/make_plans.sh BUILD OUT_DIR [LAYERS] [model|generate|bf16]
 set -euo pipefail
 case "$#:${4:-model}" in
-  [234]:model | 4:generate) ;;
-  *) echo "usage: $0 BUILD OUT_DIR [LAYERS] [model|generate]" >&2; exit 2 ;;
+  [234]:model | 4:generate | 4:bf16) ;;
+  *) echo "usage: $0 BUILD OUT_DIR [LAYERS] [model|generate|bf16]" >&2; exit 2 ;;
 esac
 build=$(cd "$1" && pwd)
 mkdir -p "$2"
@@ -43,6 +48,15 @@ if [ "$set" = model ]; then
   plan decode-b8 f32 4096 --phase decode --live --batch 8
   plan prefill-512 f32 4096 --phase prefill --tokens 512
   plan prefill-2048 f32 4096 --phase prefill --tokens 2048
+elif [ "$set" = bf16 ]; then
+  plan bf16-decode-b1 bf16 4096 --phase decode --live --dtype bf16
+  plan bf16-decode-b8 bf16 4096 --phase decode --live --batch 8 --dtype bf16
+  plan bf16-decode-b32 bf16 1024 --phase decode --live --batch 32 --dtype bf16
+  plan bf16-prefill-512 bf16 4096 --phase prefill --tokens 512 --dtype bf16
+  plan bf16-prefill-2048 bf16 4096 --phase prefill --tokens 2048 --dtype bf16
+  plan f32act-decode-b1 bf16 4096 --phase decode --live
+  plan f32act-decode-b32 bf16 1024 --phase decode --live --batch 32
+  plan f32act-prefill-2048 bf16 4096 --phase prefill --tokens 2048
 else
   for b in 1 8 32; do
     plan generate-prefill-b$b f32 256 --phase prefill --kv paged --batch $b --tokens 128 --pool-slots $((b * 256))

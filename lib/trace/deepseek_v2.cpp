@@ -296,19 +296,16 @@ ValueId moe(Ctx& c, int64_t layer, ValueId h) {
   const DsParams& ds = c.ds;
   std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
   Scope s(b, "moe");
-  // The routed experts' outputs are combined in f32, the routing weights'
-  // dtype, and the sum converted to the activations' dtype, as transformers
-  // accumulates them (final_hidden_states in topk_weights.dtype).
   ValueId weights = routingWeights(c, h, p);
+  if (b.dtype(h) != DType::F32) weights = b.convert(weights, b.dtype(h));
   ValueId routed = kNone;
   for (int64_t e = 0; e < ds.experts; ++e) {
     Scope se(b, "experts." + std::to_string(e));
     ValueId y = swiglu(c, h, p + "experts." + std::to_string(e) + ".", ds.moeInter);
     ValueId we = b.slice(weights, -1, e, e + 1);
-    ValueId scaled = b.mul(f32(b, y), we);
+    ValueId scaled = b.mul(y, we);
     routed = routed == kNone ? scaled : b.add(routed, scaled);
   }
-  if (b.dtype(h) != DType::F32) routed = b.convert(routed, b.dtype(h));
   routed = b.name(routed, "routed");
   if (ds.shared == 0) return routed;
   ValueId shared;

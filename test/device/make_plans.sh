@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compiles, here, the plans that test/device/cuda_check.sh runs on a CUDA
 # host: every tiny model config x {decode, prefill} x {fixed, paged KV} x
-# {live length or not}, traced as test/e2e/matrix.sh traces them, and
+# {live length or not}, traced as test/e2e/matrix.sh traces them, then again
+# with activations, KV cache and weights in bf16 and in f16 (--dtype and
+# --weights-dtype; NAME-bf16, NAME-f16), and
 # examples/graphs/decode-attention.pg, and the one-MatMul graphs of
 # test/device/matmul_graphs.sh (odd sizes, every schedule; left out when
 # DEVICE_MATMUL=0), each compiled for PROFILE (default
@@ -34,9 +36,13 @@ for config in examples/models/tiny-*.json; do
   for phase in decode prefill; do
     for kv in fixed paged; do
       for live in "" --live; do
-        name=$(basename "$config" .json)-$phase-$kv${live:+-live}
-        $pootc trace "$config" --phase "$phase" --kv "$kv" $live -o "$work/$name.pg"
-        compile "$work/$name.pg" "$name"
+        for dtype in f32 bf16 f16; do
+          name=$(basename "$config" .json)-$phase-$kv${live:+-live}
+          dtypes=()
+          [ "$dtype" = f32 ] || { name+=-$dtype; dtypes=(--dtype "$dtype" --weights-dtype "$dtype"); }
+          $pootc trace "$config" --phase "$phase" --kv "$kv" $live "${dtypes[@]}" -o "$work/$name.pg"
+          compile "$work/$name.pg" "$name"
+        done
       done
     done
   done

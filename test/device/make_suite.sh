@@ -4,7 +4,7 @@
 # cuda) and for targets/nvidia-h200-vulkan.yaml (OUT_DIR/vulkan), the
 # one-MatMul graphs left out of both when DEVICE_MATMUL=0; every Hugging
 # Face fixture of test/hf/fixtures traced for prefill as test/unit/hf_test.cpp
-# traces it (its tokens, capacity 16, weights in its config's dtype) and
+# traces it (its tokens, capacity the next multiple of 16, weights in its config's dtype) and
 # compiled for both profiles (OUT_DIR/hf/NAME.plan and NAME.vk.plan, where
 # the profile takes it), beside a copy of the fixture (OUT_DIR/hf/NAME/);
 # and the stripped poot binary.
@@ -23,7 +23,8 @@ for fixture in test/hf/fixtures/*/; do
   name=$(basename "$fixture")
   # L of the [1, L] token ids, from the .npy header's shape.
   tokens=$(head -c 128 "$fixture/tokens.npy" | grep -ao "'shape': (1, [0-9]*)" | grep -o '[0-9]*)$' | tr -d ')')
-  "$pootc" trace "$fixture/config.json" --phase prefill --tokens "$tokens" --capacity 16 -o "$out/hf/$name.pg"
+  "$pootc" trace "$fixture/config.json" --phase prefill --tokens "$tokens" --capacity $(((tokens + 15) / 16 * 16)) \
+    -o "$out/hf/$name.pg"
   for profile in nvidia-h200:plan nvidia-h200-vulkan:vk.plan; do
     rc=0
     "$pootc" compile "$out/hf/$name.pg" --device "targets/${profile%%:*}.yaml" -o "$out/hf/$name.${profile#*:}" \

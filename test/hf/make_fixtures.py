@@ -18,7 +18,7 @@
 # float32 (what poot computes) and logits-native.npy from the model run in
 # that dtype. It needs torch, transformers, safetensors and numpy, and no
 # network: run it where those are installed,
-#   python3 test/hf/make_fixtures.py [--out test/hf/fixtures] [--only NAME ...] [--dtype D]
+#   python3 test/hf/make_fixtures.py [--out test/hf/fixtures] [--only NAME ...] [--dtype D] [--tokens L]
 # and copy the folders under test/hf/fixtures/. It prints the versions it ran
 # with; test/hf/README.md records the ones the checked-in fixtures came from.
 import argparse
@@ -49,7 +49,6 @@ FAMILIES = {
     "bloom": "tiny-bloom.json",
     "deepseek_v2": "tiny-deepseek-v2.json",
 }
-TOKENS = 8  # L; the position is 0
 SEED = 0
 # --dtype: torch dtype, config torch_dtype, fixture folder suffix
 DTYPES = {
@@ -168,7 +167,7 @@ def save_checkpoint(model, state, out):
     return "here"
 
 
-def make(name, config_file, out_root, dtype="float32"):
+def make(name, config_file, out_root, dtype="float32", length=8):
     config_path = os.path.join(MODELS, config_file)
     with open(config_path) as f:
         model_type = json.load(f)["model_type"]
@@ -180,7 +179,7 @@ def make(name, config_file, out_root, dtype="float32"):
         head, table = model.get_output_embeddings().weight, model.get_input_embeddings().weight
         assert head.data_ptr() == table.data_ptr(), "tie_word_embeddings is set but the head is not tied"
     vocab = model.config.vocab_size
-    tokens = torch.randint(0, vocab, (1, TOKENS), generator=gen)
+    tokens = torch.randint(0, vocab, (1, length), generator=gen)
     torch_dtype, suffix = DTYPES[dtype]
     with torch.no_grad():
         for p in model.parameters():  # rounded to the checkpoint's dtype, computed in float32
@@ -217,6 +216,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "fixtures"))
     ap.add_argument("--only", nargs="*", default=None, help="fixture names (default: all)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="the checkpoint's weight dtype")
+    ap.add_argument("--tokens", type=int, default=8, help="L of the token ids [1, L], at position 0 (default: 8)")
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
@@ -229,7 +229,7 @@ def main():
             print(f"{name}: skipped, no {config_file}")
             continue
         try:
-            make(name, config_file, args.out, args.dtype)
+            make(name, config_file, args.out, args.dtype, args.tokens)
         except Exception as e:  # report every family, then fail
             print(f"{name}: FAILED: {type(e).__name__}: {e}")
             failed.append(name)

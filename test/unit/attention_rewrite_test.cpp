@@ -223,25 +223,30 @@ TEST_CASE("attention-rewrite: compiling twice prints byte-identical IR") {
   }
 }
 
-TEST_CASE("attention-rewrite: a bf16 chain keeps its primitive decomposition and says why") {
+TEST_CASE("attention-rewrite: a bf16 or f16 chain forms the op at its dtype, the f32 softmax inside") {
   trace::ModelConfig cfg = loadExampleConfig("tiny-llama.json");
-  for (bool live : {false, true}) {
-    trace::TraceOptions o = options(false, false, live, 2);
-    o.dtype = DType::BF16;
-    auto traced = trace::traceModel(cfg, o);
-    REQUIRE_MESSAGE(bool(traced), (traced ? "" : traced.error().str()));
-    Graph g = *traced;
-    PassContext ctx;
-    REQUIRE(bool(runRanges(g, ctx)));
-    auto changed = runAttentionRewrite(g, ctx);
-    REQUIRE(bool(changed));
-    CHECK_FALSE(*changed);
-    CHECK(printGraph(g) == printGraph(*traced));
-    REQUIRE(int64_t(ctx.remarks.size()) == cfg.numLayers);
-    CHECK(ctx.remarks[0].pass == "attention-rewrite");
-    CHECK(ctx.remarks[0].eqn == "%layers.0.attn.scores");
-    CHECK(ctx.remarks[0].message == "the generated kernel is F32 only: this chain is bf16");
-  }
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool live : {false, true}) {
+      CAPTURE(dtypeName(dt));
+      CAPTURE(live);
+      trace::TraceOptions o = options(false, false, live, 2);
+      o.dtype = dt;
+      auto traced = trace::traceModel(cfg, o);
+      REQUIRE_MESSAGE(bool(traced), (traced ? "" : traced.error().str()));
+      PassContext ctx;
+      Graph after = rewritten(*traced, ctx);
+      CHECK(ctx.remarks.empty());
+      std::vector<const Eqn*> formed = eqnsOf(after, Op::Attention);
+      REQUIRE(int64_t(formed.size()) == cfg.numLayers);
+      for (const Eqn* e : formed) {
+        CHECK(after.type(e->results[0]).dtype == dt);
+        for (ValueId v : e->operands)
+          if (isFloat(after.type(v).dtype)) CHECK(after.type(v).dtype == dt);
+      }
+      // The f32 softmax between its two Converts went with the chain.
+      CHECK(count(after, Op::Exp) == 0);
+      CHECK(count(after, Op::ReduceMax) == 0);
+    }
 }
 
 TEST_CASE("attention-rewrite: a launch past the device's 2-D grid is refused with a remark") {

@@ -1,0 +1,100 @@
+"""The transformers side of the bf16 model benchmark (run_bf16_h200.sh), on
+the GPU host. Reuses hf_side.py's model, token and timing helpers.
+
+prepare PLANS WORK: builds LlamaForCausalLM from PLANS/config.json with
+hf_side's seeded random weights and saves them rounded to bf16 as
+transformers publishes a model (WORK/bf16, save_pretrained shards with their
+index), and the token ids poot reads (WORK/tokens-{1,8,32,512,2048}.npy).
+
+check PLANS WORK: fidelity and speed of transformers in bf16 on the same
+weights. The reference is the model in f32 on the bf16 weights widened
+(exact); transformers' own bf16 run (eager) is the yardstick. For the poot
+outputs WORK/out-NAME/logits.npy of the bf16 plans at pos 0 it prints the
+largest and the root-mean-square distance to the reference of poot and of
+transformers-bf16, their ratio, and how many greedy tokens of each equal
+the reference's. Then times transformers bf16 eager (CUDA events, median of
+20 decode steps after a prefill of the context, or of 5 prefills): decode
+B = 1, 8 and 32 at 512 tokens of context, B = 1 at 4096, prefills of 512
+and 2048 tokens; and the B = 1 decode through torch.compile(mode=
+"reduce-overhead") over a static cache of 4096 tokens.
+
+Each prints one line a figure, `name value`.
+"""
+import sys
+import time
+
+import numpy as np
+import torch
+from transformers import LlamaForCausalLM
+from transformers.cache_utils import DynamicCache
+
+from hf_side import build, static_cache, timed, tokens
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def prepare(plans, work):
+    config, model = build(plans)
+    model.to(torch.bfloat16).save_pretrained(f"{work}/bf16", max_shard_size="2GB")
+    for shape in ((1, 1), (8, 1), (32, 1), (1, 512), (1, 2048)):
+        n = shape[0] * shape[1]
+        np.save(f"{work}/tokens-{n if shape[1] > 1 else shape[0]}.npy", tokens(config, shape, n))
+
+
+def distances(got, ref):
+    d = (got - ref).abs()
+    agree = (got.argmax(-1) == ref.argmax(-1)).sum().item()
+    return d.max().item(), d.pow(2).mean().sqrt().item(), agree
+
+
+@torch.inference_mode()
+def check(plans, work):
+    model = LlamaForCausalLM.from_pretrained(f"{work}/bf16", torch_dtype=torch.float32, device_map="cuda").eval()
+    cases = [("bf16-decode-b1", "1"), ("bf16-decode-b8", "8"), ("bf16-decode-b32", "32"), ("bf16-prefill-512", "512")]
+    ids = {tok: torch.from_numpy(np.load(f"{work}/tokens-{tok}.npy")).long().cuda() for _, tok in cases}
+    ref = {tok: model(i).logits.double() for tok, i in ids.items()}
+    model.to(torch.bfloat16)
+    native = {tok: model(i).logits.double() for tok, i in ids.items()}
+    for name, tok in cases:
+        try:
+            got = torch.from_numpy(np.load(f"{work}/out-{name}/logits.npy")).cuda().double().reshape(ref[tok].shape)
+        except FileNotFoundError:
+            print(f"{name}.check missing")
+            continue
+        ours, theirs = distances(got, ref[tok]), distances(native[tok], ref[tok])
+        rows = ref[tok].numel() // ref[tok].shape[-1]
+        print(f"{name}.poot_max {ours[0]:.4g} {name}.poot_rms {ours[1]:.4g} {name}.poot_greedy {ours[2]}/{rows}")
+        print(f"{name}.hf_bf16_max {theirs[0]:.4g} {name}.hf_bf16_rms {theirs[1]:.4g} {name}.hf_bf16_greedy {theirs[2]}/{rows}")
+        print(f"{name}.ratio_max {ours[0] / theirs[0]:.3f} {name}.ratio_rms {ours[1] / theirs[1]:.3f}")
+    del ref, native
+    torch.cuda.empty_cache()
+    config = model.config
+    for batch, length in ((1, 512), (8, 512), (32, 512), (1, 4096)):
+        ctx = torch.from_numpy(tokens(config, (batch, length), 7)).long().cuda()
+        cache = DynamicCache()
+        model(ctx[:, : length - 1], past_key_values=cache, use_cache=True)
+        nxt = ctx[:, length - 1 :]
+        ms = timed(lambda: model(nxt, past_key_values=cache, use_cache=True), 20)
+        print(f"torch.bf16-decode-b{batch}-ctx{length}.ms {ms:.3f}")
+        del cache
+    for n in (512, 2048):
+        model(ids["512"] if n == 512 else torch.from_numpy(np.load(f"{work}/tokens-2048.npy")).long().cuda())
+        x = torch.from_numpy(np.load(f"{work}/tokens-{n}.npy")).long().cuda()
+        print(f"torch.bf16-prefill-{n}.ms {timed(lambda: model(x), 5):.3f}")
+    ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
+    cache = static_cache(config, 4096, torch.bfloat16)
+    model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
+    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    nxt, pos = ctx[:, 511:], torch.tensor([511], device="cuda")
+    start = time.time()
+    for _ in range(3):
+        step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True)
+    torch.cuda.synchronize()
+    print(f"torch.compile-bf16.compile_s {time.time() - start:.1f}")
+    ms = timed(lambda: step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True), 20)
+    print(f"torch.compile-bf16-decode-b1-ctx512.ms {ms:.3f}")
+
+
+if __name__ == "__main__":
+    {"prepare": prepare, "check": check}[sys.argv[1]](sys.argv[2], sys.argv[3])
