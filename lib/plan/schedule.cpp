@@ -311,7 +311,8 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   if (a == DType::I64) return gemv(batch, m, k, n, transposedB, a, b, d, str(m) + " rows of i64");
   // A tile taller than the rows rounded up to a power of two (16 at least)
   // would compute more rows that do not exist than rows that do. K splits,
-  // for an f32 result only (the partials are f32 scratch), while the launch
+  // for a float result (the partials are f32 scratch, the combine rounds the
+  // sum once to the result's dtype), while the launch
   // has fewer than kThreadsPerUnit threads a compute unit (a tile's loads
   // are one step ahead of its products, so other workgroups cover their
   // latency) and the partials still fit one buffer and i32 indices.
@@ -324,7 +325,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes || t.m > tallest) continue;
     pick = &t;
     workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
-    while (a == DType::F32 && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
+    while (isFloat(a) && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
            splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2))
       splits *= 2;
     if (workgroups * splits >= d.compute_units) break;

@@ -201,8 +201,18 @@ TEST_CASE("gen matmul: split-K gemm and its combine") {
   CHECK(p->kernels[1].request.schedule.kind == "matmul-combine");
   REQUIRE(p->scratch.size() == 1);
   CHECK(p->scratch[0].floats == 2 * 33 * 70);
-  // An f16 product is never split (its partials would be f32 scratch).
-  CHECK(chooseMatMul(1, 33, 8192, 70, true, DType::F16, DType::F16, d).schedule.splits == 1);
+  // A two-byte product splits as an f32 one does: its partials are f32
+  // scratch and the combine rounds the sum once to the result's dtype (the
+  // bound: 2 gamma_K plus one ulp of the result).
+  CHECK(chooseMatMul(1, 33, 8192, 70, true, DType::F16, DType::F16, d).schedule.splits ==
+        chooseMatMul(1, 33, 8192, 70, true, DType::F32, DType::F32, d).schedule.splits);
+  d.compute_units = 4;
+  for (const char* t : {"bf16", "f16"}) {
+    CAPTURE(t);
+    std::string dt = t;
+    CHECK(chooseMatMul(1, 20, 3000, 20, true, *parseDType(dt), *parseDType(dt), d).schedule.splits == 4);
+    CHECK(run(Case{dt + "[20,3000]", dt + "[20,3000]", dt + "[20,20]", true}, d, true) == "gemm");
+  }
 }
 
 TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {
