@@ -15,11 +15,12 @@ transformers-bf16, their ratio, and how many greedy tokens of each equal
 the reference's. Then times transformers bf16 eager (CUDA events, median of
 20 decode steps after a prefill of the context, or of 5 prefills): decode
 B = 1, 8 and 32 at 512 tokens of context, B = 1 at 4096, prefills of 512
-and 2048 tokens; and the B = 1 decode through torch.compile(mode=
-"reduce-overhead") over a static cache of 4096 tokens.
+and 2048 tokens; and (unless TORCH_COMPILE=0) the B = 1 decode through
+torch.compile(mode="reduce-overhead") over a static cache of 4096 tokens.
 
 Each prints one line a figure, `name value`.
 """
+import os
 import sys
 import time
 
@@ -50,11 +51,18 @@ def distances(got, ref):
 
 @torch.inference_mode()
 def check(plans, work):
-    model = LlamaForCausalLM.from_pretrained(f"{work}/bf16", torch_dtype=torch.float32, device_map="cuda").eval()
+    # Each model as a user loads it: from_pretrained in its dtype, then moved
+    # to the GPU (no device_map, whose dispatch hooks cost time every step).
+    # Not model.to(bfloat16) of the f32 model: that would round its rotary
+    # inverse frequencies to bf16 too, which a model loaded in bf16 keeps f32.
     cases = [("bf16-decode-b1", "1"), ("bf16-decode-b8", "8"), ("bf16-decode-b32", "32"), ("bf16-prefill-512", "512")]
     ids = {tok: torch.from_numpy(np.load(f"{work}/tokens-{tok}.npy")).long().cuda() for _, tok in cases}
+    model = LlamaForCausalLM.from_pretrained(f"{work}/bf16", dtype=torch.float32).cuda().eval()
     ref = {tok: model(i).logits.double() for tok, i in ids.items()}
-    model.to(torch.bfloat16)
+    del model
+    torch.cuda.empty_cache()
+    model = LlamaForCausalLM.from_pretrained(f"{work}/bf16", dtype=torch.bfloat16).cuda().eval()
+    print(f"hf_bf16.inv_freq_dtype {model.model.rotary_emb.inv_freq.dtype}")
     native = {tok: model(i).logits.double() for tok, i in ids.items()}
     for name, tok in cases:
         try:
@@ -82,6 +90,8 @@ def check(plans, work):
         model(ids["512"] if n == 512 else torch.from_numpy(np.load(f"{work}/tokens-2048.npy")).long().cuda())
         x = torch.from_numpy(np.load(f"{work}/tokens-{n}.npy")).long().cuda()
         print(f"torch.bf16-prefill-{n}.ms {timed(lambda: model(x), 5):.3f}")
+    if os.environ.get("TORCH_COMPILE") == "0":
+        return
     ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
     cache = static_cache(config, 4096, torch.bfloat16)
     model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
