@@ -22,14 +22,13 @@ Each prints one line a figure, `name value`.
 """
 import os
 import sys
-import time
 
 import numpy as np
 import torch
 from transformers import LlamaForCausalLM
 from transformers.cache_utils import DynamicCache
 
-from hf_side import build, static_cache, timed, tokens
+from hf_side import build, compiled_decode, timed, tokens
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -87,22 +86,13 @@ def check(plans, work):
         print(f"torch.bf16-decode-b{batch}-ctx{length}.ms {ms:.3f}")
         del cache
     for n in (512, 2048):
-        model(ids["512"] if n == 512 else torch.from_numpy(np.load(f"{work}/tokens-2048.npy")).long().cuda())
         x = torch.from_numpy(np.load(f"{work}/tokens-{n}.npy")).long().cuda()
+        model(x)
         print(f"torch.bf16-prefill-{n}.ms {timed(lambda: model(x), 5):.3f}")
     if os.environ.get("TORCH_COMPILE") == "0":
         return
-    ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
-    cache = static_cache(config, 4096, torch.bfloat16)
-    model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
-    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-    nxt, pos = ctx[:, 511:], torch.tensor([511], device="cuda")
-    start = time.time()
-    for _ in range(3):
-        step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True)
-    torch.cuda.synchronize()
-    print(f"torch.compile-bf16.compile_s {time.time() - start:.1f}")
-    ms = timed(lambda: step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True), 20)
+    seconds, ms = compiled_decode(model, config, torch.bfloat16)
+    print(f"torch.compile-bf16.compile_s {seconds:.1f}")
     print(f"torch.compile-bf16-decode-b1-ctx512.ms {ms:.3f}")
 
 

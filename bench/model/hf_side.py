@@ -129,24 +129,32 @@ def static_cache(config, length, dtype):
     return StaticCache(**kw)
 
 
+def compiled_decode(model, config, dtype):
+    """(compile seconds, median ms) of one decode step at 512 tokens of
+    context through torch.compile(mode="reduce-overhead") over a static cache
+    of 4096 tokens."""
+    ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
+    cache = static_cache(config, 4096, dtype)
+    model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
+    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    nxt, pos = ctx[:, 511:], torch.tensor([511], device="cuda")
+    start = time.time()
+    for _ in range(3):
+        step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True)
+    torch.cuda.synchronize()
+    seconds = time.time() - start
+    return seconds, timed(lambda: step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True), 20)
+
+
 @torch.inference_mode()
 def compiled(plans, work):
     config, model = build(plans)
     model.load_state_dict(load_file(f"{work}/model.safetensors", device="cuda"))
-    ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
     for label, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         model.to(dtype)
         try:
-            cache = static_cache(config, 4096, dtype)
-            model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
-            step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-            nxt, pos = ctx[:, 511:], torch.tensor([511], device="cuda")
-            start = time.time()
-            for _ in range(3):
-                step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True)
-            torch.cuda.synchronize()
-            print(f"torch.compile-{label}.compile_s {time.time() - start:.1f}")
-            ms = timed(lambda: step(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True), 20)
+            seconds, ms = compiled_decode(model, config, dtype)
+            print(f"torch.compile-{label}.compile_s {seconds:.1f}")
             print(f"torch.compile-decode-b1-{label}.ms {ms:.3f}")
         except Exception as e:  # report it and go on to the next dtype
             print(f"torch.compile-{label}.failed {type(e).__name__}: {str(e)[:300]!r}")

@@ -125,6 +125,18 @@ Expected<Tensor> logitsOf(const trace::ModelConfig& cfg, const Tensor& tokens, D
   return it->second;
 }
 
+// The graph's weights from the checkpoint, bound as stored (checked against
+// the graph's declarations).
+WeightsOf storedWeights(const Checkpoint& checkpoint) {
+  return [&checkpoint](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
+    auto binding = bindCheckpoint(g, checkpoint);
+    if (!binding) return binding.error();
+    std::map<std::string, Tensor> out;
+    for (const auto& [wname, t] : binding->weights) out[wname] = checkpoint.read(*t);
+    return out;
+  };
+}
+
 struct FixtureResult {
   Comparison f32, native;
   bool hasNative = false;
@@ -149,16 +161,9 @@ std::optional<FixtureResult> compare(const fs::path& dir) {
   if (tokens->shape().size() != 2) return fail("tokens.npy must be [B, L]");
   auto checkpoint = Checkpoint::open(dir.string());
   if (!checkpoint) return fail(checkpoint.error().str());
-  // The graph's weights from the checkpoint: bound as stored (checked
-  // against the graph's declarations), or each tensor of the graph's name
-  // widened to f32.
-  auto asStored = [&](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
-    auto binding = bindCheckpoint(g, *checkpoint);
-    if (!binding) return binding.error();
-    std::map<std::string, Tensor> out;
-    for (const auto& [wname, t] : binding->weights) out[wname] = checkpoint->read(*t);
-    return out;
-  };
+  // The graph's weights from the checkpoint as stored, or each tensor of the
+  // graph's name widened to f32.
+  WeightsOf asStored = storedWeights(*checkpoint);
   auto widened = [&](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
     std::map<std::string, Tensor> out;
     for (ValueId id : g.params) {
@@ -284,14 +289,7 @@ TEST_CASE("hf: two-byte activations hold transformers' own two-byte fidelity") {
     auto native = readNpy((dir / "logits-native.npy").string());
     auto checkpoint = Checkpoint::open(dir.string());
     REQUIRE((tokens && ref && native && checkpoint));
-    auto asStored = [&](const Graph& g) -> Expected<std::map<std::string, Tensor>> {
-      auto binding = bindCheckpoint(g, *checkpoint);
-      if (!binding) return binding.error();
-      std::map<std::string, Tensor> out;
-      for (const auto& [wname, t] : binding->weights) out[wname] = checkpoint->read(*t);
-      return out;
-    };
-    auto got = logitsOf(*cfg, *tokens, *dtype, asStored, *dtype, true);
+    auto got = logitsOf(*cfg, *tokens, *dtype, storedWeights(*checkpoint), *dtype, true);
     REQUIRE_MESSAGE(bool(got), (got ? "" : got.error().str()));
     REQUIRE(got->shape() == ref->shape());
     Distance ours = distance(*got, *ref), theirs = distance(*native, *ref), apart = distance(*got, *native);

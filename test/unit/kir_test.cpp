@@ -33,19 +33,8 @@ using testing::freshSeed;
 
 namespace {
 
-template <class T>
-std::vector<uint8_t> toBytes(const std::vector<T>& v) {
-  std::vector<uint8_t> out(v.size() * sizeof(T));
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-template <class T>
-T at(const std::vector<uint8_t>& bytes, size_t i) {
-  T x;
-  std::memcpy(&x, bytes.data() + i * sizeof(T), sizeof(T));
-  return x;
-}
+using testing::bytesOf;
+using testing::elementAt;
 
 // The same f32, or both NaN.
 bool same(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b)); }
@@ -116,7 +105,7 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
                 }};
   Elementwise c{DType::F32, DType::Bool, int64_t(std::size(compares)),
                 [&](Builder& bl, int64_t j, V x, V y) { return bl.compare(compares[j], x, y); }};
-  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b);
+  std::vector<uint8_t> ab = bytesOf(a), bb = bytesOf(b);
   std::vector<uint8_t> fo(size_t(f.ops * kN) * 4), co(size_t(c.ops * kN));
   runOk(f.kernel(), kGridY, {&ab, &bb, &fo});
   runOk(c.kernel(), kGridY, {&ab, &bb, &co});
@@ -129,7 +118,7 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
     for (size_t j = 0; j < std::size(want); ++j) {
       CAPTURE(j);
       CAPTURE(i);
-      CHECK(same(at<float>(fo, j * size_t(kN) + i), want[j]));
+      CHECK(same(elementAt<float>(fo, j * size_t(kN) + i), want[j]));
     }
     const bool cmp[] = {x < y, x <= y, x > y, x >= y, x == y, x != y};
     for (size_t j = 0; j < std::size(cmp); ++j) CHECK(co[j * size_t(kN) + i] == uint8_t(cmp[j]));
@@ -137,8 +126,8 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
   // Min and Max return the other operand when one is NaN.
   size_t nan = size_t(std::find_if(a.begin(), a.end(), [](float v) { return std::isnan(v); }) - a.begin());
   if (nan < a.size() && !std::isnan(b[nan])) {
-    CHECK(same(at<float>(fo, 5 * size_t(kN) + nan), b[nan]));
-    CHECK(same(at<float>(fo, 6 * size_t(kN) + nan), b[nan]));
+    CHECK(same(elementAt<float>(fo, 5 * size_t(kN) + nan), b[nan]));
+    CHECK(same(elementAt<float>(fo, 6 * size_t(kN) + nan), b[nan]));
   }
 }
 
@@ -153,15 +142,15 @@ TEST_CASE("kir interpret: fma rounds once") {
   Elementwise f{DType::F32, DType::F32, 2, [](Builder& bl, int64_t j, V x, V y) {
                   return j == 0 ? bl.fma(x, y, bl.f32(-1)) : bl.fma(x, y, x);
                 }};
-  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b), out(size_t(2 * kN) * 4);
+  std::vector<uint8_t> ab = bytesOf(a), bb = bytesOf(b), out(size_t(2 * kN) * 4);
   runOk(f.kernel(), kGridY, {&ab, &bb, &out});
-  CHECK(at<float>(out, 0) == 0x1p-11f + 0x1p-24f);
+  CHECK(elementAt<float>(out, 0) == 0x1p-11f + 0x1p-24f);
   volatile float product = a[0] * b[0];
   CHECK(product - 1.0f == 0x1p-11f);
   for (size_t i = 0; i < size_t(kN); ++i) {
     CAPTURE(i);
-    CHECK(same(at<float>(out, i), std::fma(a[i], b[i], -1.0f)));
-    CHECK(same(at<float>(out, size_t(kN) + i), std::fma(a[i], b[i], a[i])));
+    CHECK(same(elementAt<float>(out, i), std::fma(a[i], b[i], -1.0f)));
+    CHECK(same(elementAt<float>(out, size_t(kN) + i), std::fma(a[i], b[i], a[i])));
   }
 }
 
@@ -196,7 +185,7 @@ TEST_CASE_TEMPLATE("kir interpret: integer arithmetic wraps, divides toward zero
                 }};
   Elementwise c{dt, DType::Bool, int64_t(std::size(compares)),
                 [&](Builder& bl, int64_t j, V x, V y) { return bl.compare(compares[j], x, y); }};
-  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b);
+  std::vector<uint8_t> ab = bytesOf(a), bb = bytesOf(b);
   std::vector<uint8_t> fo(size_t(f.ops * kN) * sizeof(T)), co(size_t(c.ops * kN));
   runOk(f.kernel(), kGridY, {&ab, &bb, &fo});
   runOk(c.kernel(), kGridY, {&ab, &bb, &co});
@@ -210,7 +199,7 @@ TEST_CASE_TEMPLATE("kir interpret: integer arithmetic wraps, divides toward zero
     for (size_t j = 0; j < std::size(want); ++j) {
       CAPTURE(j);
       CAPTURE(i);
-      CHECK(at<T>(fo, j * size_t(kN) + i) == want[j]);
+      CHECK(elementAt<T>(fo, j * size_t(kN) + i) == want[j]);
     }
     const bool cmp[] = {x < y, x <= y, x > y, x >= y, x == y, x != y};
     for (size_t j = 0; j < std::size(cmp); ++j) CHECK(co[j * size_t(kN) + i] == uint8_t(cmp[j]));
@@ -258,7 +247,7 @@ TEST_CASE("kir interpret: bool logic, select, converts and bitcasts") {
   bl.store(ob, slot(5), bl.select(q, bl.eq(p, q), bl.ne(p, q)));
   Kernel k = bl.finish();
 
-  std::vector<uint8_t> ab = toBytes(a), bb = toBytes(b), fo(size_t(kN) * 16), io(size_t(kN) * 12), lo(size_t(kN) * 16),
+  std::vector<uint8_t> ab = bytesOf(a), bb = bytesOf(b), fo(size_t(kN) * 16), io(size_t(kN) * 12), lo(size_t(kN) * 16),
                        bo(size_t(kN) * 6);
   runOk(k, kGridY, {&ab, &bb, &fo, &io, &lo, &bo});
   for (size_t j = 0; j < size_t(kN); ++j) {
@@ -266,20 +255,20 @@ TEST_CASE("kir interpret: bool logic, select, converts and bitcasts") {
     float xf = a[j];
     int32_t yi = b[j];
     bool pp = xf > 0, qq = yi != 0;
-    CHECK(same(at<float>(fo, j), float(yi)));
-    CHECK(same(at<float>(fo, size_t(kN) + j), pp ? 1.0f : 0.0f));
-    CHECK(same(at<float>(fo, 2 * size_t(kN) + j), std::bit_cast<float>(yi)));
-    CHECK(same(at<float>(fo, 3 * size_t(kN) + j), float(int64_t(yi))));
-    if (std::isfinite(xf)) CHECK(at<int32_t>(io, j) == int32_t(std::trunc(xf)));
-    CHECK(at<int32_t>(io, size_t(kN) + j) == std::bit_cast<int32_t>(xf));
-    CHECK(at<int32_t>(io, 2 * size_t(kN) + j) == yi);  // i64 -> i32 keeps the low bits
-    CHECK(at<int64_t>(lo, j) == int64_t(yi));
-    if (std::isfinite(xf)) CHECK(at<int64_t>(lo, size_t(kN) + j) == int64_t(std::trunc(xf)));
+    CHECK(same(elementAt<float>(fo, j), float(yi)));
+    CHECK(same(elementAt<float>(fo, size_t(kN) + j), pp ? 1.0f : 0.0f));
+    CHECK(same(elementAt<float>(fo, 2 * size_t(kN) + j), std::bit_cast<float>(yi)));
+    CHECK(same(elementAt<float>(fo, 3 * size_t(kN) + j), float(int64_t(yi))));
+    if (std::isfinite(xf)) CHECK(elementAt<int32_t>(io, j) == int32_t(std::trunc(xf)));
+    CHECK(elementAt<int32_t>(io, size_t(kN) + j) == std::bit_cast<int32_t>(xf));
+    CHECK(elementAt<int32_t>(io, 2 * size_t(kN) + j) == yi);  // i64 -> i32 keeps the low bits
+    CHECK(elementAt<int64_t>(lo, j) == int64_t(yi));
+    if (std::isfinite(xf)) CHECK(elementAt<int64_t>(lo, size_t(kN) + j) == int64_t(std::trunc(xf)));
     const bool want[] = {pp && qq, pp || qq, pp != qq, !pp, xf != 0, qq ? pp == qq : pp != qq};
     for (size_t m = 0; m < std::size(want); ++m) CHECK(bo[m * size_t(kN) + j] == uint8_t(want[m]));
   }
-  CHECK(at<int32_t>(io, 5) == 0);   // 0.75 truncates toward zero
-  CHECK(at<int32_t>(io, 6) == -1);  // -1.5 too
+  CHECK(elementAt<int32_t>(io, 5) == 0);   // 0.75 truncates toward zero
+  CHECK(elementAt<int32_t>(io, 6) == -1);  // -1.5 too
 }
 
 TEST_CASE("kir interpret: f16, bf16 and bool (u8) storage") {
@@ -317,20 +306,20 @@ TEST_CASE("kir interpret: f16, bf16 and bool (u8) storage") {
   CHECK(k.buffers[size_t(fb)].elem == Elem::BF16);
   CHECK(k.buffers[size_t(fbool)].elem == Elem::U8);
 
-  std::vector<uint8_t> xb = toBytes(x), hb = toBytes(h), bfb = toBytes(bf), ohb(size_t(kN) * 2, 0xff),
+  std::vector<uint8_t> xb = bytesOf(x), hb = bytesOf(h), bfb = bytesOf(bf), ohb(size_t(kN) * 2, 0xff),
                        obfb(size_t(kN) * 2, 0xff), ofb(size_t(kN) * 8), obb(size_t(kN), 0xff);
   runOk(k, kGridY, {&xb, &hb, &bfb, &bo, &ohb, &obfb, &ofb, &obb});
   for (size_t j = 0; j < size_t(kN); ++j) {
     CAPTURE(j);
-    CHECK(at<uint16_t>(ohb, j) == floatToHalf(x[j]));
-    CHECK(at<uint16_t>(obfb, j) == floatToBf16(x[j]));
-    CHECK(same(at<float>(ofb, j), halfToFloat(h[j])));
-    CHECK(same(at<float>(ofb, size_t(kN) + j), bf16ToFloat(bf[j])));
+    CHECK(elementAt<uint16_t>(ohb, j) == floatToHalf(x[j]));
+    CHECK(elementAt<uint16_t>(obfb, j) == floatToBf16(x[j]));
+    CHECK(same(elementAt<float>(ofb, j), halfToFloat(h[j])));
+    CHECK(same(elementAt<float>(ofb, size_t(kN) + j), bf16ToFloat(bf[j])));
     CHECK(obb[j] == uint8_t(!bo[j]));
   }
-  CHECK(std::isnan(bf16ToFloat(at<uint16_t>(obfb, 7))));
-  CHECK(at<uint16_t>(obfb, 8) == 0x3f80);
-  CHECK(at<uint16_t>(ohb, 9) == 0x7c00);
+  CHECK(std::isnan(bf16ToFloat(elementAt<uint16_t>(obfb, 7))));
+  CHECK(elementAt<uint16_t>(obfb, 8) == 0x3f80);
+  CHECK(elementAt<uint16_t>(ohb, 9) == 0x7c00);
 }
 
 TEST_CASE("kir interpret: loops with per-thread trip counts, variables and if/else masking") {
@@ -362,8 +351,8 @@ TEST_CASE("kir interpret: loops with per-thread trip counts, variables and if/el
         s += i;
         n += i & 1;
       }
-      CHECK(at<int32_t>(o, size_t(gg * W + tt)) == (tt % 2 == 0 ? s : -s));
-      CHECK(at<int32_t>(o, size_t(W * G + gg * W + tt)) == n);
+      CHECK(elementAt<int32_t>(o, size_t(gg * W + tt)) == (tt % 2 == 0 ? s : -s));
+      CHECK(elementAt<int32_t>(o, size_t(W * G + gg * W + tt)) == n);
     }
 }
 
@@ -376,7 +365,7 @@ TEST_CASE("kir interpret: a loop near the top of i32 stops without wrapping") {
   bl.store(out, bl.i32(0), bl.get(n));
   std::vector<uint8_t> o(4);
   runOk(bl.finish(), 1, {&o});
-  CHECK(at<int32_t>(o, 0) == 3);
+  CHECK(elementAt<int32_t>(o, 0) == 3);
 }
 
 TEST_CASE("kir interpret: a workgroup reduction in shared memory across barriers") {
@@ -406,14 +395,14 @@ TEST_CASE("kir interpret: a workgroup reduction in shared memory across barriers
   bl.ifThen(bl.eq(t, bl.i32(0)), [&] { bl.store(out, wg, bl.sharedLoad(sh, bl.i32(0))); });
   Kernel k = bl.finish();
   CHECK(k.sharedBytes() == W * 4);
-  std::vector<uint8_t> xb = toBytes(x), ob(size_t(GX * GY) * 4);
+  std::vector<uint8_t> xb = bytesOf(x), ob(size_t(GX * GY) * 4);
   runOk(k, GY, {&xb, &ob});
   for (size_t g = 0; g < size_t(GX * GY); ++g) {
     std::vector<float> p(x.begin() + long(g * W), x.begin() + long((g + 1) * W));  // the same tree, in f32
     for (size_t s = W / 2; s >= 1; s /= 2)
       for (size_t j = 0; j < s; ++j) p[j] += p[j + s];
     CAPTURE(g);
-    CHECK(same(at<float>(ob, g), p[0]));
+    CHECK(same(elementAt<float>(ob, g), p[0]));
   }
 }
 
@@ -438,13 +427,13 @@ TEST_CASE("kir interpret: wide loads give each lane its element, widened as a lo
     for (int64_t e = 1; e < w; ++e) mine = bl.select(bl.eq(bl.rem(i, bl.i32(w)), bl.i32(e)), run[size_t(e)], mine);
     bl.store(out, bl.add(bl.i32(j * kN), i), mine);
   }
-  std::vector<uint8_t> xb = toBytes(x), bfb = toBytes(bf), hb = toBytes(h), ob(size_t(kN) * 12, 0xff);
+  std::vector<uint8_t> xb = bytesOf(x), bfb = bytesOf(bf), hb = bytesOf(h), ob(size_t(kN) * 12, 0xff);
   runOk(bl.finish(), kGridY, {&xb, &bfb, &hb, &ob});
   for (size_t j = 0; j < size_t(kN); ++j) {
     CAPTURE(j);
-    CHECK(same(at<float>(ob, j), x[j]));
-    CHECK(same(at<float>(ob, size_t(kN) + j), bf16ToFloat(bf[j])));
-    CHECK(same(at<float>(ob, 2 * size_t(kN) + j), halfToFloat(h[j])));
+    CHECK(same(elementAt<float>(ob, j), x[j]));
+    CHECK(same(elementAt<float>(ob, size_t(kN) + j), bf16ToFloat(bf[j])));
+    CHECK(same(elementAt<float>(ob, 2 * size_t(kN) + j), halfToFloat(h[j])));
   }
 }
 
@@ -483,12 +472,12 @@ TEST_CASE("kir interpret: shared wide stores and loads move consecutive words at
     for (int64_t e = 0; e < 4; ++e) bl.sharedStore(tile, bl.add(base, bl.i32(e)), bl.f32(-1));
     bl.barrier();
     for (int64_t e = 0; e < 4; ++e) bl.store(next, bl.add(base, bl.i32(e)), got[size_t(e)]);
-    std::vector<uint8_t> xb = toBytes(x), yb(size_t(kW) * 16, 0xff), zb(size_t(kW) * 16, 0xff);
+    std::vector<uint8_t> xb = bytesOf(x), yb(size_t(kW) * 16, 0xff), zb(size_t(kW) * 16, 0xff);
     runOk(bl.finish(), 1, {&xb, &yb, &zb});
     for (size_t j = 0; j < size_t(kW) * 4; ++j) {
       CAPTURE(j);
-      CHECK(same(at<float>(yb, j), x[j]));
-      CHECK(same(at<float>(zb, j), x[(j + 4) % x.size()]));
+      CHECK(same(elementAt<float>(yb, j), x[j]));
+      CHECK(same(elementAt<float>(zb, j), x[(j + 4) % x.size()]));
     }
   }
 }
@@ -524,7 +513,7 @@ TEST_CASE("kir interpret: warp.mma multiplies each warp's fragments as kir.h lay
   std::array<V, 2> b{bl.toTf32(arg(4)), bl.toTf32(arg(5))};
   std::array<V, 4> d = bl.warpMma(a, b, {arg(6), arg(7), arg(8), arg(9)});
   for (int64_t e = 0; e < 4; ++e) bl.store(dst, bl.add(bl.mul(t, bl.i32(4)), bl.i32(e)), d[size_t(e)]);
-  std::vector<uint8_t> ib = toBytes(in), ob(size_t(kGroups * kThreads * 4) * 4, 0xff);
+  std::vector<uint8_t> ib = bytesOf(in), ob(size_t(kGroups * kThreads * 4) * 4, 0xff);
   runOk(bl.finish(), kGroups, {&ib, &ob});
   auto tf32 = [](float x) { return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xFFFFE000u); };
   for (int64_t w = 0; w < kGroups * kWarps; ++w) {
@@ -537,7 +526,7 @@ TEST_CASE("kir interpret: warp.mma multiplies each warp's fragments as kir.h lay
         double sum = value(slotC(i, j), 6);
         for (size_t k = 0; k < 8; ++k) sum += double(tf32(value(slotA(i, k), 0))) * double(tf32(value(slotB(k, j), 4)));
         Slot s = slotC(i, j);
-        CHECK(at<float>(ob, size_t(w * 32 + int64_t(s.lane)) * 4 + s.reg) == float(sum));
+        CHECK(elementAt<float>(ob, size_t(w * 32 + int64_t(s.lane)) * 4 + s.reg) == float(sum));
       }
   }
 }
@@ -553,13 +542,13 @@ TEST_CASE("kir interpret: toTf32 keeps sign, exponent and 10 mantissa bits; NaN 
   Builder bl("tf32", 8, 1);
   int32_t x = bl.buffer("x", DType::F32, 8, false), y = bl.buffer("y", DType::F32, 8, true);
   bl.store(y, bl.local(), bl.toTf32(bl.load(x, bl.local())));
-  std::vector<uint8_t> xb = toBytes(std::vector<float>(std::begin(in), std::end(in))), yb(32, 0);
+  std::vector<uint8_t> xb = bytesOf(std::vector<float>(std::begin(in), std::end(in))), yb(32, 0);
   runOk(bl.finish(), 1, {&xb, &yb});
   for (size_t i = 0; i < 8; ++i) {
     CAPTURE(i);
     // A NaN whose only set mantissa bits are low ones comes out infinite
     // (the bits toTf32 keeps); every other value keeps its kind.
-    CHECK(same(at<float>(yb, i), want[i]));
+    CHECK(same(elementAt<float>(yb, i), want[i]));
   }
 }
 
@@ -575,8 +564,8 @@ TEST_CASE("kir interpret: shuffle.xor gives the value of the partner lane of the
     runOk(bl.finish(), 1, {&yb, &zb});
     for (int64_t i = 0; i < 64; ++i) {
       int64_t partner = (i & ~31) | ((i & 31) ^ mask);
-      CHECK(at<float>(yb, size_t(i)) == float(3 * partner));
-      CHECK(at<int32_t>(zb, size_t(i)) == 1000 - partner);
+      CHECK(elementAt<float>(yb, size_t(i)) == float(3 * partner));
+      CHECK(elementAt<int32_t>(zb, size_t(i)) == 1000 - partner);
     }
   }
 }

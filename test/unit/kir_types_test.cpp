@@ -30,19 +30,8 @@ namespace poot::kir {
 
 namespace {
 
-template <class T>
-std::vector<uint8_t> bytesOf(const std::vector<T>& v) {
-  std::vector<uint8_t> out(v.size() * sizeof(T));
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-template <class T>
-T at(const std::vector<uint8_t>& bytes, size_t i) {
-  T x;
-  std::memcpy(&x, bytes.data() + i * sizeof(T), sizeof(T));
-  return x;
-}
+using testing::bytesOf;
+using testing::elementAt;
 
 float fromBits(uint32_t b) { return std::bit_cast<float>(b); }
 
@@ -146,9 +135,9 @@ TEST_CASE("kir types: f32 to f16 and bf16 on the interpreter, as written and leg
     for (size_t j = 0; j < size_t(n); ++j) {
       uint16_t wantH = floatToHalf(x[j]), wantB = floatToBf16(x[j]);
       // The rounded f32 is the two-byte value widened back, bit for bit.
-      bool good = at<uint16_t>(h, j) == wantH && at<uint16_t>(bf, j) == wantB &&
-                  std::bit_cast<uint32_t>(at<float>(rh, j)) == std::bit_cast<uint32_t>(halfToFloat(wantH)) &&
-                  std::bit_cast<uint32_t>(at<float>(rb, j)) == std::bit_cast<uint32_t>(bf16ToFloat(wantB));
+      bool good = elementAt<uint16_t>(h, j) == wantH && elementAt<uint16_t>(bf, j) == wantB &&
+                  std::bit_cast<uint32_t>(elementAt<float>(rh, j)) == std::bit_cast<uint32_t>(halfToFloat(wantH)) &&
+                  std::bit_cast<uint32_t>(elementAt<float>(rb, j)) == std::bit_cast<uint32_t>(bf16ToFloat(wantB));
       if (!good && bad++ == 0) first = "x bits " + std::to_string(std::bit_cast<uint32_t>(x[j]));
     }
     CHECK_MESSAGE(bad == 0, bad << " values differ, first " << first);
@@ -164,8 +153,8 @@ TEST_CASE("kir types: every f16 and bf16 pattern widens to the oracle's f32, as 
     run(spirv ? legalized(widening()) : widening(), {&h, &bf, &out});
     size_t bad = 0;
     for (size_t j = 0; j < 65536; ++j) {
-      bad += std::bit_cast<uint32_t>(at<float>(out, j)) != std::bit_cast<uint32_t>(halfToFloat(uint16_t(j)));
-      bad += std::bit_cast<uint32_t>(at<float>(out, 65536 + j)) != std::bit_cast<uint32_t>(bf16ToFloat(uint16_t(j)));
+      bad += std::bit_cast<uint32_t>(elementAt<float>(out, j)) != std::bit_cast<uint32_t>(halfToFloat(uint16_t(j)));
+      bad += std::bit_cast<uint32_t>(elementAt<float>(out, 65536 + j)) != std::bit_cast<uint32_t>(bf16ToFloat(uint16_t(j)));
     }
     CHECK(bad == 0);
   }
@@ -217,10 +206,10 @@ TEST_CASE("kir types: two-byte workgroup arrays, selects and i8 loads") {
     for (size_t i = 0; i < size_t(W); ++i) {
       CAPTURE(i);
       size_t from = i % 2 ? size_t(W) - 1 - i : i;
-      CHECK(at<uint16_t>(ohb, i) == hs[from]);
-      CHECK(at<uint16_t>(obfb, i) == bs[from]);
-      CHECK(at<float>(rb, i) == halfToFloat(hs[i / 4 * 4 + 3]));
-      CHECK(at<int32_t>(oqb, i) == int32_t(qs[i]));
+      CHECK(elementAt<uint16_t>(ohb, i) == hs[from]);
+      CHECK(elementAt<uint16_t>(obfb, i) == bs[from]);
+      CHECK(elementAt<float>(rb, i) == halfToFloat(hs[i / 4 * 4 + 3]));
+      CHECK(elementAt<int32_t>(oqb, i) == int32_t(qs[i]));
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -33,6 +34,22 @@
 #include "trace/model.h"
 
 namespace poot::testing {
+
+// A vector's elements as raw bytes, and element i of type T back from them
+// (the KIR interpreter's buffers and workgroup memory are bytes).
+template <class T>
+std::vector<uint8_t> bytesOf(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+template <class T>
+T elementAt(const std::vector<uint8_t>& bytes, size_t i) {
+  T x;
+  std::memcpy(&x, bytes.data() + i * sizeof(T), sizeof(T));
+  return x;
+}
 
 // The source tree's root, as CMake passes it.
 // A 64-bit hash step (v folded into h, then splitmix64's finalizer): the
