@@ -51,6 +51,7 @@ struct DeviceInfo {
   int64_t bindingAlignment = 1;  // a binding's offset must be a multiple of this
   int64_t maxBindings = 0;       // storage buffers one kernel may bind
   TwoByteOps f16, bf16;          // what the target lowers on each (two_byte_floats)
+  bool mmaTf32 = false;          // the PTX tf32 mma the code generator emits (matrix_multiply: [tf32])
 };
 
 using BufferId = int32_t;

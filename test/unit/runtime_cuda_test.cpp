@@ -153,6 +153,7 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
   d.memoryBytes = d.maxBindingBytes = 150109880320;
   d.maxBindings = 512;
   d.f16 = d.bf16 = {true, true, true};
+  d.mmaTf32 = true;
   std::string text = profileText(d);
   CHECK(text.find("# CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.\ncompute_units: 132\n") != std::string::npos);
   CHECK(text.find("maxComputeSharedMemorySize") == std::string::npos);
@@ -172,6 +173,10 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
   CHECK(probed->memory_bytes == shipped.memory_bytes);
   for (auto [a, b] : {std::pair{probed->f16, shipped.f16}, {probed->bf16, shipped.bf16}})
     CHECK((a.storage == b.storage && a.arith == b.arith && a.select == b.select));
+  CHECK(probed->mma_tf32 == shipped.mma_tf32);
+  // Every figure that decides a plan: the probed profile plans as the
+  // shipped one does.
+  CHECK(profileHash(*probed) == profileHash(shipped));
 }
 
 TEST_CASE("runtime cuda: a ptx plan runs on its sm or newer, not on an older one") {

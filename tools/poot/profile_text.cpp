@@ -108,6 +108,7 @@ std::string profileText(const rt::DeviceInfo& d) {
   out += "two_byte_floats:\n";
   out += "  f16: " + opsText(d.f16) + "\n";
   out += "  bf16: " + opsText(d.bf16) + "\n";
+  if (d.mmaTf32) out += "# mma.sync on tf32 operands, from compute capability 8.0.\nmatrix_multiply: [tf32]\n";
   return out;
 }
 

@@ -461,6 +461,7 @@ Status CudaBackend::readInfo() {
   int cc = int(major.value * 10 + minor.value);
   info_.f16 = {true, cc >= 53, true};
   info_.bf16 = {true, cc >= 80, true};
+  info_.mmaTf32 = cc >= 80;  // mma.sync on tf32 operands: sm_80 and newer
   return ok();
 }
 
