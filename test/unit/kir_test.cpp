@@ -118,7 +118,11 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
     for (size_t j = 0; j < std::size(want); ++j) {
       CAPTURE(j);
       CAPTURE(i);
-      CHECK(same(elementAt<float>(fo, j * size_t(kN) + i), want[j]));
+      float got = elementAt<float>(fo, j * size_t(kN) + i);
+      // Min and Max of +0 and -0 may give either zero (kir.h leaves the sign
+      // unspecified, as fmin and fmax do).
+      if ((j == 5 || j == 6) && x == 0 && y == 0) CHECK(got == 0.0f);
+      else CHECK(same(got, want[j]));
     }
     const bool cmp[] = {x < y, x <= y, x > y, x >= y, x == y, x != y};
     for (size_t j = 0; j < std::size(cmp); ++j) CHECK(co[j * size_t(kN) + i] == uint8_t(cmp[j]));

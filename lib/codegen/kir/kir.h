@@ -32,7 +32,7 @@
 //    ShrA, ShrL take a shift amount in [0, bits).
 //  - Float arithmetic is IEEE f32 with round to nearest even; Min and Max on
 //    floats return the other operand when one is NaN (generators that must
-//    propagate NaN test for it); Exp, Log, Tanh, Sin, Cos, Pow, Sqrt and
+//    propagate NaN test for it), and either zero for +0 and -0; Exp, Log, Tanh, Sin, Cos, Pow, Sqrt and
 //    Rsqrt may be the device's approximations (a few ulp).
 //  - Fma(a, b, c) is a * b + c on f32, rounded once where the target fuses
 //    it (the interpreter and LLVM do) and possibly as a rounded product then
