@@ -393,6 +393,17 @@ TEST_CASE("gen: fused kernels") {
           "%p = Div(%ex, %sm) {fusion=4} : " + t + "[2,3,77]\noutput %p\n",
           relativeToLarger(t == "bf16" ? 1.0 / 128 : 1.0 / 1024));
   }
+  // Without a sum or a function, a two-byte chain is bit for bit the oracle's:
+  // its constants are the dtype's values (0.1 is not one) and every step
+  // rounds where the oracle's does.
+  for (const char* dt : {"bf16", "f16"}) {
+    std::string t = dt;
+    check("graph g\ninput %x : " + t + "[5,33]\ninput %y : " + t + "[5,33]\n"
+          "%c = Constant() {value=[0.1], fusion=1} : " + t + "[]\n%m = Mul(%x, %c) {fusion=1} : " + t + "[5,33]\n"
+          "%a = Add(%m, %y) {fusion=1} : " + t + "[5,33]\n%d = Div(%a, %x) {fusion=1} : " + t + "[5,33]\n"
+          "output %d\n",
+          kExact);
+  }
   // Rope with its tables computed from a slot, as the fuse pass forms it.
   for (int64_t pos : {0, 7})
     check("graph g\ninput %x : f32[1,6,8]\nslot %p : i32[] range [0, 9]\n"

@@ -33,12 +33,14 @@ V intDiv(Builder& b, V x, V y) {
 
 }  // namespace
 
-// A Constant value of dtype t, as the value the store then writes exactly.
+// A Constant value of dtype t: the value the oracle stores (a two-byte
+// constant is its dtype's value, so a fused step that reads it computes with
+// what the oracle computes with, and a store writes it exactly).
 V constValue(Builder& b, DType t, double v) {
   switch (t) {
     case DType::F32: return b.f32(v);
-    case DType::F16:
-    case DType::BF16: return b.f32(roundToOddF32(v));
+    case DType::F16: return b.f32(halfToFloat(floatToHalf(roundToOddF32(v))));
+    case DType::BF16: return b.f32(bf16ToFloat(floatToBf16(roundToOddF32(v))));
     case DType::I32: return b.i32(int64_t(v));
     case DType::I64: return b.i64(int64_t(v));
     case DType::Bool: return b.boolean(v != 0);
