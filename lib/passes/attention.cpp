@@ -24,7 +24,6 @@
 // chain's last matmul and replaces its uses. The old chain is left to
 // cleanup.
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -96,7 +95,8 @@ std::string walkScores(const match::Users& u, ValueId scores, ScorePath& p) {
   const Graph& g = u.g;
   const Type& st = g.type(scores);
   ValueId cur = scores;
-  std::function<bool(const Eqn&)> keepsType = [&](const Eqn& e) { return g.type(e.results[0]) == st; };
+  Type kept = st;  // the type the next steps keep: the scores', then the softmax's
+  auto keepsType = [&](const Eqn& e) { return g.type(e.results[0]) == kept; };
   auto any = [](const Eqn&) { return true; };
 
   if (const Eqn* m = u.find(cur, Op::Mul, [&](const Eqn& e) {
@@ -146,8 +146,7 @@ std::string walkScores(const match::Users& u, ValueId scores, ScorePath& p) {
     return g.type(e.results[0]).dtype == DType::F32;
   });
   if (widen) cur = widen->results[0];
-  const Type& ft = g.type(cur);
-  keepsType = [&](const Eqn& e) { return g.type(e.results[0]) == ft; };
+  kept = g.type(cur);
   // softmax: ReduceMax -> Sub -> Exp -> ReduceSum -> Div
   const Eqn* mx = u.find(cur, Op::ReduceMax, [&](const Eqn& e) { return lastAxisKeepdim(g, e); });
   const Eqn* sub = mx ? u.find(cur, Op::Sub, [&](const Eqn& e) {
