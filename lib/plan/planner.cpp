@@ -428,7 +428,11 @@ uint64_t profileHash(const DeviceProfile& d) {
   s += "memory_bytes=" + str(d.memory_bytes) + "\n";
   s += "f16=" + opsStr(d.f16) + "\n";
   s += "bf16=" + opsStr(d.bf16) + "\n";
-  if (d.mma_tf32) s += "matrix_multiply=tf32\n";  // absent from the text when unlisted, as in the profile
+  if (!d.matrix_ops.empty()) {  // absent from the text when unlisted, as in the profile
+    s += "matrix_multiply=";
+    for (MatrixOp op : d.matrix_ops) s += std::string(matrixShape(op).name) + ",";
+    s += "\n";
+  }
   return fnv1a(s);
 }
 

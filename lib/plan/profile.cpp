@@ -236,14 +236,16 @@ MaybeError ProfileReader::twoByteFloats(const Entry& e, DeviceProfile& p) {
 }
 
 MaybeError ProfileReader::matrixMultiply(const Entry& e, DeviceProfile& p) {
-  if (!e.value.IsSequence()) return bad(e, "matrix_multiply", "expected a list drawn from [tf32], got " + describe(e.value));
+  if (!e.value.IsSequence())
+    return bad(e, "matrix_multiply", "expected a list drawn from [" + matrixOpNames() + "], got " + describe(e.value));
   for (YAML::Node item : e.value) {
     Loc loc = at(item.Mark());
-    if (!item.IsScalar() || item.Scalar() != "tf32")
-      return fail(loc, "field 'matrix_multiply': expected tf32, got " + describe(item));
-    if (p.mma_tf32) return fail(loc, "field 'matrix_multiply': 'tf32' is listed twice");
-    p.mma_tf32 = true;
-    where_["matrix_multiply.tf32"] = loc;
+    std::optional<MatrixOp> op = item.IsScalar() ? matrixOpNamed(item.Scalar()) : std::nullopt;
+    if (!op) return fail(loc, "field 'matrix_multiply': expected one of " + matrixOpNames() + ", got " + describe(item));
+    if (p.hasMatrix(*op))
+      return fail(loc, "field 'matrix_multiply': '" + item.Scalar() + "' is listed twice");
+    p.matrix_ops.push_back(*op);
+    if (p.matrix_ops.size() == 1) where_["matrix_multiply"] = loc;
   }
   return {};
 }
@@ -326,11 +328,12 @@ MaybeError ProfileReader::consistent(const DeviceProfile& p) const {
 
   // Our SPIR-V generator has no two-byte select (see the seed design): a
   // SPIR-V profile that claims one would hide a DtypeLowering refusal.
-  // WarpMma is written for NVPTX alone, whose tf32 mma needs sm_80.
-  if (p.mma_tf32 && (p.target != Target::Ptx || std::stoi(p.arch.substr(3)) < 80))
-    return fail(where_.at("matrix_multiply.tf32"),
-                "field 'matrix_multiply': tf32 needs target ptx and sm_80 or newer, got target " +
-                    std::string(targetName(p.target)) + " arch " + p.arch);
+  // Every listed shape is PTX's mma.sync, which needs sm_80.
+  if (!p.matrix_ops.empty() && (p.target != Target::Ptx || std::stoi(p.arch.substr(3)) < 80))
+    return fail(where_.at("matrix_multiply"),
+                std::string("field 'matrix_multiply': ") + matrixShape(p.matrix_ops[0]).name +
+                    " needs target ptx and sm_80 or newer, got target " + std::string(targetName(p.target)) + " arch " +
+                    p.arch);
   if (p.target == Target::Spirv) {
     for (const char* t : {"f16", "bf16"}) {
       auto it = where_.find(std::string("two_byte_floats.") + t + ".select");

@@ -5,11 +5,13 @@
 // docs/device-profile.md.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "ir/diag.h"
+#include "ir/matrix.h"
 
 namespace poot {
 
@@ -39,10 +41,11 @@ struct DeviceProfile {
   int64_t memory_bytes = 0;
   TwoByteOps f16;
   TwoByteOps bf16;
-  // Optional: the warp-wide matrix multiplies the target's code generator
-  // emits (KIR's WarpMma, with ShuffleXor). Only "tf32" exists: PTX's mma
-  // m16n8k8 on tf32 inputs with f32 sums, sm_80 and newer.
-  bool mma_tf32 = false;
+  // Optional: the warp-wide matrix multiplies (ir/matrix.h) the target's
+  // code generator emits (KIR's Mma, with ShuffleXor), in order of
+  // preference. Today PTX's mma.sync shapes, sm_80 and newer.
+  std::vector<MatrixOp> matrix_ops;
+  bool hasMatrix(MatrixOp op) const { return std::find(matrix_ops.begin(), matrix_ops.end(), op) != matrix_ops.end(); }
 };
 
 // Parses and validates a profile; `file` is used in diagnostics only.

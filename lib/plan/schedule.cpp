@@ -88,7 +88,7 @@ std::optional<Schedule> prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t
   Schedule s{"prefill-mma", 128, 1, 128, 0};
   s.tileM = 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv});
   s.workgroupMemory = 4 * prefillMmaWords(s, dh + ds, dv);
-  if (!d.mma_tf32 || nrep > s.tileM || dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth ||
+  if (!d.hasMatrix(MatrixOp::M16N8K8Tf32) || nrep > s.tileM || dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth ||
       s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
     return std::nullopt;
   return s;

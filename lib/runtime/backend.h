@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ir/diag.h"
+#include "ir/matrix.h"
 #include "runtime/plan_reader.h"
 
 namespace poot::rt {
@@ -51,7 +52,7 @@ struct DeviceInfo {
   int64_t bindingAlignment = 1;  // a binding's offset must be a multiple of this
   int64_t maxBindings = 0;       // storage buffers one kernel may bind
   TwoByteOps f16, bf16;          // what the target lowers on each (two_byte_floats)
-  bool mmaTf32 = false;          // the PTX tf32 mma the code generator emits (matrix_multiply: [tf32])
+  std::vector<MatrixOp> matrixOps;  // the matrix multiplies the code generator emits for it (matrix_multiply)
 };
 
 using BufferId = int32_t;

@@ -486,52 +486,72 @@ TEST_CASE("kir interpret: shared wide stores and loads move consecutive words at
   }
 }
 
-// The lane that holds element (i, j) of each WarpMma operand (kir.h), and
-// which of its registers: A 16 x 8, B 8 x 8, C and D 16 x 8.
+// The lane that holds element (i, j) of each Mma operand and which of its
+// registers, as the PTX ISA draws the fragments (written here independently
+// of kir::mmaA/B/C): m16n8k8.tf32 A 16 x 8 and B 8 x 8; m16n8k16 A 16 x 16
+// and B 16 x 8; C and D 16 x 8 for both.
 struct Slot {
   size_t lane, reg;
 };
-Slot slotA(size_t i, size_t j) { return {(i % 8) * 4 + j % 4, (j / 4) * 2 + i / 8}; }
-Slot slotB(size_t i, size_t j) { return {j * 4 + i % 4, i / 4}; }
+Slot slotA(MatrixOp op, size_t i, size_t j) {
+  if (op == MatrixOp::M16N8K8Tf32) return {(i % 8) * 4 + j % 4, (j / 4) * 2 + i / 8};
+  return {(i % 8) * 4 + (j % 8) / 2, j % 2 + 2 * (i / 8) + 4 * (j / 8)};
+}
+Slot slotB(MatrixOp op, size_t i, size_t j) {
+  if (op == MatrixOp::M16N8K8Tf32) return {j * 4 + i % 4, i / 4};
+  return {j * 4 + (i % 8) / 2, i % 2 + 2 * (i / 8)};
+}
 Slot slotC(size_t i, size_t j) { return {(i % 8) * 4 + j / 2, (i / 8) * 2 + j % 2}; }
 
-TEST_CASE("kir interpret: warp.mma multiplies each warp's fragments as kir.h lays them out") {
+TEST_CASE("kir interpret: mma multiplies each warp's fragments as kir.h lays them out, every shape") {
   uint64_t seed = freshSeed();
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
-  // Two warps (and a third workgroup's worth in y), each with its own A, B
-  // and C; every lane loads its 10 operands, takes A and B through toTf32
-  // and stores D. Random values stand in for A and B whole: toTf32 must cut
-  // them. Expected: C plus the tf32 products, added exactly (double) and
-  // rounded once.
-  constexpr int64_t kWarps = 2, kThreads = kWarps * 32, kGroups = 2;
-  std::vector<float> in = randomFloats(rng, size_t(kGroups * kThreads * 10));
-  for (float& x : in)
-    if (!std::isfinite(x)) x = 1.5f;  // special values are checked below
-  Builder bl("mma", kThreads, 1);
-  int32_t src = bl.buffer("in", DType::F32, kGroups * kThreads * 10, false);
-  int32_t dst = bl.buffer("out", DType::F32, kGroups * kThreads * 4, true);
-  V t = bl.add(bl.mul(bl.groupY(), bl.i32(kThreads)), bl.local());
-  auto arg = [&](int64_t e) { return bl.load(src, bl.add(bl.mul(t, bl.i32(10)), bl.i32(e))); };
-  std::array<V, 4> a{bl.toTf32(arg(0)), bl.toTf32(arg(1)), bl.toTf32(arg(2)), bl.toTf32(arg(3))};
-  std::array<V, 2> b{bl.toTf32(arg(4)), bl.toTf32(arg(5))};
-  std::array<V, 4> d = bl.warpMma(a, b, {arg(6), arg(7), arg(8), arg(9)});
-  for (int64_t e = 0; e < 4; ++e) bl.store(dst, bl.add(bl.mul(t, bl.i32(4)), bl.i32(e)), d[size_t(e)]);
-  std::vector<uint8_t> ib = bytesOf(in), ob(size_t(kGroups * kThreads * 4) * 4, 0xff);
-  runOk(bl.finish(), kGroups, {&ib, &ob});
-  auto tf32 = [](float x) { return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xFFFFE000u); };
-  for (int64_t w = 0; w < kGroups * kWarps; ++w) {
-    auto value = [&](Slot s, size_t first) { return in[size_t(w * 32 + int64_t(s.lane)) * 10 + first + s.reg]; };
-    for (size_t i = 0; i < 16; ++i)
-      for (size_t j = 0; j < 8; ++j) {
-        CAPTURE(w);
-        CAPTURE(i);
-        CAPTURE(j);
-        double sum = value(slotC(i, j), 6);
-        for (size_t k = 0; k < 8; ++k) sum += double(tf32(value(slotA(i, k), 0))) * double(tf32(value(slotB(k, j), 4)));
-        Slot s = slotC(i, j);
-        CHECK(elementAt<float>(ob, size_t(w * 32 + int64_t(s.lane)) * 4 + s.reg) == float(sum));
-      }
+  for (const MatrixShape& shape : matrixShapes()) {
+    CAPTURE(shape.name);
+    // Two warps (and a second workgroup in y), each with its own A, B and
+    // C; every lane loads its operands, brings A and B to the shape's type
+    // (toTf32, or a conversion to bf16 or f16) and stores D. Random f32
+    // stand in for A and B whole, so the cut or the rounding must happen.
+    // Expected: C plus the products of the cut operands, added exactly
+    // (double) and rounded once.
+    constexpr int64_t kWarps = 2, kThreads = kWarps * 32, kGroups = 2;
+    size_t na = size_t(shape.aRegs), nb = size_t(shape.bRegs), per = na + nb + 4;
+    std::vector<float> in = randomFloats(rng, size_t(kGroups * kThreads) * per);
+    for (float& x : in)
+      if (!std::isfinite(x)) x = 1.5f;  // special values are checked below
+    Builder bl("mma", kThreads, 1);
+    int32_t src = bl.buffer("in", DType::F32, kGroups * kThreads * int64_t(per), false);
+    int32_t dst = bl.buffer("out", DType::F32, kGroups * kThreads * 4, true);
+    V t = bl.add(bl.mul(bl.groupY(), bl.i32(kThreads)), bl.local());
+    auto arg = [&](size_t e) { return bl.load(src, bl.add(bl.mul(t, bl.i32(int64_t(per))), bl.i32(int64_t(e)))); };
+    Scalar ot = mmaOperand(shape.op);
+    auto cut = [&](V x) { return ot == Scalar::F32 ? bl.toTf32(x) : bl.convert(x, ot); };
+    std::vector<V> a, b;
+    for (size_t e = 0; e < na; ++e) a.push_back(cut(arg(e)));
+    for (size_t e = 0; e < nb; ++e) b.push_back(cut(arg(na + e)));
+    std::array<V, 4> d = bl.mma(shape.op, a, b, {arg(na + nb), arg(na + nb + 1), arg(na + nb + 2), arg(na + nb + 3)});
+    for (int64_t e = 0; e < 4; ++e) bl.store(dst, bl.add(bl.mul(t, bl.i32(4)), bl.i32(e)), d[size_t(e)]);
+    std::vector<uint8_t> ib = bytesOf(in), ob(size_t(kGroups * kThreads * 4) * 4, 0xff);
+    runOk(bl.finish(), kGroups, {&ib, &ob});
+    auto cutHere = [&](float x) {
+      if (ot == Scalar::F32) return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xFFFFE000u);
+      return ot == Scalar::BF16 ? bf16ToFloat(floatToBf16(x)) : halfToFloat(floatToHalf(x));
+    };
+    for (int64_t w = 0; w < kGroups * kWarps; ++w) {
+      auto value = [&](Slot sl, size_t first) { return in[size_t(w * 32 + int64_t(sl.lane)) * per + first + sl.reg]; };
+      for (size_t i = 0; i < 16; ++i)
+        for (size_t j = 0; j < 8; ++j) {
+          CAPTURE(w);
+          CAPTURE(i);
+          CAPTURE(j);
+          double sum = value(slotC(i, j), na + nb);
+          for (size_t k = 0; k < size_t(shape.k); ++k)
+            sum += double(cutHere(value(slotA(shape.op, i, k), 0))) * double(cutHere(value(slotB(shape.op, k, j), na)));
+          Slot sl = slotC(i, j);
+          CHECK(elementAt<float>(ob, size_t(w * 32 + int64_t(sl.lane)) * 4 + sl.reg) == float(sum));
+        }
+    }
   }
 }
 
@@ -575,12 +595,12 @@ TEST_CASE("kir interpret: shuffle.xor gives the value of the partner lane of the
 }
 
 TEST_CASE("kir interpret: out-of-bounds accesses and other run-time errors") {
-  SUBCASE("a warp.mma operand that is not tf32") {
+  SUBCASE("an m16n8k8.tf32 mma operand that is not tf32") {
     Builder bl("mma_bits", 32, 1);
     V one = bl.f32(1), third = bl.f32(1.0 / 3);
-    bl.warpMma({one, one, one, one}, {one, third}, {one, one, one, one});
+    bl.mma(MatrixOp::M16N8K8Tf32, {one, one, one, one}, {one, third}, {one, one, one, one});
     CHECK(errorOf(interpret(bl.finish(), 1, {})) ==
-          "kernel mma_bits: %2 (warp.mma): operand 5 is not a tf32 value (its low 13 bits are 2731) in workgroup (0, 0) "
+          "kernel mma_bits: %2 (mma): operand 5 is not a tf32 value (its low 13 bits are 2731) in workgroup (0, 0) "
           "thread 0");
   }
   SUBCASE("a wide load off its alignment or past the buffer") {
@@ -690,14 +710,20 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
     CHECK(errorOf(verify(k)) == "kernel warp: %1 (shuffle.xor): result type bool, expected f32");
     Builder bl("mma", 32, 1);
     V one = bl.f32(1);
-    bl.warpMma({one, one, one, one}, {one, one}, {one, one, one, one});
-    Kernel m = bl.finish();  // %0 the constant, %1 the warp.mma, %2 .. %5 its lanes
+    bl.mma(MatrixOp::M16N8K8Tf32, {one, one, one, one}, {one, one}, {one, one, one, one});
+    Kernel m = bl.finish();  // %0 the constant, %1 the mma, %2 .. %5 its lanes
     CHECK(bool(verify(m)));
     m.insts[5].imm = 4;
-    CHECK(errorOf(verify(m)) == "kernel mma: %5 (lane): lane 4 of a warp.mma of 4");
+    CHECK(errorOf(verify(m)) == "kernel mma: %5 (lane): lane 4 of a mma of 4");
+    m.insts[5].imm = 0;
+    m.insts[1].ref = int32_t(MatrixOp::M16N8K16Bf16);  // f32 operands where bf16 ones belong
+    CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): 10 operands, expected 16");
+    m.insts[1].ref = 7;
+    CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): matrix op 7 is not one of ir/matrix.h's");
+    m.insts[1].ref = int32_t(MatrixOp::M16N8K8Tf32);
     m.insts[5].imm = 3;
     m.insts[1].args.pop_back();
-    CHECK(errorOf(verify(m)) == "kernel mma: %1 (warp.mma): 9 operands, expected 10");
+    CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): 9 operands, expected 10");
   }
   SUBCASE("a wide load used other than through lane, of a written buffer, too wide, or a lane past it") {
     auto kernel = [](bool written, int64_t width, DType t) {

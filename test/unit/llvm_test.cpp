@@ -241,12 +241,17 @@ TEST_CASE("llvm: warp operations are mma.sync and shfl.sync on ptx, refused on a
   kir::Builder b("warp_ops", 64, 1);
   int32_t out = b.buffer("out", DType::F32, 64 * 4, true);
   V x = b.toTf32(b.convert(b.local(), kir::Scalar::F32));
-  std::array<V, 4> d = b.warpMma({x, x, x, x}, {x, x}, {b.f32(0), b.f32(0), b.f32(0), b.shuffleXor(x, 3)});
+  std::array<V, 4> d = b.mma(MatrixOp::M16N8K8Tf32, {x, x, x, x}, {x, x}, {b.f32(0), b.f32(0), b.f32(0), b.shuffleXor(x, 3)});
+  V h = b.convert(x, kir::Scalar::BF16), f = b.convert(x, kir::Scalar::F16);
+  d = b.mma(MatrixOp::M16N8K16Bf16, std::vector<V>(8, h), std::vector<V>(4, h), d);
+  d = b.mma(MatrixOp::M16N8K16F16, std::vector<V>(8, f), std::vector<V>(4, f), d);
   for (int64_t e = 0; e < 4; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(4)), b.i32(e)), d[size_t(e)]);
   kir::Kernel k = b.finish();
   std::string ptx;
   for (auto blob = compile(*lowering(Target::Ptx, "sm_90"), k); uint8_t c : blob) ptx += char(c);
   CHECK(ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+  CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != std::string::npos);
+  CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != std::string::npos);
   CHECK(ptx.find("shfl.sync.bfly.b32") != std::string::npos);
   checkPtx(k, ptx, "sm_90");
   auto amd = lowering(Target::Hsaco, "gfx942")->compile(k);

@@ -245,7 +245,7 @@ TEST_CASE("plan: a decode that leaves most units idle shares a KV head's rows ou
 TEST_CASE("plan: a prefill tiles its query rows and keys") {
   // The SIMT tiles: the H200 without its tf32 matrix multiplies.
   DeviceProfile h200 = target("nvidia-h200");
-  h200.mma_tf32 = false;
+  h200.matrix_ops.clear();
   // 64 rows (16 positions of 4 heads) against 64-key tiles: 256 threads of
   // 4 x 4 scores; q 64 x 68, row partials 64 x 20 and a flag; the weights
   // (64 x 68) and values (64 x 128) side by side in one array, which the
@@ -730,7 +730,7 @@ TEST_CASE("plan: the key is stable and follows the requests and the profile") {
   // matrix_multiply is part of the device too: the H200 without it hashes
   // differently.
   DeviceProfile simt = target("nvidia-h200");
-  simt.mma_tf32 = false;
+  simt.matrix_ops.clear();
   CHECK(profileHash(simt) != profileHash(target("nvidia-h200")));
   CHECK(fnv1a("") == 0xcbf29ce484222325ull);
   CHECK(fnv1a("a") == 0xaf63dc4c8601ec8cull);

@@ -229,31 +229,36 @@ TEST_CASE("profile: select is allowed on ptx and hsaco") {
   CHECK(p->f16.select);
 }
 
-TEST_CASE("profile: matrix_multiply is optional, tf32 only, and needs ptx on sm_80 or newer") {
+TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, and needs ptx on sm_80 or newer") {
   auto ptx = [](const char* arch, const char* line) {
     std::string text = edit(17, (std::string("max_bindings: 32\n") + line).c_str());
     text.replace(text.find("target: spirv"), 13, "target: ptx");
     text.replace(text.find("arch: vulkan1.3"), 15, std::string("arch: ") + arch);
     return text;
   };
-  auto p = parseProfile(ptx("sm_90", "matrix_multiply: [tf32]"), "t.yaml");
+  auto p = parseProfile(ptx("sm_90", "matrix_multiply: [m16n8k8.tf32, m16n8k16.bf16]"), "t.yaml");
   REQUIRE(p);
-  CHECK(p->mma_tf32);
+  CHECK(p->matrix_ops == std::vector<MatrixOp>{MatrixOp::M16N8K8Tf32, MatrixOp::M16N8K16Bf16});
+  CHECK(p->hasMatrix(MatrixOp::M16N8K16Bf16));
+  CHECK(!p->hasMatrix(MatrixOp::M16N8K16F16));
   auto none = parseProfile(ptx("sm_90", "# none"), "t.yaml");
   REQUIRE(none);
-  CHECK(!none->mma_tf32);
-  CHECK(errorOf(ptx("sm_80a", "matrix_multiply: [tf32]")) == "(accepted)");
-  CHECK(errorOf(ptx("sm_75", "matrix_multiply: [tf32]")) ==
-        "t.yaml:18:19: error: field 'matrix_multiply': tf32 needs target ptx and sm_80 or newer, got target ptx arch sm_75");
-  CHECK(errorOf(edit(17, "max_bindings: 32\nmatrix_multiply: [tf32]")) ==
-        "t.yaml:18:19: error: field 'matrix_multiply': tf32 needs target ptx and sm_80 or newer, got target spirv arch "
-        "vulkan1.3");
-  CHECK(errorOf(ptx("sm_90", "matrix_multiply: [fp16]")) ==
-        "t.yaml:18:19: error: field 'matrix_multiply': expected tf32, got 'fp16'");
-  CHECK(errorOf(ptx("sm_90", "matrix_multiply: [tf32, tf32]")) ==
-        "t.yaml:18:25: error: field 'matrix_multiply': 'tf32' is listed twice");
-  CHECK(errorOf(ptx("sm_90", "matrix_multiply: tf32")) ==
-        "t.yaml:18:18: error: field 'matrix_multiply': expected a list drawn from [tf32], got 'tf32'");
+  CHECK(none->matrix_ops.empty());
+  CHECK(errorOf(ptx("sm_80a", "matrix_multiply: [m16n8k16.f16]")) == "(accepted)");
+  CHECK(errorOf(ptx("sm_75", "matrix_multiply: [m16n8k16.f16]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m16n8k16.f16 needs target ptx and sm_80 or newer, got target ptx "
+        "arch sm_75");
+  CHECK(errorOf(edit(17, "max_bindings: 32\nmatrix_multiply: [m16n8k8.tf32]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m16n8k8.tf32 needs target ptx and sm_80 or newer, got target "
+        "spirv arch vulkan1.3");
+  CHECK(errorOf(ptx("sm_90", "matrix_multiply: [tf32]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': expected one of m16n8k8.tf32, m16n8k16.bf16, m16n8k16.f16, got "
+        "'tf32'");
+  CHECK(errorOf(ptx("sm_90", "matrix_multiply: [m16n8k8.tf32, m16n8k8.tf32]")) ==
+        "t.yaml:18:33: error: field 'matrix_multiply': 'm16n8k8.tf32' is listed twice");
+  CHECK(errorOf(ptx("sm_90", "matrix_multiply: m16n8k8.tf32")) ==
+        "t.yaml:18:18: error: field 'matrix_multiply': expected a list drawn from [m16n8k8.tf32, m16n8k16.bf16, "
+        "m16n8k16.f16], got 'm16n8k8.tf32'");
 }
 
 TEST_CASE("profile: every profile in targets/ loads and is self-consistent") {

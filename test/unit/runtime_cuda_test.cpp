@@ -153,7 +153,7 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
   d.memoryBytes = d.maxBindingBytes = 150109880320;
   d.maxBindings = 512;
   d.f16 = d.bf16 = {true, true, true};
-  d.mmaTf32 = true;
+  d.matrixOps = {MatrixOp::M16N8K16Bf16, MatrixOp::M16N8K16F16, MatrixOp::M16N8K8Tf32};
   std::string text = profileText(d);
   CHECK(text.find("# CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.\ncompute_units: 132\n") != std::string::npos);
   CHECK(text.find("maxComputeSharedMemorySize") == std::string::npos);
@@ -173,7 +173,7 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
   CHECK(probed->memory_bytes == shipped.memory_bytes);
   for (auto [a, b] : {std::pair{probed->f16, shipped.f16}, {probed->bf16, shipped.bf16}})
     CHECK((a.storage == b.storage && a.arith == b.arith && a.select == b.select));
-  CHECK(probed->mma_tf32 == shipped.mma_tf32);
+  CHECK(probed->matrix_ops == shipped.matrix_ops);
   // Every figure that decides a plan: the probed profile plans as the
   // shipped one does.
   CHECK(profileHash(*probed) == profileHash(shipped));

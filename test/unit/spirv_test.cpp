@@ -314,10 +314,10 @@ TEST_CASE("spirv: legalize refuses what has no lowering") {
   CHECK(shuffled.error().message == "spir-v has no lowering for shuffle.xor on f32");
   kir::Builder m("mma", 32, 1);
   V f = m.f32(1);
-  m.warpMma({f, f, f, f}, {f, f}, {f, f, f, f});
+  m.mma(MatrixOp::M16N8K8Tf32, {f, f, f, f}, {f, f}, {f, f, f, f});
   Expected<std::vector<uint32_t>> multiplied = spirv::emit(m.finish());
   REQUIRE(!multiplied);
-  CHECK(multiplied.error().message == "spir-v has no lowering for warp.mma on f32");
+  CHECK(multiplied.error().message == "spir-v has no lowering for mma on f32");
   // bf16 reaches the writer only through kir::legalize.
   kir::Builder h("bf16", 1, 1);
   h.load(h.buffer("x", DType::BF16, 1, false), h.i32(0));

@@ -108,7 +108,11 @@ std::string profileText(const rt::DeviceInfo& d) {
   out += "two_byte_floats:\n";
   out += "  f16: " + opsText(d.f16) + "\n";
   out += "  bf16: " + opsText(d.bf16) + "\n";
-  if (d.mmaTf32) out += "# mma.sync on tf32 operands, from compute capability 8.0.\nmatrix_multiply: [tf32]\n";
+  if (!d.matrixOps.empty()) {
+    out += "# mma.sync shapes, from compute capability 8.0.\nmatrix_multiply: [";
+    for (size_t i = 0; i < d.matrixOps.size(); ++i) out += std::string(i ? ", " : "") + matrixShape(d.matrixOps[i]).name;
+    out += "]\n";
+  }
   return out;
 }
 

@@ -5,7 +5,7 @@
 // at position rr / n_rep (rows past the block's are computed on a clamped
 // row and never stored), and it walks the keys any of its rows can see in
 // tiles of tileN. Here warp w owns rows 16w .. 16w + 15 and does all their
-// arithmetic in WarpMma fragments (kir.h): lane (g = lane / 4, t = lane % 4)
+// arithmetic in m16n8k8.tf32 Mma fragments (kir.h): lane (g = lane / 4, t = lane % 4)
 // holds the scores and output of rows 16w + g and 16w + g + 8, at keys
 // (columns) 8j + 2t and 8j + 2t + 1 of each slice j of 8.
 //
@@ -24,7 +24,7 @@
 // at the last key in it and scores -inf. Each tile:
 //  1. the key tile loaded and stored; barrier;
 //  2. each warp's 16 x tileN scores: for each step of 8 key dims, its q
-//     fragment and every slice's key fragment (split), three WarpMmas a
+//     fragment and every slice's key fragment (split), three Mmas a
 //     slice; scale, softcap and mask (maskedScore); the rows'
 //     maxima over the lane's 16 keys, then over the 4 lanes sharing the row
 //     (ShuffleXor 1 and 2, so the 4 agree exactly); the rescale of the
@@ -87,9 +87,13 @@ Split<N> split(Builder& b, const std::array<V, N>& x) {
 
 // acc + a * x as three tf32 products, the small ones first.
 std::array<V, 4> mma3(Builder& b, const Split<4>& a, const Split<2>& x, std::array<V, 4> acc) {
-  acc = b.warpMma(a.head, x.rest, acc);
-  acc = b.warpMma(a.rest, x.head, acc);
-  return b.warpMma(a.head, x.head, acc);
+  auto mma = [&](const std::array<V, 4>& p, const std::array<V, 2>& q) {
+    acc = b.mma(MatrixOp::M16N8K8Tf32, {p.begin(), p.end()}, {q.begin(), q.end()}, acc);
+  };
+  mma(a.head, x.rest);
+  mma(a.rest, x.head);
+  mma(a.head, x.head);
+  return acc;
 }
 
 }  // namespace

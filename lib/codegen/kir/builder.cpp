@@ -68,9 +68,16 @@ V Builder::shuffleXor(V x, int64_t mask) {
   return emit(std::move(sh));
 }
 
-std::array<V, 4> Builder::warpMma(const std::array<V, 4>& a, const std::array<V, 2>& b, const std::array<V, 4>& c) {
-  Inst mma{Opc::WarpMma, Scalar::F32, {a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3]}};
-  for ([[maybe_unused]] V v : mma.args) assert(typeOf(v) == Scalar::F32);
+std::array<V, 4> Builder::mma(MatrixOp op, const std::vector<V>& a, const std::vector<V>& b,
+                              const std::array<V, 4>& c) {
+  const MatrixShape& shape = matrixShape(op);
+  assert(int64_t(a.size()) == shape.aRegs && int64_t(b.size()) == shape.bRegs);
+  Inst mma{Opc::Mma, Scalar::F32, a};
+  mma.args.insert(mma.args.end(), b.begin(), b.end());
+  mma.args.insert(mma.args.end(), c.begin(), c.end());
+  for ([[maybe_unused]] size_t i = 0; i < mma.args.size(); ++i)
+    assert(typeOf(mma.args[i]) == (i < a.size() + b.size() ? mmaOperand(op) : Scalar::F32));
+  mma.ref = int32_t(op);
   mma.imm = 4;
   V m = emit(std::move(mma));
   std::array<V, 4> out{};

@@ -99,12 +99,12 @@ class Builder {
   void sharedStoreVec(int32_t array, V index, const std::vector<V>& values);
 
   // Warp operations (kir.h): x of lane (lane ^ mask) of the warp; the
-  // warp's 16 x 8 tile D = A * B + C from each lane's a (4), b (2) and c
-  // (4) elements, giving its 4 elements of D. Both stand only in
-  // workgroup-uniform control flow, in a workgroup of whole warps.
+  // warp's D = A * B + C of matrix op `op` from each lane's a (aRegs), b
+  // (bRegs) and c (4) elements, giving its 4 elements of D. Both stand only
+  // in workgroup-uniform control flow, in a workgroup of whole warps.
   V shuffleXor(V x, int64_t mask);
-  std::array<V, 4> warpMma(const std::array<V, 4>& a, const std::array<V, 2>& b, const std::array<V, 4>& c);
-  // x with its low 13 mantissa bits cleared: the TF32 value WarpMma takes
+  std::array<V, 4> mma(MatrixOp op, const std::vector<V>& a, const std::vector<V>& b, const std::array<V, 4>& c);
+  // x with its low 13 mantissa bits cleared: the TF32 value Mma takes
   // (truncated toward zero; NaN stays NaN, an infinity stays infinite).
   V toTf32(V x);
 

@@ -11,7 +11,7 @@
 // workgroup starts so a read before a write shows. Conversions to and from
 // f16 and bf16 are the oracle's (oracle/tensor.h). The lanes of every instruction, the variables and the
 // masks (one per nesting depth) are allocated once per call and reused by
-// every workgroup. A warp operation (ShuffleXor, WarpMma) reads the lanes of
+// every workgroup. A warp operation (ShuffleXor, Mma) reads the lanes of
 // each warp with an active thread, all 32 of which must be active. Where
 // kir.h is silent: Rem on f32 is C's fmod, and f32 -> int conversion
 // saturates (NaN gives 0). The kernel is verified first, so
@@ -81,7 +81,7 @@ class Machine {
     masks_.assign(size_t(depthOf(k, k.body)) + 1, std::vector<uint8_t>(w_, 0));
     for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems * scalarBytes(s.type)), uint8_t(0));
     for (size_t v = 0; v < k.insts.size(); ++v)
-      if (k.insts[v].op == Opc::SharedLoadVec || k.insts[v].op == Opc::WarpMma)
+      if (k.insts[v].op == Opc::SharedLoadVec || k.insts[v].op == Opc::Mma)
         wide_[V(v)].assign(size_t(k.insts[v].imm) * w_, 0);
   }
 
@@ -320,7 +320,7 @@ class Machine {
   void lane(const uint8_t* m, V v, const Inst& in) {
     const Inst& vec = k_.insts[size_t(in.args[0])];
     uint64_t* r = lanes(v);
-    if (vec.op == Opc::SharedLoadVec || vec.op == Opc::WarpMma) {
+    if (vec.op == Opc::SharedLoadVec || vec.op == Opc::Mma) {
       const uint64_t* words = wide_.at(in.args[0]).data() + size_t(in.imm) * w_;
       for (size_t t = 0; t < w_; ++t)
         if (m[t]) r[t] = words[t];
@@ -359,7 +359,7 @@ class Machine {
     return true;
   }
 
-  // A ShuffleXor or WarpMma, warp by warp.
+  // A ShuffleXor or Mma, warp by warp.
   bool warp(const uint8_t* m, V v, const Inst& in) {
     for (size_t w0 = 0; w0 < w_; w0 += 32) {
       size_t n = size_t(std::count(m + w0, m + w0 + 32, uint8_t(1)));
@@ -372,32 +372,45 @@ class Machine {
         for (size_t l = 0; l < 32; ++l) r[w0 + l] = x[w0 + (l ^ size_t(in.imm))];
         continue;
       }
-      // Element e of lane l: its operand's value; A, B and C as kir.h lays
-      // them out.
-      auto at = [&](size_t e, size_t l) { return get<float>(lanes(in.args[e])[w0 + l]); };
-      float a[16][8], b[8][8], c[16][8];
+      // A, B and C as kir.h lays them out; two-byte operands widened exactly.
+      const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+      Scalar ot = mmaOperand(shape.op);
+      auto operand = [&](size_t e, size_t l) -> double {
+        uint64_t bits = lanes(in.args[e])[w0 + l];
+        if (ot == Scalar::BF16) return bf16ToFloat(uint16_t(bits));
+        if (ot == Scalar::F16) return halfToFloat(uint16_t(bits));
+        return get<float>(bits);
+      };
+      size_t na = size_t(shape.aRegs), nb = size_t(shape.bRegs);
+      std::vector<double> a(size_t(shape.m * shape.k)), b(size_t(shape.k * shape.n)), c(size_t(shape.m * shape.n));
       for (size_t l = 0; l < 32; ++l) {
-        size_t g = l / 4, t = l % 4;
-        for (size_t e = 0; e < 6; ++e) {
-          uint32_t bits = std::bit_cast<uint32_t>(at(e, l));
-          if (bits & 0x1FFFu)
+        for (size_t e = 0; e < na + nb; ++e) {
+          uint32_t bits = uint32_t(lanes(in.args[e])[w0 + l]);
+          if (ot == Scalar::F32 && (bits & 0x1FFFu))
             return fail(v, int64_t(w0 + l), "operand " + std::to_string(e) + " is not a tf32 value (its low 13 bits are " +
                                                  std::to_string(bits & 0x1FFFu) + ")");
         }
-        a[g][t] = at(0, l), a[g + 8][t] = at(1, l), a[g][t + 4] = at(2, l), a[g + 8][t + 4] = at(3, l);
-        b[t][g] = at(4, l), b[t + 4][g] = at(5, l);
-        c[g][2 * t] = at(6, l), c[g][2 * t + 1] = at(7, l), c[g + 8][2 * t] = at(8, l), c[g + 8][2 * t + 1] = at(9, l);
-      }
-      std::vector<uint64_t>& d = wide_.at(v);
-      for (size_t l = 0; l < 32; ++l) {
-        size_t g = l / 4, t = l % 4;
-        const size_t rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+        for (size_t e = 0; e < na; ++e) {
+          RowCol rc = mmaA(shape.op, int(l), int(e));
+          a[size_t(rc.row * shape.k + rc.col)] = operand(e, l);
+        }
+        for (size_t e = 0; e < nb; ++e) {
+          RowCol rc = mmaB(shape.op, int(l), int(e));
+          b[size_t(rc.row * shape.n + rc.col)] = operand(na + e, l);
+        }
         for (size_t e = 0; e < 4; ++e) {
-          double sum = c[rows[e]][cols[e]];
-          for (size_t k = 0; k < 8; ++k) sum += double(a[rows[e]][k]) * double(b[k][cols[e]]);
-          d[e * w_ + w0 + l] = put(float(sum));
+          RowCol rc = mmaC(int(l), int(e));
+          c[size_t(rc.row * shape.n + rc.col)] = get<float>(lanes(in.args[na + nb + e])[w0 + l]);
         }
       }
+      std::vector<uint64_t>& d = wide_.at(v);
+      for (size_t l = 0; l < 32; ++l)
+        for (size_t e = 0; e < 4; ++e) {
+          RowCol rc = mmaC(int(l), int(e));
+          double sum = c[size_t(rc.row * shape.n + rc.col)];
+          for (int64_t k = 0; k < shape.k; ++k) sum += a[size_t(rc.row * shape.k + k)] * b[size_t(k * shape.n + rc.col)];
+          d[e * w_ + w0 + l] = put(float(sum));
+        }
     }
     return true;
   }
@@ -574,7 +587,7 @@ class Machine {
           if (!sharedWide(m, v, in)) return false;
           break;
         case Opc::ShuffleXor:
-        case Opc::WarpMma:
+        case Opc::Mma:
           if (!warp(m, v, in)) return false;
           break;
         case Opc::GetVar: {
@@ -617,7 +630,7 @@ class Machine {
   std::vector<uint64_t> vars_;   // variable j's lanes at [j * w_, (j + 1) * w_)
   std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
   std::vector<std::vector<uint8_t>> shared_;  // each workgroup array's bytes
-  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's elements or a WarpMma's elements: e of thread t at [e * w_ + t]
+  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's elements or an Mma's elements: e of thread t at [e * w_ + t]
   int32_t gx_ = 0, gy_ = 0;
   Error err_{ErrorKind::Verify, {}, ""};
 };

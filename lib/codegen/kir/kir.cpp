@@ -69,10 +69,29 @@ const char* opcName(Opc o) {
       "const", "group.x", "group.y", "local", "add", "sub", "mul", "div", "rem", "min", "max", "pow",
       "and", "or", "xor", "shl", "shr.a", "shr.l", "neg", "not", "abs", "exp", "log", "sqrt", "rsqrt",
       "tanh", "sin", "cos", "floor", "lt", "le", "gt", "ge", "eq", "ne", "select", "fma", "convert", "bitcast",
-      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "warp.mma", "get", "set", "for", "if", "barrier"};
+      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "mma", "get", "set", "for", "if", "barrier"};
   static_assert(sizeof names / sizeof names[0] == size_t(Opc::Barrier) + 1);
   return names[size_t(o)];
 }
+
+RowCol mmaA(MatrixOp op, int lane, int e) {
+  int g = lane / 4, t = lane % 4;
+  if (op == MatrixOp::M16N8K8Tf32) return {g + 8 * (e % 2), t + 4 * (e / 2)};
+  return {g + 8 * ((e / 2) % 2), 2 * t + e % 2 + 8 * (e / 4)};
+}
+
+RowCol mmaB(MatrixOp op, int lane, int e) {
+  int g = lane / 4, t = lane % 4;
+  if (op == MatrixOp::M16N8K8Tf32) return {t + 4 * e, g};
+  return {2 * t + e % 2 + 8 * (e / 2), g};
+}
+
+Scalar mmaOperand(MatrixOp op) {
+  DType t = matrixShape(op).operand;
+  return t == DType::BF16 ? Scalar::BF16 : t == DType::F16 ? Scalar::F16 : Scalar::F32;
+}
+
+RowCol mmaC(int lane, int e) { return {lane / 4 + 8 * (e / 2), 2 * (lane % 4) + e % 2}; }
 
 std::vector<int64_t> Kernel::sharedOffsets() const {
   std::vector<int64_t> out;

@@ -73,31 +73,32 @@
 //    SharedStoreVec is its store: imm (2 or 4) values into consecutive
 //    elements from `index`, under the same alignment rules.
 //  - Warps: threads 32w .. 32w + 31 of the workgroup are warp w, a thread's
-//    lane is its index % 32. WarpMma and ShuffleXor are executed by a whole
+//    lane is its index % 32. Mma and ShuffleXor are executed by a whole
 //    warp at once: the workgroup size is a multiple of 32 and, like Barrier,
 //    they stand only in workgroup-uniform control flow (the verifier checks
 //    both), so every lane of a warp takes part.
 //  - ShuffleXor(x), imm m in [1, 32): the value x of lane (lane ^ m) of the
 //    same warp (f32 or i32).
-//  - WarpMma(a0..a3, b0, b1, c0..c3), all f32: the warp's D = A * B + C for
-//    a 16 x 8 A, an 8 x 8 B and 16 x 8 C and D, each lane holding a fixed
-//    part of each (g = lane / 4, t = lane % 4): a0 = A[g][t], a1 = A[g+8][t],
-//    a2 = A[g][t+4], a3 = A[g+8][t+4]; b0 = B[t][g], b1 = B[t+4][g]; c0 =
-//    C[g][2t], c1 = C[g][2t+1], c2 = C[g+8][2t], c3 = C[g+8][2t+1], and D's
-//    elements likewise, read by Lane 0..3 (PTX's mma m16n8k8 with tf32
-//    inputs). A and B are TF32 values: f32 with the low 13 mantissa bits
-//    zero (Builder::toTf32), so every product is exact in f32; the
-//    interpreter stops on an operand with any of those bits set (a device
-//    may ignore them). D[i][j] is C[i][j] plus the 8 products, added in an
-//    unspecified order with unspecified rounding of the partial sums (the
-//    interpreter adds in double and rounds once): within 2^-19 of the sum of
-//    |C[i][j]| and the products' magnitudes. NaN and infinities propagate as
-//    IEEE arithmetic over the products would.
+//  - Mma(a..., b..., c0..c3), ref the MatrixOp (ir/matrix.h): the warp's
+//    D = A * B + C for an m x k A, a k x n B and m x n C and D (all three
+//    shapes are 16 x 8), each lane holding a fixed part of each, as PTX's
+//    mma.sync lays them out (mmaA, mmaB and mmaC below give element e of
+//    lane l): A's aRegs and B's bRegs operands are of the shape's operand
+//    type (bf16, f16, or f32 holding TF32 values: the low 13 mantissa bits
+//    zero, Builder::toTf32, which the interpreter checks and a device may
+//    ignore), C's four and D's four are f32, D read by Lane 0..3. Every
+//    product is exact in f32; D[i][j] is C[i][j] plus the k products, added
+//    in an unspecified order with unspecified rounding of the partial sums
+//    (the interpreter adds in double and rounds once): within 2^-19 of the
+//    sum of |C[i][j]| and the products' magnitudes, every shape.
+//    NaN and infinities propagate as IEEE arithmetic over the products would.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "ir/matrix.h"
 
 namespace poot::kir {
 
@@ -135,7 +136,7 @@ enum class Opc : uint8_t {
   SharedStore,                    // (index, value) into shared[ref]
   SharedStoreVec,                 // (index, imm values) into consecutive elements of shared[ref]
   ShuffleXor,                     // (x) -> x of lane (lane ^ imm) of the warp
-  WarpMma,                        // (a0..a3, b0, b1, c0..c3) f32; read only by Lane 0..3
+  Mma,                            // (a..., b..., c0..c3), ref a MatrixOp; read only by Lane 0..3
   GetVar,                         // () -> vars[ref]
   SetVar,                         // (value) into vars[ref]
   For,                            // (lo, hi), step imm > 0; body; its id is i (i32)
@@ -144,6 +145,21 @@ enum class Opc : uint8_t {
 };
 
 const char* opcName(Opc o);
+
+// Lane l's element e of an Mma's A, B and C (or D) as (row, column): PTX's
+// layouts, g = l / 4 and t = l % 4. m16n8k8.tf32: A's e (0..3) at
+// (g + 8 (e % 2), t + 4 (e / 2)), B's e (0..1) at (t + 4 e, g); the m16n8k16
+// shapes: A's e (0..7) at (g + 8 ((e / 2) % 2), 2t + e % 2 + 8 (e / 4)),
+// B's e (0..3) at (2t + e % 2 + 8 (e / 2), g); C and D of every shape: e
+// (0..3) at (g + 8 (e / 2), 2t + e % 2).
+struct RowCol {
+  int row, col;
+};
+RowCol mmaA(MatrixOp op, int lane, int e);
+RowCol mmaB(MatrixOp op, int lane, int e);
+RowCol mmaC(int lane, int e);
+// The type of an Mma's A and B operands: f32 (tf32), bf16 or f16.
+Scalar mmaOperand(MatrixOp op);
 
 using V = int32_t;  // an instruction's index in Kernel::insts, and the value it defines
 
@@ -155,7 +171,7 @@ struct Inst {
   Opc op = Opc::Const;
   Scalar type = Scalar::I32;  // the result type; I32 for statements
   std::vector<V> args;
-  int32_t ref = -1;   // buffer, shared array or variable index
+  int32_t ref = -1;   // buffer, shared array or variable index; Mma: its MatrixOp
   int64_t imm = 0;    // Const bool/int value; For step; wide access width; Lane index; ShuffleXor mask
   double fimm = 0;    // Const f32 value
   Block body, orelse; // For: body; If: then and else

@@ -8,7 +8,7 @@
 // For's induction value when a bound is per-thread, and a variable set from a
 // per-thread value or under per-thread control (iterated to a fixed point,
 // since a loop may read a variable before the set that taints it); a Barrier,
-// ShuffleXor or WarpMma under an If or For whose condition or bound is
+// ShuffleXor or Mma under an If or For whose condition or bound is
 // per-thread is an error, and so is a warp operation in a workgroup that is
 // not whole warps.
 #include "codegen/kir/verify.h"
@@ -24,9 +24,9 @@ bool isStatement(Opc op) {
          op == Opc::Barrier;
 }
 
-bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::WarpMma; }
+bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::Mma; }
 // Executed by whole warps at once, or by the whole workgroup (Barrier).
-bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::WarpMma; }
+bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::Mma; }
 bool isCollective(Opc op) { return op == Opc::Barrier || isWarpOp(op); }
 
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
@@ -217,12 +217,19 @@ class Verifier {
           return false;
         if (in.imm > 0 && in.imm < 32) return true;
         return fail(v, "lane mask " + std::to_string(in.imm) + " outside [1, 32)");
-      case Opc::WarpMma:
-        if (!arity(v, in, 10) || !result(v, in, Scalar::F32)) return false;
-        for (size_t i = 0; i < 10; ++i)
-          if (!want(v, in, i, Scalar::F32, i < 4 ? "a" : i < 6 ? "b" : "c")) return false;
+      case Opc::Mma: {
+        if (in.ref < 0 || size_t(in.ref) >= matrixShapes().size())
+          return fail(v, "matrix op " + std::to_string(in.ref) + " is not one of ir/matrix.h's");
+        const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+        size_t ab = size_t(shape.aRegs + shape.bRegs);
+        if (!arity(v, in, ab + 4) || !result(v, in, Scalar::F32)) return false;
+        for (size_t i = 0; i < ab + 4; ++i)
+          if (!want(v, in, i, i < ab ? mmaOperand(shape.op) : Scalar::F32,
+                    i < size_t(shape.aRegs) ? "a" : i < ab ? "b" : "c"))
+            return false;
         if (in.imm == 4) return true;
         return fail(v, "gives " + std::to_string(in.imm) + " elements, not 4");
+      }
       case Opc::GetVar:
         return arity(v, in, 0) && ref(v, in, k_.vars.size(), "variable") && result(v, in, k_.vars[size_t(in.ref)]);
       case Opc::SetVar:

@@ -246,7 +246,7 @@ Status Writer::inst(kir::V v) {
     }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      r = vec.op == Opc::WarpMma ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
+      r = vec.op == Opc::Mma ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
                                  : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
       if (vec.op == Opc::LoadVec) r = widen(k_.buffers[size_t(vec.ref)].elem, r);
       break;
@@ -276,7 +276,7 @@ Status Writer::inst(kir::V v) {
     case Opc::If: return branch(v);
     case Opc::Barrier: barrier(); break;
     case Opc::ShuffleXor:
-    case Opc::WarpMma:
+    case Opc::Mma:
       if (target_ != Target::Ptx) return unsupported(v);
       r = warpOp(v);
       break;
@@ -420,9 +420,11 @@ void Writer::barrier() {
   b_.CreateFence(llvm::AtomicOrdering::Acquire, workgroup);
 }
 
-// PTX's shfl.sync.bfly over the whole warp (clamp 31), and its mma m16n8k8
-// with tf32 inputs, whose A and B registers LLVM types as i32 (the same
-// bits) and whose result is a struct of the four elements (read by Lane).
+// PTX's shfl.sync.bfly over the whole warp (clamp 31), and its mma.sync of
+// each matrix op, whose A and B registers LLVM types as 32-bit values (a
+// tf32 as i32, a pair of bf16 as i32, a pair of f16 as <2 x half>: the
+// operands packed in order, the lower-numbered in the low half) and whose
+// result is a struct of the four f32 elements (read by Lane).
 Value* Writer::warpOp(kir::V v) {
   const kir::Inst& in = k_.insts[size_t(v)];
   auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
@@ -430,9 +432,23 @@ Value* Writer::warpOp(kir::V v) {
     auto id = in.type == Scalar::F32 ? llvm::Intrinsic::nvvm_shfl_sync_bfly_f32 : llvm::Intrinsic::nvvm_shfl_sync_bfly_i32;
     return b_.CreateIntrinsic(id, {}, {b_.getInt32(0xFFFFFFFFu), arg(0), b_.getInt32(uint32_t(in.imm)), b_.getInt32(31)});
   }
+  const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+  llvm::Intrinsic::ID id = shape.op == MatrixOp::M16N8K8Tf32    ? llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32
+                           : shape.op == MatrixOp::M16N8K16Bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
+                                                                : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32;
+  llvm::FunctionType* ft = llvm::Intrinsic::getType(ctx_, id);
+  size_t ab = size_t(shape.aRegs + shape.bRegs), per = shape.operand == DType::F32 ? 1 : 2;
   std::vector<Value*> ops;
-  for (size_t i = 0; i < 10; ++i) ops.push_back(i < 6 ? b_.CreateBitCast(arg(i), b_.getInt32Ty()) : arg(i));
-  return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, {}, ops);
+  for (size_t i = 0; i < ab; i += per) {
+    Value* x = arg(i);
+    if (per == 2) {
+      x = llvm::PoisonValue::get(llvm::FixedVectorType::get(x->getType(), 2));
+      x = b_.CreateInsertElement(b_.CreateInsertElement(x, arg(i), uint64_t(0)), arg(i + 1), uint64_t(1));
+    }
+    ops.push_back(b_.CreateBitCast(x, ft->getParamType(unsigned(ops.size()))));
+  }
+  for (size_t i = ab; i < ab + 4; ++i) ops.push_back(arg(i));
+  return b_.CreateIntrinsic(id, {}, ops);
 }
 
 // Generated loops stay far from INT32_MAX, so the increment is nsw, which

@@ -85,7 +85,7 @@ Expected<Needs> legalize(const kir::Kernel& k) {
     // No warp-wide operation is written for Vulkan: a subgroup's size and
     // layout are the driver's, and the planner gives such kernels to PTX
     // only (plan/profile.h, matrix_multiply).
-    if (in.op == Opc::ShuffleXor || in.op == Opc::WarpMma) return refuse(k, i, what);
+    if (in.op == Opc::ShuffleXor || in.op == Opc::Mma) return refuse(k, i, what);
     if (in.op == Opc::Bitcast) {
       Scalar from = k.insts[size_t(in.args[0])].type;
       bool f2i = from == Scalar::F32 && in.type == Scalar::I32, i2f = from == Scalar::I32 && in.type == Scalar::F32;

@@ -461,7 +461,8 @@ Status CudaBackend::readInfo() {
   int cc = int(major.value * 10 + minor.value);
   info_.f16 = {true, cc >= 53, true};
   info_.bf16 = {true, cc >= 80, true};
-  info_.mmaTf32 = cc >= 80;  // mma.sync on tf32 operands: sm_80 and newer
+  // mma.sync on bf16, f16 and tf32 operands: sm_80 and newer.
+  if (cc >= 80) info_.matrixOps = {MatrixOp::M16N8K16Bf16, MatrixOp::M16N8K16F16, MatrixOp::M16N8K8Tf32};
   return ok();
 }
 

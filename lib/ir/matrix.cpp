@@ -1,0 +1,28 @@
+#include "ir/matrix.h"
+
+namespace poot {
+
+const std::vector<MatrixShape>& matrixShapes() {
+  static const std::vector<MatrixShape> shapes = {
+      {MatrixOp::M16N8K8Tf32, "m16n8k8.tf32", 16, 8, 8, DType::F32, 4, 2},
+      {MatrixOp::M16N8K16Bf16, "m16n8k16.bf16", 16, 8, 16, DType::BF16, 8, 4},
+      {MatrixOp::M16N8K16F16, "m16n8k16.f16", 16, 8, 16, DType::F16, 8, 4},
+  };
+  return shapes;
+}
+
+const MatrixShape& matrixShape(MatrixOp op) { return matrixShapes()[size_t(op)]; }
+
+std::optional<MatrixOp> matrixOpNamed(const std::string& name) {
+  for (const MatrixShape& s : matrixShapes())
+    if (name == s.name) return s.op;
+  return std::nullopt;
+}
+
+std::string matrixOpNames() {
+  std::string out;
+  for (const MatrixShape& s : matrixShapes()) out += std::string(out.empty() ? "" : ", ") + s.name;
+  return out;
+}
+
+}  // namespace poot

@@ -1,0 +1,36 @@
+// The matrix-multiply instructions poot knows, one row each: what a device
+// profile lists under matrix_multiply (plan/profile.h, in order of
+// preference), what a schedule names (plan.h) and what KIR's Mma takes
+// (kir.h, which gives each its lane layout). Every one is a warp's
+// D = A * B + C for an m x k A, a k x n B and m x n f32 C and D, A and B of
+// the operand dtype (tf32: f32 values with the low 13 mantissa bits zero).
+// A new instruction is one row here, its lane layout in kir.h and the
+// interpreter, and its lowering in each emitter that has it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace poot {
+
+enum class MatrixOp : uint8_t { M16N8K8Tf32, M16N8K16Bf16, M16N8K16F16 };
+
+struct MatrixShape {
+  MatrixOp op;
+  const char* name;  // as profiles and schedules spell it: "m16n8k16.bf16"
+  int64_t m, n, k;
+  DType operand;     // A's and B's dtype (tf32: F32)
+  int64_t aRegs, bRegs;  // operands of A and B a lane holds (C and D: 4 f32)
+};
+
+const std::vector<MatrixShape>& matrixShapes();
+const MatrixShape& matrixShape(MatrixOp op);
+std::optional<MatrixOp> matrixOpNamed(const std::string& name);
+// "m16n8k8.tf32, m16n8k16.bf16, m16n8k16.f16": every name, for messages.
+std::string matrixOpNames();
+
+}  // namespace poot
