@@ -67,6 +67,9 @@ namespace poot {
 //                        has one workgroup per chunk of K (gemmChunkKeys),
 //                        chunk-major, writing its partial sums to the eqn's
 //                        Scratch
+//   "gemm-mma"           the gemm's blocks and splits on matrix units, for
+//                        two-byte operands: a threadM x threadN block a
+//                        warp, as fragments of `matrix` (schedule.h)
 //   "matmul-combine"     a split gemm's sum: one thread per result element
 //                        adds its `splits` partials in chunk order
 //   "fused"              a fusion group without reductions (ir/fusion.h):
@@ -90,7 +93,9 @@ struct Schedule {
   int64_t tileM = 0, tileN = 0, tileK = 0;           // gemm: a workgroup's block and K step; decode: tileM query rows
                                                      // a workgroup, tileK keys a tile; prefill: tileM rows, tileN keys
                                                      // a tile
-  int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns; prefill: rows x keys
+  int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns; prefill: rows x keys;
+                                                     // gemm-mma: a warp's
+  std::string matrix;                                // gemm-mma: the matrix op (ir/matrix.h) by name
   bool operator==(const Schedule&) const = default;
 };
 

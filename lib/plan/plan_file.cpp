@@ -71,7 +71,8 @@ flatbuffers::Offset<fbp::Kernel> writeKernel(Builder& b, const Kernel& k, Target
   for (const Attr& a : r.attrs) attrs.push_back(writeAttr(b, a));
   const Schedule& s = r.schedule;
   auto schedule = fbp::CreateSchedule(b, b.CreateString(s.kind), s.lanes, s.splits, s.workgroupSize, s.workgroupMemory,
-                                      s.kLanes, s.unroll, s.vector, s.tileM, s.tileN, s.tileK, s.threadM, s.threadN);
+                                      s.kLanes, s.unroll, s.vector, s.tileM, s.tileN, s.tileK, s.threadM, s.threadN,
+                                      s.matrix.empty() ? flatbuffers::Offset<flatbuffers::String>() : b.CreateString(s.matrix));
   auto request = fbp::CreateRequest(b, b.CreateString(opName(r.op)), writeTypes(b, r.operands),
                                     writeTypes(b, r.results), b.CreateVector(attrs), schedule,
                                     b.CreateString(printRequest(r)));

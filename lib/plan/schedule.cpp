@@ -241,11 +241,19 @@ constexpr int64_t kThreadsPerUnit = 1024;
 // the smallest when no tile gives every compute unit a workgroup.
 struct GemmTile {
   int64_t m, n, k, tm, tn;
-  int64_t threads() const { return (m / tm) * (n / tn); }
-  int64_t memory() const { return (m + n + 2 * kGemmPad) * k * 4; }
+  bool mma = false;  // tm x tn a warp (gemm-mma), else a thread (gemm)
+  int64_t threads() const { return (m / tm) * (n / tn) * (mma ? 32 : 1); }
+  int64_t memory() const { return mma ? gemmMmaBytes(m, n, k) : (m + n + 2 * kGemmPad) * k * 4; }
 };
 constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4},
                                    {32, 64, 32, 4, 4},   {16, 64, 32, 2, 4},  {16, 16, 16, 2, 2}};
+// The gemm-mma tilings, largest first: eight warps (four for 16 rows) of
+// 64 x 32, 32 x 32 or 16 x 32 outputs each (their accumulators 64, 32 or
+// 16 f32 a thread), over a K step of 32 (two m16n8k16 steps).
+constexpr GemmTile kGemmMmaTiles[] = {{128, 128, 32, 64, 32, true},
+                                      {64, 128, 32, 32, 32, true},
+                                      {32, 128, 32, 16, 32, true},
+                                      {16, 128, 32, 16, 32, true}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every
 // row of a and b (and so every run) aligned to it; 1 for a plain b, whose
@@ -319,26 +327,38 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   int64_t tallest = std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m))));
   int64_t count = batch * m * n;
   auto splitFits = [&](int64_t s) { return s * count * 4 <= d.max_buffer_bytes && s * count <= INT32_MAX; };
+  // Two-byte operands of one dtype go to the first matrix op of the profile
+  // that takes them (ir/matrix.h), on the gemm-mma tiles.
+  std::optional<MatrixOp> op;
+  if (a == b && (a == DType::BF16 || a == DType::F16))
+    for (MatrixOp o : d.matrix_ops)
+      if (!op && matrixShape(o).operand == a && matrixShape(o).k == 16) op = o;
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
-  for (const GemmTile& t : kGemmTiles) {
-    if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes || t.m > tallest) continue;
-    pick = &t;
-    workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
-    while (isFloat(a) && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
-           splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2))
-      splits *= 2;
-    if (workgroups * splits >= d.compute_units) break;
-  }
+  auto pickFrom = [&](auto& tiles) {
+    for (const GemmTile& t : tiles) {
+      if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes || t.m > tallest) continue;
+      pick = &t;
+      workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
+      while (isFloat(a) && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
+             splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2))
+        splits *= 2;
+      if (workgroups * splits >= d.compute_units) break;
+    }
+  };
+  if (op) pickFrom(kGemmMmaTiles);
+  if (!pick) pickFrom(kGemmTiles);
   if (!pick)
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
                     " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  Schedule s{"gemm", 0, splits, pick->threads(), pick->memory()};
+  Schedule s{pick->mma ? "gemm-mma" : "gemm", 0, splits, pick->threads(), pick->memory()};
   s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
-  s.vector = vectorOf(k, transposedB, b);
-  std::string why = str(m) + " rows: the largest tile no taller than " + str(tallest) + " rows giving " +
-                    str(d.compute_units) + " compute units a workgroup each (" + str(workgroups) + " workgroups";
+  s.vector = pick->mma ? gemmMmaVector(k, n, transposedB, b) : vectorOf(k, transposedB, b);
+  if (pick->mma) s.matrix = matrixShape(*op).name;
+  std::string why = str(m) + " rows" + (pick->mma ? std::string(" of ") + dtypeName(a) + " on " + s.matrix : "") +
+                    ": the largest tile no taller than " + str(tallest) + " rows giving " + str(d.compute_units) +
+                    " compute units a workgroup each (" + str(workgroups) + " workgroups";
   if (splits > 1)
     why += " times " + str(splits) + " chunks of K=" + str(k) + ", " + str(gemmChunkKeys(s, k)) + " keys each, for " +
            str(kThreadsPerUnit) + " threads a unit";
@@ -346,10 +366,19 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
 }
 
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std::vector<int64_t>& ns) {
-  int64_t rows = s.kind == "gemm" ? s.tileM : s.threadM, cols = s.kind == "gemm" ? s.tileN : s.workgroupSize / s.kLanes * s.threadN;
+  bool tiled = s.kind != "gemv";
+  int64_t rows = tiled ? s.tileM : s.threadM, cols = tiled ? s.tileN : s.workgroupSize / s.kLanes * s.threadN;
   int64_t blocks = 0;
   for (int64_t n : ns) blocks += ceilDiv(n, cols);
-  return batch * ceilDiv(m, rows) * blocks * (s.kind == "gemm" ? s.splits : 1);
+  return batch * ceilDiv(m, rows) * blocks * (tiled ? s.splits : 1);
+}
+
+int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK) { return (tileM + tileN) * (tileK + kGemmMmaPad) * 2; }
+
+int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t) {
+  int64_t v = 16 / dtypeBytes(t);
+  while (v > 1 && (k % v != 0 || (!transposedB && n % v != 0))) v /= 2;
+  return v;
 }
 
 int64_t gemmChunkKeys(const Schedule& s, int64_t k) { return ceilDiv(ceilDiv(k, s.splits), s.tileK) * s.tileK; }
@@ -368,6 +397,9 @@ std::string printSchedule(const Schedule& s) {
   if (s.kind == "gemm")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
   if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
+  if (s.kind == "gemm-mma")
+    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector) +
+           " warp=" + str(s.threadM) + "x" + str(s.threadN) + " matrix=" + s.matrix;
   if (s.kind == "decode")
     out += " rows=" + str(s.tileM) + " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
   if (s.kind == "prefill-mma") out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector);

@@ -181,6 +181,18 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
 // schedules' row and column blocks, in the planner and the generators).
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The tensor-core gemm ("gemm-mma", plan.h) for two-byte operands of one
+// dtype on a profile with a matrix op for it: a workgroup of (tileM /
+// threadM) x (tileN / threadN) warps owns a tileM x tileN block, each warp a
+// threadM x threadN part of it as m16n8k16 fragments; the a and b tiles are
+// staged in workgroup memory one row (of a) or column (of b) of tileK
+// two-byte elements each, padded by kGemmMmaPad elements; `vector` elements
+// a global load (along K, or along N for a plain b: the widest of 8, 4, 2,
+// 1 that divides K, and N for a plain b). Splits as the gemm's.
+constexpr int64_t kGemmMmaPad = 8;
+int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK);
+int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
+
 // Words of padding after each k row of a gemm's staged tiles: 4, so every k
 // row starts 16-byte aligned (the compute loop reads 4 words at once) while
 // the stores of neighbouring threads (neighbouring k) spread over half the

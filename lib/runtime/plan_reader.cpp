@@ -256,7 +256,8 @@ class Reader {
     const fbp::Schedule& s = *r.schedule();
     out.request.schedule = Schedule{s.kind()->str(), s.lanes(),    s.splits(),  s.workgroup_size(), s.workgroup_memory(),
                                     s.k_lanes(),     s.unroll(),   s.vector(),    s.tile_m(),         s.tile_n(),
-                                    s.tile_k(),      s.thread_m(), s.thread_n()};
+                                    s.tile_k(),      s.thread_m(), s.thread_n(),
+                                    s.matrix() ? s.matrix()->str() : ""};
     out.request.text = r.text()->str();
     if (out.workgroupSize < 1 || out.workgroupMemory < 0)
       return fail(where, "workgroup size " + str(out.workgroupSize) + " or workgroup memory " +

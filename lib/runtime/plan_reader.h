@@ -57,6 +57,7 @@ struct Schedule {
   std::string kind;
   int64_t lanes = 0, splits = 0, workgroupSize = 0, workgroupMemory = 0;
   int64_t kLanes = 0, unroll = 0, vector = 0, tileM = 0, tileN = 0, tileK = 0, threadM = 0, threadN = 0;
+  std::string matrix;
 };
 
 // The request a kernel was generated from, as recorded.

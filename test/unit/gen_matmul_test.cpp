@@ -215,6 +215,51 @@ TEST_CASE("gen matmul: split-K gemm and its combine") {
   }
 }
 
+// The tensor-core gemm (gemm-mma) on the H200 profile's m16n8k16 ops, on
+// the KIR interpreter (which gives mma its meaning; the H200 runs in
+// test/device): every tile, both layouts of b, bf16 and f16, rows, K and N
+// that are multiples of no tile, fragment or run, and a split K. The bound
+// is checkWithin's: the products of two-byte values are exact in f32 and
+// each result is a sum of them, so 2 gamma_K plus one ulp of the result.
+TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K") {
+  DeviceProfile d = testing::loadTarget("nvidia-h200");
+  struct Mma {
+    int64_t m, k, n, units;
+    const char* tile;
+    int64_t splits;
+  };
+  for (const char* t : {"bf16", "f16"})
+    for (Mma c : {Mma{130, 72, 136, 1, "128x128", 1}, Mma{40, 40, 23, 1, "64x128", 1}, Mma{20, 200, 9, 1, "32x128", 1},
+                  Mma{17, 2100, 130, 8, "32x128", 4}, Mma{16, 45, 7, 132, "16x128", 1}}) {
+      CAPTURE(t);
+      CAPTURE(c.m);
+      d.compute_units = c.units;
+      DType dt = *parseDType(t);
+      for (bool transposed : {true, false}) {
+        CAPTURE(transposed);
+        Schedule s = chooseMatMul(1, c.m, c.k, c.n, transposed, dt, dt, d).schedule;
+        CHECK(s.kind == "gemm-mma");
+        CHECK(s.matrix == std::string("m16n8k16.") + t);
+        CHECK(std::to_string(s.tileM) + "x" + std::to_string(s.tileN) == c.tile);
+        CHECK(s.splits == c.splits);
+        std::string a = t + dims({c.m, c.k}), b = t + (transposed ? dims({c.n, c.k}) : dims({c.k, c.n}));
+        CHECK(run(Case{a, b, t + dims({c.m, c.n}), transposed}, d, false) == "gemm-mma");
+      }
+    }
+  // Batched and broadcast (the MLA forms), and what stays on SIMT units:
+  // f32, mixed dtypes, few rows, a profile without the op.
+  d.compute_units = 132;
+  CHECK(run(Case{"bf16[2,1,20,40]", "bf16[3,9,40]", "bf16[2,3,20,9]", true}, d, false) == "gemm-mma");
+  CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::F32, d).schedule.kind == "gemm");
+  CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::BF16, d).schedule.kind == "gemm");
+  CHECK(chooseMatMul(1, 8, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemv");
+  std::string why = chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d).reason;
+  CHECK(why.rfind("64 rows of bf16 on m16n8k16.bf16: ", 0) == 0);
+  d.matrix_ops = {MatrixOp::M16N8K8Tf32, MatrixOp::M16N8K16F16};
+  CHECK(chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemm");
+  CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F16, DType::F16, d).schedule.matrix == "m16n8k16.f16");
+}
+
 TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {
   DeviceProfile d = testing::loadTarget("lavapipe");
   d.bf16 = d.f16;  // bf16 is integer arithmetic around f32 on every target

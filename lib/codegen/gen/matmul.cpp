@@ -366,6 +366,149 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
   return b.finish();
 }
 
+// The gemm on matrix units (gemm-mma): warp (wm, wn) of the workgroup owns
+// rows wm * threadM .. and columns wn * threadN .. of its block, as FM x FN
+// fragments of 16 x 8 (kir.h's m16n8k16 layouts). For each tileK step the
+// threads stage a (rows of tileK keys) and b (columns of tileK keys) in
+// workgroup memory as the two-byte values they are, out-of-range elements
+// 0, loading the next step's into variables while the warps multiply this
+// one; each fragment operand pair is one 4-byte workgroup-memory load.
+Expected<kir::Kernel> genGemmMma(const GenInput& in) {
+  const KernelRequest& r = in.request;
+  const Schedule& s = r.schedule;
+  Product p(r, 0);
+  int64_t S = s.splits, chunk = gemmChunkKeys(s, p.k), count = p.count();
+  auto f = openKernel(in, S > 1 ? S * count : 0);
+  if (!f) return f.error();
+  Builder& b = f->b;
+  MatrixOp op = *matrixOpNamed(s.matrix);
+  const MatrixShape& shape = matrixShape(op);
+  Scalar ot = kir::mmaOperand(op);
+  int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WM = s.threadM, WN = s.threadN, W = s.vector;
+  int64_t WX = BN / WN, T = s.workgroupSize, FM = WM / shape.m, FN = WN / shape.n, SA = BK + kGemmMmaPad;
+  int32_t as = b.shared("a_tile", ot, BM * SA), bs = b.shared("b_tile", ot, BN * SA);
+  perWorkgroup(b, {p}, BM, BN, S, [&](size_t, V bi, V r0, V c0, V split) {
+    auto [aBase, bBase, oBase] = p.bases(b, bi);
+    V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
+    if (S > 1) oBase = b.add(oBase, b.mul(split, b.i32(count)));
+    V tid = b.local();
+    V warp = divBy(b, tid, 32), lane = remBy(b, tid, 32);
+    V wm = divBy(b, warp, WX), wn = remBy(b, warp, WX);
+    V g = divBy(b, lane, 4), t = remBy(b, lane, 4);
+    V zero = b.convert(b.f32(0), ot);
+    // One staged operand: run u of W elements is (row or column of the
+    // tile, key) for a run along K, or (key, column) for a plain b's run
+    // along N; its values wait in variables between load and deposit.
+    struct Staged {
+      std::vector<std::pair<V, V>> runs;
+      std::vector<V> active;
+      std::vector<int32_t> vals;
+    };
+    auto stage = [&](int64_t rows, bool alongK) {
+      Staged st;
+      int64_t per = alongK ? BK / W : rows / W, runs = rows * BK / W;
+      for (int64_t e0 = 0; e0 < runs; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
+        V major = divBy(b, e, per), minor = b.mul(remBy(b, e, per), b.i32(W));
+        st.runs.push_back(alongK ? std::pair{major, minor} : std::pair{minor, major});  // (row or column, key)
+        st.active.push_back(e0 + T <= runs ? b.boolean(true) : b.lt(e, b.i32(runs)));
+        for (int64_t x = 0; x < W; ++x) st.vals.push_back(b.var(ot, zero));
+      }
+      return st;
+    };
+    Staged sA = stage(BM, true), sB = stage(BN, p.transposed);
+    // Load the step at k0: a run is all in or all out of range (K, and N
+    // for a plain b, are multiples of W); an out-of-range one reads index 0
+    // and keeps zeros.
+    auto fetch = [&](V k0) {
+      for (size_t u = 0; u < sA.runs.size(); ++u) {
+        auto [i, kk] = sA.runs[u];
+        V row = b.add(r0, i), key = b.add(k0, kk);
+        V ok = b.binary(Opc::And, sA.active[u], b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(key, kHi)));
+        V at0 = b.select(ok, b.add(aBase, b.add(b.mul(row, b.i32(p.k)), key)), b.i32(0));
+        std::vector<V> v = b.loadVecStored(f->in[0], at0, W);
+        for (int64_t x = 0; x < W; ++x) b.set(sA.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
+      }
+      for (size_t u = 0; u < sB.runs.size(); ++u) {
+        auto [j, kk] = sB.runs[u];
+        V col = b.add(c0, j), key = b.add(k0, kk);
+        V ok = b.binary(Opc::And, sB.active[u], b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, kHi)));
+        std::vector<V> v = b.loadVecStored(f->in[1], b.select(ok, p.bAt(b, bBase, key, col), b.i32(0)), W);
+        for (int64_t x = 0; x < W; ++x) b.set(sB.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
+      }
+    };
+    // Tiles are row-major with K fastest: a's row i at i * SA, b's column j
+    // at j * SA. A plain b's run along N scatters over W columns.
+    auto deposit = [&](const Staged& st, int32_t tile, bool alongK) {
+      for (size_t u = 0; u < st.runs.size(); ++u) {
+        auto [row, kk] = st.runs[u];
+        b.ifThen(st.active[u], [&] {
+          std::vector<V> vals;
+          for (int64_t x = 0; x < W; ++x) vals.push_back(b.get(st.vals[u * size_t(W) + size_t(x)]));
+          if (alongK) return b.sharedStoreVec(tile, b.add(b.mul(row, b.i32(SA)), kk), vals);
+          for (int64_t x = 0; x < W; ++x)
+            b.sharedStore(tile, b.add(b.mul(b.add(row, b.i32(x)), b.i32(SA)), kk), vals[size_t(x)]);
+        });
+      }
+    };
+    std::vector<std::array<int32_t, 4>> acc;
+    for (int64_t i = 0; i < FM * FN; ++i) {
+      std::array<int32_t, 4> c{};
+      for (int32_t& x : c) x = b.var(Scalar::F32, b.f32(0));
+      acc.push_back(c);
+    }
+    // This lane's first element of its warp's A and B fragments, as
+    // kir::mmaA/mmaB place them: row g and key 2t of A, column g and key 2t
+    // of B; every other element is a constant offset from there, and
+    // neighbouring elements (e, e + 1) are neighbouring keys.
+    V aLane = b.add(b.mul(b.add(b.mul(wm, b.i32(WM)), g), b.i32(SA)), b.mul(t, b.i32(2)));
+    V bLane = b.add(b.mul(b.add(b.mul(wn, b.i32(WN)), g), b.i32(SA)), b.mul(t, b.i32(2)));
+    fetch(kLo);
+    b.forRange(kLo, kHi, BK, [&](V k0) {
+      deposit(sA, as, true);
+      deposit(sB, bs, p.transposed);
+      b.barrier();
+      fetch(b.add(k0, b.i32(BK)));  // the next step's loads fly while this one multiplies
+      for (int64_t ks = 0; ks < BK; ks += shape.k) {
+        std::vector<std::vector<V>> af(static_cast<size_t>(FM)), bf(static_cast<size_t>(FN));
+        for (int64_t fm = 0; fm < FM; ++fm)
+          for (int e = 0; e < shape.aRegs; e += 2) {
+            kir::RowCol rc = kir::mmaA(op, 0, e);
+            std::vector<V> pair = b.sharedLoadVec(as, b.add(aLane, b.i32((fm * 16 + rc.row) * SA + ks + rc.col)), 2);
+            af[size_t(fm)].insert(af[size_t(fm)].end(), pair.begin(), pair.end());
+          }
+        for (int64_t fn = 0; fn < FN; ++fn)
+          for (int e = 0; e < shape.bRegs; e += 2) {
+            kir::RowCol rc = kir::mmaB(op, 0, e);
+            std::vector<V> pair = b.sharedLoadVec(bs, b.add(bLane, b.i32((fn * 8 + rc.col) * SA + ks + rc.row)), 2);
+            bf[size_t(fn)].insert(bf[size_t(fn)].end(), pair.begin(), pair.end());
+          }
+        for (int64_t fm = 0; fm < FM; ++fm)
+          for (int64_t fn = 0; fn < FN; ++fn) {
+            std::array<int32_t, 4>& c = acc[size_t(fm * FN + fn)];
+            std::array<V, 4> d =
+                b.mma(op, af[size_t(fm)], bf[size_t(fn)], {b.get(c[0]), b.get(c[1]), b.get(c[2]), b.get(c[3])});
+            for (size_t e = 0; e < 4; ++e) b.set(c[e], d[e]);
+          }
+      }
+      b.barrier();
+    });
+    // Element e of fragment (fm, fn): row g + 8 (e / 2), column 2t + e % 2
+    // of the fragment (kir::mmaC).
+    V rowAt = b.add(r0, b.add(b.mul(wm, b.i32(WM)), g)), colAt = b.add(c0, b.add(b.mul(wn, b.i32(WN)), b.mul(t, b.i32(2))));
+    for (int64_t fm = 0; fm < FM; ++fm)
+      for (int64_t fn = 0; fn < FN; ++fn)
+        for (int e = 0; e < 4; ++e) {
+          kir::RowCol rc = kir::mmaC(0, e);
+          V row = b.add(rowAt, b.i32(fm * 16 + rc.row)), col = b.add(colAt, b.i32(fn * 8 + rc.col));
+          b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
+            b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(fm * FN + fn)][size_t(e)]));
+          });
+        }
+  });
+  return b.finish();
+}
+
 }  // namespace
 
 // A split gemm's sum: thread id adds element id of every chunk's partials,
@@ -388,6 +531,7 @@ Expected<kir::Kernel> genCombine(const GenInput& in) {
 Expected<kir::Kernel> genMatMul(const GenInput& in) {
   const std::string& kind = in.request.schedule.kind;
   if (kind == "gemm") return genGemm(in);
+  if (kind == "gemm-mma") return genGemmMma(in);
   if (kind == "matmul-combine") return genCombine(in);
   return genGemv(in);
 }

@@ -202,9 +202,15 @@ V Builder::load(int32_t buffer, V index) {
 }
 
 std::vector<V> Builder::loadVec(int32_t buffer, V index, int64_t width) {
+  std::vector<V> out = loadVecStored(buffer, index, width);
+  for (V& v : out) v = fromStorage(buffer, v);
+  return out;
+}
+
+std::vector<V> Builder::loadVecStored(int32_t buffer, V index, int64_t width) {
   assert(typeOf(index) == Scalar::I32);
   const Buffer& buf = k_.buffers[size_t(buffer)];
-  if (width == 1) return {load(buffer, index)};
+  if (width == 1) return {emit(Inst{Opc::Load, valueOf(buf.elem), {index}, buffer})};
   Inst vec{Opc::LoadVec, valueOf(buf.elem), {index}, buffer};
   vec.imm = width;
   V v = emit(std::move(vec));
@@ -212,7 +218,7 @@ std::vector<V> Builder::loadVec(int32_t buffer, V index, int64_t width) {
   for (int64_t i = 0; i < width; ++i) {
     Inst lane{Opc::Lane, valueOf(buf.elem), {v}};
     lane.imm = i;
-    out.push_back(fromStorage(buffer, emit(std::move(lane))));
+    out.push_back(emit(std::move(lane)));
   }
   return out;
 }

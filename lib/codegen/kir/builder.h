@@ -87,14 +87,18 @@ class Builder {
   // access (kir.h, LoadVec): index must be a multiple of width and width
   // elements at most 16 bytes; width 1 is a plain load.
   std::vector<V> loadVec(int32_t buffer, V index, int64_t width);
+  // The same elements as the buffer stores them (kir.h's value of the
+  // element: f16 and bf16 as themselves), for kernels that keep two-byte
+  // values, as a matrix op's operands.
+  std::vector<V> loadVecStored(int32_t buffer, V index, int64_t width);
   void store(int32_t buffer, V index, V value);  // value converted to the buffer's value type first
   V sharedLoad(int32_t array, V index);
   // Words index .. index + width - 1 of a workgroup array read at once
   // (kir.h, SharedLoadVec): index and the array's offset multiples of width
-  // (2 or 4); width 1 is a plain sharedLoad.
+  // (2, 4 or 8, at most 16 bytes); width 1 is a plain sharedLoad.
   std::vector<V> sharedLoadVec(int32_t array, V index, int64_t width);
   void sharedStore(int32_t array, V index, V value);
-  // values.size() (1, 2 or 4) consecutive words from index at once (kir.h,
+  // values.size() (1, 2, 4 or 8) consecutive words from index at once (kir.h,
   // SharedStoreVec), under sharedLoadVec's alignment rules.
   void sharedStoreVec(int32_t array, V index, const std::vector<V>& values);
 

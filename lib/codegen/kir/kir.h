@@ -20,9 +20,9 @@
 //    its load() and store() give and take f32 for every float dtype (the
 //    typed Load or Store with a Convert), so generators compute in f32.
 //  - f16 and bf16 are storage types: only Convert (to and from f32), Load,
-//    Store, LoadVec/Lane, Select and workgroup arrays (SharedLoad, SharedStore
-//    and their wide forms) take them; no arithmetic, compare, constant or
-//    variable does (the verifier refuses them). Convert f32 -> f16/bf16 rounds
+//    Store, LoadVec/Lane, Select, variables, workgroup arrays (SharedLoad,
+//    SharedStore and their wide forms) and Mma's operands take them; no
+//    arithmetic, compare or constant does (the verifier refuses them). Convert f32 -> f16/bf16 rounds
 //    to nearest even; NaN stays NaN (quiet, its sign kept), f16 overflows to
 //    an infinity from 65520 up and keeps its subnormals; f16/bf16 -> f32 is
 //    exact. A target without a two-byte type has it lowered before emission
@@ -63,14 +63,14 @@
 //    end in declaration order, each at the first byte offset past the one
 //    before that is a multiple of its element size (Kernel::sharedOffsets);
 //    Kernel::sharedBytes is where the last ends.
-//  - SharedLoadVec reads `imm` (2 or 4) consecutive elements of a workgroup
+//  - SharedLoadVec reads `imm` (2, 4 or 8) consecutive elements of a workgroup
 //    array from `index`, a multiple of imm, all at once: its Lanes give the
 //    elements as they were at the SharedLoadVec, whatever is stored after it.
 //    The access is at most 16 bytes and the array's byte offset is a
 //    multiple of its bytes, so with every array run starting 16-byte aligned
 //    it is one aligned wide load; a target without one (the SPIR-V writer)
 //    issues the imm scalar loads where the SharedLoadVec stands.
-//    SharedStoreVec is its store: imm (2 or 4) values into consecutive
+//    SharedStoreVec is its store: imm (2, 4 or 8) values into consecutive
 //    elements from `index`, under the same alignment rules.
 //  - Warps: threads 32w .. 32w + 31 of the workgroup are warp w, a thread's
 //    lane is its index % 32. Mma and ShuffleXor are executed by a whole

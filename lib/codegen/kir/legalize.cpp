@@ -24,6 +24,8 @@ class SpirvLowering {
       if (b.elem == Elem::BF16) b.elem = Elem::U16;
     for (Shared& s : k_.shared)
       if (s.type == Scalar::BF16) s.type = Scalar::I32;
+    for (Scalar& s : k_.vars)
+      if (s == Scalar::BF16) s = Scalar::I32;
     k_.body.items = block(k_.body.items);
   }
 

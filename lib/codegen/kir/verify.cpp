@@ -46,9 +46,6 @@ class Verifier {
     for (size_t i = 0; i < k_.shared.size(); ++i)
       if (k_.shared[i].type == Scalar::Bool)
         return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds bool");
-    for (size_t i = 0; i < k_.vars.size(); ++i)
-      if (isTwoByte(k_.vars[i]))
-        return error("variable " + std::to_string(i) + " holds " + scalarName(k_.vars[i]) + ", a storage type");
     if (!scoped(k_.body)) return err_;
     for (size_t v = 0; v < k_.insts.size(); ++v)
       if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % 32 != 0)
@@ -102,10 +99,11 @@ class Verifier {
   }
 
   // Operand counts, types and references of one instruction.
-  // A wide workgroup-memory access: width 2 or 4, at most 16 bytes, its
+  // A wide workgroup-memory access: width 2, 4 or 8, at most 16 bytes, its
   // array's byte offset a multiple of its bytes (kir.h, SharedLoadVec).
   bool wideShared(V v, const Inst& in) {
-    if (in.imm != 2 && in.imm != 4) return fail(v, "width " + std::to_string(in.imm) + " is not 2 or 4");
+    if (in.imm != 2 && in.imm != 4 && in.imm != 8)
+      return fail(v, "width " + std::to_string(in.imm) + " is not 2, 4 or 8");
     const Shared& s = k_.shared[size_t(in.ref)];
     int64_t bytes = in.imm * scalarBytes(s.type);
     if (bytes > 16)
@@ -200,7 +198,7 @@ class Verifier {
         return arity(v, in, 1) && ref(v, in, k_.shared.size(), "shared") && want(v, in, 0, Scalar::I32, "index") &&
                result(v, in, k_.shared[size_t(in.ref)].type) && wideShared(v, in);
       case Opc::SharedStoreVec: {
-        if (in.imm != 2 && in.imm != 4) return fail(v, "width " + std::to_string(in.imm) + " is not 2 or 4");
+        if (!wideShared(v, in)) return false;
         if (!arity(v, in, size_t(in.imm) + 1) || !ref(v, in, k_.shared.size(), "shared") ||
             !want(v, in, 0, Scalar::I32, "index"))
           return false;
