@@ -3,7 +3,9 @@
 # linear layer shape of Llama-3-8B with the weight in the checkpoint layout
 # W [N, K] and y = x . W^T written as the traced models write it (a
 # Transpose of the weight feeding the MatMul), once with f32 weights and once
-# with bf16 weights converted to f32 in the graph (x and y stay f32). The
+# with bf16 weights converted to f32 in the graph (x and y stay f32), and
+# once all in bf16 ("bf16c": x, W and y bf16, as `pootc trace --dtype bf16`
+# writes a layer; on a profile with a bf16 matrix op, the gemm-mma). The
 # shapes (N, K): q (q_proj, and o_proj, which has the same shape) 4096 x
 # 4096, kv (k_proj, v_proj) 1024 x 4096, gateup (gate_proj, up_proj)
 # 14336 x 4096, down (down_proj) 4096 x 14336, lmhead (lm_head)
@@ -13,7 +15,7 @@
 # Usage: bench/matmul/make_graphs.sh OUT_DIR
 # Trim the list with MATMUL_SHAPES (default "q kv gateup down lmhead"),
 # MATMUL_M (default "1 8 32 512 4096") and MATMUL_DTYPES (default
-# "f32 bf16"), e.g. MATMUL_M="1 512" MATMUL_SHAPES=q bench/matmul/make_graphs.sh /tmp/g
+# "f32 bf16"; "bf16c" is asked for by name), e.g. MATMUL_M="1 512" MATMUL_SHAPES=q bench/matmul/make_graphs.sh /tmp/g
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT_DIR" >&2
@@ -41,7 +43,7 @@ for s in $shapes; do
       {
         echo "# Llama-3-8B $what, M = $m: y = x . W^T with W [N, K] = [$n, $k] in $dt as stored."
         echo "graph matmul_${s}_m${m}_${dt}"
-        echo "input %x : f32[$m,$k]"
+        if [ "$dt" = bf16c ]; then echo "input %x : bf16[$m,$k]"; else echo "input %x : f32[$m,$k]"; fi
         case $dt in
           f32)
             echo "weight %w : f32[$n,$k]"
@@ -50,9 +52,12 @@ for s in $shapes; do
             echo "weight %w : bf16[$n,$k]"
             echo "%wf = Convert(%w) : f32[$n,$k]"
             echo "%wt = Transpose(%wf) {perm=[1, 0]} : f32[$k,$n]" ;;
-          *) echo "$0: unknown weight dtype '$dt' (known: f32 bf16)" >&2; exit 2 ;;
+          bf16c)
+            echo "weight %w : bf16[$n,$k]"
+            echo "%wt = Transpose(%w) {perm=[1, 0]} : bf16[$k,$n]" ;;
+          *) echo "$0: unknown weight dtype '$dt' (known: f32 bf16 bf16c)" >&2; exit 2 ;;
         esac
-        echo "%y = MatMul(%x, %wt) : f32[$m,$n]"
+        if [ "$dt" = bf16c ]; then echo "%y = MatMul(%x, %wt) : bf16[$m,$n]"; else echo "%y = MatMul(%x, %wt) : f32[$m,$n]"; fi
         echo "output %y"
       } >"$out/$name.pg"
       printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$m" "$n" "$k" "$dt" >>"$out/cases.tsv"

@@ -10,7 +10,7 @@ written.
 every case in PyTorch, then prints one table of the poot timings (TSV, as
 run_h200.sh writes them: name, backend, ms or -, steps, check) beside
 PyTorch's, and writes it as CSV when --csv is given. A CASE is
-NAME:M:N:K:DTYPE, DTYPE the weight's (f32 or bf16), as in make_graphs.sh's
+NAME:M:N:K:DTYPE, DTYPE the weight's (f32 or bf16; bf16c: x and y bf16 too), as in make_graphs.sh's
 cases.tsv. x is [M, K] f32 and w [N, K] (the checkpoint layout); each case is
 timed with CUDA events, median of 50 after 10 warm-up calls, the calls queued
 back to back (so the time includes what PyTorch spends launching when the
@@ -22,6 +22,7 @@ finds its weight in L2:
     w_bf16) (x converted to bf16 once, outside the timing: bf16 activations),
     and the f32-activation path of the poot graph, F.linear(x,
     w_bf16.float()) (the conversion of the weight inside the timing).
+  - bf16c (poot all in bf16): F.linear(x_bf16, w_bf16), the same product.
 Every case's tensors are freed before the next (the largest, lm_head in f32,
 is 2.1 GB a copy; no case holds more than a few GB).
 
@@ -74,8 +75,8 @@ def parse_case(text):
         case = {"name": name, "M": int(m), "N": int(n), "K": int(k), "dtype": dt}
     except ValueError:
         sys.exit(f"torch_bench.py: a case is NAME:M:N:K:DTYPE, not {text!r}")
-    if dt not in ("f32", "bf16"):
-        sys.exit(f"torch_bench.py: case {name}: weight dtype {dt!r} is not f32 or bf16")
+    if dt not in ("f32", "bf16", "bf16c"):
+        sys.exit(f"torch_bench.py: case {name}: weight dtype {dt!r} is not f32, bf16 or bf16c")
     return case
 
 
@@ -113,8 +114,9 @@ def time_torch(cases):
                 print(f"{name} torch F.linear(x_bf16, w_bf16): {res['torch']:.4f} ms ({copies} weight copies)",
                       flush=True)
                 del xb
-                res["torch_f32act"] = median_ms(lambda i: F.linear(x, ws[i % copies].float()))
-                print(f"{name} torch F.linear(x, w_bf16.float()): {res['torch_f32act']:.4f} ms", flush=True)
+                if dt == "bf16":  # bf16c: poot computes in bf16 too, F.linear(x_bf16, w_bf16) is the same product
+                    res["torch_f32act"] = median_ms(lambda i: F.linear(x, ws[i % copies].float()))
+                    print(f"{name} torch F.linear(x, w_bf16.float()): {res['torch_f32act']:.4f} ms", flush=True)
         except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
             print(f"{name} torch: failed: {str(e).splitlines()[0]}", flush=True)
         finally:

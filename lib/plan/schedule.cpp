@@ -242,15 +242,20 @@ constexpr int64_t kThreadsPerUnit = 1024;
 struct GemmTile {
   int64_t m, n, k, tm, tn;
   bool mma = false;  // tm x tn a warp (gemm-mma), else a thread (gemm)
+  int64_t fills = 0;  // the threads a workgroup counts as toward kThreadsPerUnit; 0: its own
   int64_t threads() const { return (m / tm) * (n / tn) * (mma ? 32 : 1); }
+  int64_t weight() const { return fills ? fills : threads(); }
   int64_t memory() const { return mma ? gemmMmaBytes(m, n, k) : (m + n + 2 * kGemmPad) * k * 4; }
 };
 constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4},
                                    {32, 64, 32, 4, 4},   {16, 64, 32, 2, 4},  {16, 16, 16, 2, 2}};
 // The gemm-mma tilings, largest first: eight warps (four for 16 rows) of
 // 64 x 32, 32 x 32 or 16 x 32 outputs each (their accumulators 64, 32 or
-// 16 f32 a thread), over a K step of 32 (two m16n8k16 steps).
-constexpr GemmTile kGemmMmaTiles[] = {{128, 128, 32, 64, 32, true},
+// 16 f32 a thread), over a K step of 32 (two m16n8k16 steps). The 128-row
+// tile is arithmetic-bound: one workgroup keeps a unit's matrix units busy,
+// so it counts as a unit's worth of threads and K splits only to give every
+// unit one (each split costs f32 partials and a combine).
+constexpr GemmTile kGemmMmaTiles[] = {{128, 128, 32, 64, 32, true, kThreadsPerUnit},
                                       {64, 128, 32, 32, 32, true},
                                       {32, 128, 32, 16, 32, true},
                                       {16, 128, 32, 16, 32, true}};
@@ -340,7 +345,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
       if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes || t.m > tallest) continue;
       pick = &t;
       workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
-      while (isFloat(a) && workgroups * splits * t.threads() < d.compute_units * kThreadsPerUnit &&
+      while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
              splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2))
         splits *= 2;
       if (workgroups * splits >= d.compute_units) break;

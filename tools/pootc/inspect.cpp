@@ -72,7 +72,7 @@ Plan toPlan(rt::PlanFile f) {
     const rt::Schedule& s = k.request.schedule;
     KernelRequest r{k.request.op, k.request.operands, k.request.results, k.request.attrs,
                     Schedule{s.kind, s.lanes, s.splits, s.workgroupSize, s.workgroupMemory, s.kLanes, s.unroll,
-                             s.vector, s.tileM, s.tileN, s.tileK, s.threadM, s.threadN}};
+                             s.vector, s.tileM, s.tileN, s.tileK, s.threadM, s.threadN, s.matrix}};
     p.kernels.push_back(Kernel{k.entry, std::move(r), std::move(k.blob)});
   }
   // A fused kernel's steps are not in the file: they are its group's
