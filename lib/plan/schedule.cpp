@@ -249,16 +249,22 @@ struct GemmTile {
 };
 constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4},
                                    {32, 64, 32, 4, 4},   {16, 64, 32, 2, 4},  {16, 16, 16, 2, 2}};
-// The gemm-mma tilings, largest first: eight warps (four for 16 rows) of
-// 64 x 32, 32 x 32 or 16 x 32 outputs each (their accumulators 64, 32 or
-// 16 f32 a thread), over a K step of 32 (two m16n8k16 steps). The 128-row
-// tile is arithmetic-bound: one workgroup keeps a unit's matrix units busy,
-// so it counts as a unit's worth of threads and K splits only to give every
-// unit one (each split costs f32 partials and a combine).
-constexpr GemmTile kGemmMmaTiles[] = {{128, 128, 32, 64, 32, true, kThreadsPerUnit},
-                                      {64, 128, 32, 32, 32, true},
-                                      {32, 128, 32, 16, 32, true},
-                                      {16, 128, 32, 16, 32, true}};
+// The gemm-mma tilings, largest first, over a K step of 64 (four m16n8k16
+// steps a barrier): 128 rows in warps of 64 x 64 outputs (128 f32
+// accumulators a thread), eight or four of them; fewer rows in eight warps
+// of 32 x 32 or 16 x 32 (four for 16 rows). On the H200 (bench/matmul
+// NOTES, session 16) the 64 x 64 warps and the K step of 64 each gained
+// about a fifth over 64 x 32 and 32 (warp tiles of 64 x 32, and K steps of
+// 32, spend more of workgroup memory's bandwidth and more barriers a
+// product). The 128-row tiles are arithmetic-bound: one workgroup keeps a
+// unit's matrix units busy, so it counts as a unit's worth of threads and K
+// splits only to give every unit one (each split costs f32 partials and a
+// combine).
+constexpr GemmTile kGemmMmaTiles[] = {{128, 256, 64, 64, 64, true, kThreadsPerUnit},
+                                      {128, 128, 64, 64, 64, true, kThreadsPerUnit},
+                                      {64, 128, 64, 32, 32, true},
+                                      {32, 128, 64, 16, 32, true},
+                                      {16, 128, 64, 16, 32, true}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every
 // row of a and b (and so every run) aligned to it; 1 for a plain b, whose

@@ -229,8 +229,8 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
     int64_t splits;
   };
   for (const char* t : {"bf16", "f16"})
-    for (Mma c : {Mma{130, 72, 136, 1, "128x128", 1}, Mma{40, 40, 23, 1, "64x128", 1}, Mma{20, 200, 9, 1, "32x128", 1},
-                  Mma{17, 2100, 130, 8, "32x128", 4}, Mma{16, 45, 7, 132, "16x128", 1}}) {
+    for (Mma c : {Mma{130, 72, 260, 1, "128x256", 1}, Mma{130, 72, 136, 3, "128x128", 1}, Mma{40, 40, 23, 1, "64x128", 1},
+                  Mma{20, 200, 9, 1, "32x128", 1}, Mma{17, 2100, 130, 8, "32x128", 4}, Mma{16, 45, 7, 132, "16x128", 1}}) {
       CAPTURE(t);
       CAPTURE(c.m);
       d.compute_units = c.units;
