@@ -770,7 +770,8 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
       return errorOf(verify(k));
     };
     CHECK(kernel(2, 4) == "kernel svec: %1 (shared.load.vec): shared 1 (tile) starts at byte 8, not a multiple of 16");
-    CHECK(kernel(4, 8) == "kernel svec: %1 (shared.load.vec): width 8 is not 2 or 4");
+    CHECK(kernel(4, 8) == "kernel svec: %1 (shared.load.vec): 8 f32 elements are more than 16 bytes");
+    CHECK(kernel(4, 3) == "kernel svec: %1 (shared.load.vec): width 3 is not 2, 4 or 8");
     // A wide store takes its width's values.
     Builder st("svec", 1, 1);
     st.shared("tile", Scalar::F32, 16);
