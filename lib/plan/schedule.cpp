@@ -245,7 +245,7 @@ struct GemmTile {
   int64_t fills = 0;  // the threads a workgroup counts as toward kThreadsPerUnit; 0: its own
   int64_t threads() const { return (m / tm) * (n / tn) * (mma ? 32 : 1); }
   int64_t weight() const { return fills ? fills : threads(); }
-  int64_t memory() const { return mma ? gemmMmaBytes(m, n, k) : (m + n + 2 * kGemmPad) * k * 4; }
+  int64_t memory(int64_t stages = 1) const { return mma ? gemmMmaBytes(m, n, k, stages) : (m + n + 2 * kGemmPad) * k * 4; }
 };
 constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4},
                                    {32, 64, 32, 4, 4},   {16, 64, 32, 2, 4},  {16, 16, 16, 2, 2}};
@@ -346,9 +346,10 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
       if (!op && matrixShape(o).operand == a && matrixShape(o).k == 16) op = o;
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
+  int64_t mmaVector = gemmMmaVector(k, n, transposedB, b), stages = gemmMmaStages(mmaVector, transposedB);
   auto pickFrom = [&](auto& tiles) {
     for (const GemmTile& t : tiles) {
-      if (t.threads() > d.max_workgroup_size || t.memory() > d.workgroup_memory_bytes || t.m > tallest) continue;
+      if (t.threads() > d.max_workgroup_size || t.memory(stages) > d.workgroup_memory_bytes || t.m > tallest) continue;
       pick = &t;
       workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
       while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
@@ -363,9 +364,9 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
                     " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  Schedule s{pick->mma ? "gemm-mma" : "gemm", 0, splits, pick->threads(), pick->memory()};
+  Schedule s{pick->mma ? "gemm-mma" : "gemm", 0, splits, pick->threads(), pick->memory(pick->mma ? stages : 1)};
   s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
-  s.vector = pick->mma ? gemmMmaVector(k, n, transposedB, b) : vectorOf(k, transposedB, b);
+  s.vector = pick->mma ? mmaVector : vectorOf(k, transposedB, b);
   if (pick->mma) s.matrix = matrixShape(*op).name;
   std::string why = str(m) + " rows" + (pick->mma ? std::string(" of ") + dtypeName(a) + " on " + s.matrix : "") +
                     ": the largest tile no taller than " + str(tallest) + " rows giving " + str(d.compute_units) +
@@ -384,7 +385,11 @@ int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std:
   return batch * ceilDiv(m, rows) * blocks * (tiled ? s.splits : 1);
 }
 
-int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK) { return (tileM + tileN) * (tileK + kGemmMmaPad) * 2; }
+int64_t gemmMmaStages(int64_t vector, bool transposedB) { return transposedB && vector == 8 ? kGemmMmaStages : 1; }
+
+int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages) {
+  return stages * (tileM + tileN) * (tileK + kGemmMmaPad) * 2;
+}
 
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t) {
   int64_t v = 16 / dtypeBytes(t);

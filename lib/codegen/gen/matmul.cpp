@@ -369,10 +369,14 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
 // The gemm on matrix units (gemm-mma): warp (wm, wn) of the workgroup owns
 // rows wm * threadM .. and columns wn * threadN .. of its block, as FM x FN
 // fragments of 16 x 8 (kir.h's m16n8k16 layouts). For each tileK step the
-// threads stage a (rows of tileK keys) and b (columns of tileK keys) in
+// a tile (rows of tileK keys) and the b tile (columns of tileK keys) are in
 // workgroup memory as the two-byte values they are, out-of-range elements
-// 0, loading the next step's into variables while the warps multiply this
-// one; each fragment operand pair is one 4-byte workgroup-memory load.
+// 0, and each fragment operand pair is one 4-byte workgroup-memory load.
+// With stages > 1 (gemmMmaStages: every run 16 bytes along K) each step's
+// tiles are copied asynchronously into one of the stage buffers, the copies
+// of the next stages - 1 steps in flight while the warps multiply this one;
+// else the threads load the next step's runs into variables while the warps
+// multiply, and store them into the one buffer after.
 Expected<kir::Kernel> genGemmMma(const GenInput& in) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
@@ -386,7 +390,8 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in) {
   Scalar ot = kir::mmaOperand(op);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WM = s.threadM, WN = s.threadN, W = s.vector;
   int64_t WX = BN / WN, T = s.workgroupSize, FM = WM / shape.m, FN = WN / shape.n, SA = BK + kGemmMmaPad;
-  int32_t as = b.shared("a_tile", ot, BM * SA), bs = b.shared("b_tile", ot, BN * SA);
+  int64_t ST = gemmMmaStages(W, p.transposed);
+  int32_t as = b.shared("a_tile", ot, ST * BM * SA), bs = b.shared("b_tile", ot, ST * BN * SA);
   perWorkgroup(b, {p}, BM, BN, S, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase] = p.bases(b, bi);
     V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
@@ -396,60 +401,42 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in) {
     V wm = divBy(b, warp, WX), wn = remBy(b, warp, WX);
     V g = divBy(b, lane, 4), t = remBy(b, lane, 4);
     V zero = b.convert(b.f32(0), ot);
-    // One staged operand: run u of W elements is (row or column of the
+    // The runs a thread moves: run u of W elements is (row or column of the
     // tile, key) for a run along K, or (key, column) for a plain b's run
-    // along N; its values wait in variables between load and deposit.
-    struct Staged {
-      std::vector<std::pair<V, V>> runs;
+    // along N; a run is all in or all out of range (K, and N for a plain b,
+    // are multiples of W).
+    struct Runs {
+      std::vector<std::pair<V, V>> at;
       std::vector<V> active;
-      std::vector<int32_t> vals;
+      std::vector<int32_t> vals;  // the register path's values between load and deposit
     };
-    auto stage = [&](int64_t rows, bool alongK) {
-      Staged st;
+    auto runsOf = [&](int64_t rows, bool alongK) {
+      Runs st;
       int64_t per = alongK ? BK / W : rows / W, runs = rows * BK / W;
       for (int64_t e0 = 0; e0 < runs; e0 += T) {
         V e = b.add(tid, b.i32(e0));
         V major = divBy(b, e, per), minor = b.mul(remBy(b, e, per), b.i32(W));
-        st.runs.push_back(alongK ? std::pair{major, minor} : std::pair{minor, major});  // (row or column, key)
+        st.at.push_back(alongK ? std::pair{major, minor} : std::pair{minor, major});  // (row or column, key)
         st.active.push_back(e0 + T <= runs ? b.boolean(true) : b.lt(e, b.i32(runs)));
-        for (int64_t x = 0; x < W; ++x) st.vals.push_back(b.var(ot, zero));
+        if (ST == 1)
+          for (int64_t x = 0; x < W; ++x) st.vals.push_back(b.var(ot, zero));
       }
       return st;
     };
-    Staged sA = stage(BM, true), sB = stage(BN, p.transposed);
-    // Load the step at k0: a run is all in or all out of range (K, and N
-    // for a plain b, are multiples of W); an out-of-range one reads index 0
-    // and keeps zeros.
-    auto fetch = [&](V k0) {
-      for (size_t u = 0; u < sA.runs.size(); ++u) {
-        auto [i, kk] = sA.runs[u];
-        V row = b.add(r0, i), key = b.add(k0, kk);
-        V ok = b.binary(Opc::And, sA.active[u], b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(key, kHi)));
-        V at0 = b.select(ok, b.add(aBase, b.add(b.mul(row, b.i32(p.k)), key)), b.i32(0));
-        std::vector<V> v = b.loadVecStored(f->in[0], at0, W);
-        for (int64_t x = 0; x < W; ++x) b.set(sA.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
-      }
-      for (size_t u = 0; u < sB.runs.size(); ++u) {
-        auto [j, kk] = sB.runs[u];
-        V col = b.add(c0, j), key = b.add(k0, kk);
-        V ok = b.binary(Opc::And, sB.active[u], b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, kHi)));
-        std::vector<V> v = b.loadVecStored(f->in[1], b.select(ok, p.bAt(b, bBase, key, col), b.i32(0)), W);
-        for (int64_t x = 0; x < W; ++x) b.set(sB.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
-      }
+    Runs rA = runsOf(BM, true), rB = runsOf(BN, p.transposed);
+    // Run u's source index at step k0 (index 0 when out of range) and
+    // whether it is in range.
+    auto sourceA = [&](size_t u, V k0) {
+      auto [i, kk] = rA.at[u];
+      V row = b.add(r0, i), key = b.add(k0, kk);
+      V ok = b.binary(Opc::And, rA.active[u], b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(key, kHi)));
+      return std::pair{b.select(ok, b.add(aBase, b.add(b.mul(row, b.i32(p.k)), key)), b.i32(0)), ok};
     };
-    // Tiles are row-major with K fastest: a's row i at i * SA, b's column j
-    // at j * SA. A plain b's run along N scatters over W columns.
-    auto deposit = [&](const Staged& st, int32_t tile, bool alongK) {
-      for (size_t u = 0; u < st.runs.size(); ++u) {
-        auto [row, kk] = st.runs[u];
-        b.ifThen(st.active[u], [&] {
-          std::vector<V> vals;
-          for (int64_t x = 0; x < W; ++x) vals.push_back(b.get(st.vals[u * size_t(W) + size_t(x)]));
-          if (alongK) return b.sharedStoreVec(tile, b.add(b.mul(row, b.i32(SA)), kk), vals);
-          for (int64_t x = 0; x < W; ++x)
-            b.sharedStore(tile, b.add(b.mul(b.add(row, b.i32(x)), b.i32(SA)), kk), vals[size_t(x)]);
-        });
-      }
+    auto sourceB = [&](size_t u, V k0) {
+      auto [j, kk] = rB.at[u];
+      V col = b.add(c0, j), key = b.add(k0, kk);
+      V ok = b.binary(Opc::And, rB.active[u], b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, kHi)));
+      return std::pair{b.select(ok, p.bAt(b, bBase, key, col), b.i32(0)), ok};
     };
     std::vector<std::array<int32_t, 4>> acc;
     for (int64_t i = 0; i < FM * FN; ++i) {
@@ -460,27 +447,24 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in) {
     // This lane's first element of its warp's A and B fragments, as
     // kir::mmaA/mmaB place them: row g and key 2t of A, column g and key 2t
     // of B; every other element is a constant offset from there, and
-    // neighbouring elements (e, e + 1) are neighbouring keys.
+    // neighbouring elements (e, e + 1) are neighbouring keys. Tiles are
+    // row-major with K fastest: a's row i at i * SA, b's column j at j * SA.
     V aLane = b.add(b.mul(b.add(b.mul(wm, b.i32(WM)), g), b.i32(SA)), b.mul(t, b.i32(2)));
     V bLane = b.add(b.mul(b.add(b.mul(wn, b.i32(WN)), g), b.i32(SA)), b.mul(t, b.i32(2)));
-    fetch(kLo);
-    b.forRange(kLo, kHi, BK, [&](V k0) {
-      deposit(sA, as, true);
-      deposit(sB, bs, p.transposed);
-      b.barrier();
-      fetch(b.add(k0, b.i32(BK)));  // the next step's loads fly while this one multiplies
+    // The warps' products of one step, from the stage buffers at aAt, bAt.
+    auto multiply = [&](V aAt, V bAt) {
       for (int64_t ks = 0; ks < BK; ks += shape.k) {
         std::vector<std::vector<V>> af(static_cast<size_t>(FM)), bf(static_cast<size_t>(FN));
         for (int64_t fm = 0; fm < FM; ++fm)
           for (int e = 0; e < shape.aRegs; e += 2) {
             kir::RowCol rc = kir::mmaA(op, 0, e);
-            std::vector<V> pair = b.sharedLoadVec(as, b.add(aLane, b.i32((fm * 16 + rc.row) * SA + ks + rc.col)), 2);
+            std::vector<V> pair = b.sharedLoadVec(as, b.add(aAt, b.i32((fm * 16 + rc.row) * SA + ks + rc.col)), 2);
             af[size_t(fm)].insert(af[size_t(fm)].end(), pair.begin(), pair.end());
           }
         for (int64_t fn = 0; fn < FN; ++fn)
           for (int e = 0; e < shape.bRegs; e += 2) {
             kir::RowCol rc = kir::mmaB(op, 0, e);
-            std::vector<V> pair = b.sharedLoadVec(bs, b.add(bLane, b.i32((fn * 8 + rc.col) * SA + ks + rc.row)), 2);
+            std::vector<V> pair = b.sharedLoadVec(bs, b.add(bAt, b.i32((fn * 8 + rc.col) * SA + ks + rc.row)), 2);
             bf[size_t(fn)].insert(bf[size_t(fn)].end(), pair.begin(), pair.end());
           }
         for (int64_t fm = 0; fm < FM; ++fm)
@@ -491,8 +475,69 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in) {
             for (size_t e = 0; e < 4; ++e) b.set(c[e], d[e]);
           }
       }
-      b.barrier();
-    });
+    };
+    if (ST > 1) {
+      // Step k0's copies into stage `stage`, as one group.
+      auto issue = [&](V stage, V k0) {
+        V aOff = b.mul(stage, b.i32(BM * SA)), bOff = b.mul(stage, b.i32(BN * SA));
+        for (size_t u = 0; u < rA.at.size(); ++u)
+          b.ifThen(rA.active[u], [&] {
+            auto [src, ok] = sourceA(u, k0);
+            b.copyAsync(f->in[0], src, as, b.add(aOff, b.add(b.mul(rA.at[u].first, b.i32(SA)), rA.at[u].second)), ok);
+          });
+        for (size_t u = 0; u < rB.at.size(); ++u)
+          b.ifThen(rB.active[u], [&] {
+            auto [src, ok] = sourceB(u, k0);
+            b.copyAsync(f->in[1], src, bs, b.add(bOff, b.add(b.mul(rB.at[u].first, b.i32(SA)), rB.at[u].second)), ok);
+          });
+        b.asyncCommit();
+      };
+      for (int64_t st = 0; st + 1 < ST; ++st) issue(b.i32(st), b.add(kLo, b.i32(st * BK)));
+      b.forRange(kLo, kHi, BK, [&](V k0) {
+        V step = divBy(b, b.sub(k0, kLo), BK);
+        b.asyncWait(ST - 2);  // this step's group has landed, for this thread
+        b.barrier();          // for every thread; and every warp is done with the step before
+        issue(remBy(b, b.add(step, b.i32(ST - 1)), ST), b.add(k0, b.i32((ST - 1) * BK)));
+        V stage = remBy(b, step, ST);
+        multiply(b.add(aLane, b.mul(stage, b.i32(BM * SA))), b.add(bLane, b.mul(stage, b.i32(BN * SA))));
+      });
+      b.asyncWait(0);  // the copies past the last step (zeros) land before the end
+    } else {
+      auto fetch = [&](V k0) {
+        for (size_t u = 0; u < rA.at.size(); ++u) {
+          auto [src, ok] = sourceA(u, k0);
+          std::vector<V> v = b.loadVecStored(f->in[0], src, W);
+          for (int64_t x = 0; x < W; ++x) b.set(rA.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
+        }
+        for (size_t u = 0; u < rB.at.size(); ++u) {
+          auto [src, ok] = sourceB(u, k0);
+          std::vector<V> v = b.loadVecStored(f->in[1], src, W);
+          for (int64_t x = 0; x < W; ++x) b.set(rB.vals[u * size_t(W) + size_t(x)], b.select(ok, v[size_t(x)], zero));
+        }
+      };
+      // A plain b's run along N scatters over W columns.
+      auto deposit = [&](const Runs& st, int32_t tile, bool alongK) {
+        for (size_t u = 0; u < st.at.size(); ++u) {
+          auto [row, kk] = st.at[u];
+          b.ifThen(st.active[u], [&] {
+            std::vector<V> vals;
+            for (int64_t x = 0; x < W; ++x) vals.push_back(b.get(st.vals[u * size_t(W) + size_t(x)]));
+            if (alongK) return b.sharedStoreVec(tile, b.add(b.mul(row, b.i32(SA)), kk), vals);
+            for (int64_t x = 0; x < W; ++x)
+              b.sharedStore(tile, b.add(b.mul(b.add(row, b.i32(x)), b.i32(SA)), kk), vals[size_t(x)]);
+          });
+        }
+      };
+      fetch(kLo);
+      b.forRange(kLo, kHi, BK, [&](V k0) {
+        deposit(rA, as, true);
+        deposit(rB, bs, p.transposed);
+        b.barrier();
+        fetch(b.add(k0, b.i32(BK)));  // the next step's loads fly while this one multiplies
+        multiply(aLane, bLane);
+        b.barrier();
+      });
+    }
     // Element e of fragment (fm, fn): row g + 8 (e / 2), column 2t + e % 2
     // of the fragment (kir::mmaC).
     V rowAt = b.add(r0, b.add(b.mul(wm, b.i32(WM)), g)), colAt = b.add(c0, b.add(b.mul(wn, b.i32(WN)), b.mul(t, b.i32(2))));

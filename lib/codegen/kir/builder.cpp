@@ -316,6 +316,21 @@ void Builder::ifElse(V cond, const std::function<void()>& then, const std::funct
 
 void Builder::barrier() { emit(Inst{Opc::Barrier}); }
 
+void Builder::copyAsync(int32_t buffer, V gindex, int32_t array, V sindex, V ok) {
+  assert(typeOf(gindex) == Scalar::I32 && typeOf(sindex) == Scalar::I32 && typeOf(ok) == Scalar::Bool);
+  Inst c{Opc::CopyAsync, Scalar::I32, {gindex, sindex, ok}, buffer};
+  c.imm = array;
+  emit(std::move(c));
+}
+
+void Builder::asyncCommit() { emit(Inst{Opc::AsyncCommit}); }
+
+void Builder::asyncWait(int64_t pending) {
+  Inst w{Opc::AsyncWait};
+  w.imm = pending;
+  emit(std::move(w));
+}
+
 Kernel Builder::finish() {
   assert(open_.empty());
   return std::move(k_);

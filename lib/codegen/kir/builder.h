@@ -112,6 +112,14 @@ class Builder {
   // (truncated toward zero; NaN stays NaN, an infinity stays infinite).
   V toTf32(V x);
 
+  // Asynchronous copies (kir.h): 16 bytes of `buffer` from element gindex
+  // into workgroup array `array` from element sindex, or zeros where ok is
+  // false; the commit closes the thread's group, the wait leaves at most
+  // `pending` closed groups unfinished.
+  void copyAsync(int32_t buffer, V gindex, int32_t array, V sindex, V ok);
+  void asyncCommit();
+  void asyncWait(int64_t pending);
+
   int32_t var(Scalar type, V init);
   V get(int32_t var);
   void set(int32_t var, V value);

@@ -26,6 +26,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <type_traits>
 #include <unordered_map>
@@ -93,6 +94,11 @@ class Machine {
         for (auto& s : shared_) std::fill(s.begin(), s.end(), uint8_t(0xff));
         std::fill(masks_[0].begin(), masks_[0].end(), 1);
         if (!block(k_.body, 0)) return err_;
+        for (size_t t = 0; t < w_; ++t)
+          if (!open_[t].empty() || !closed_[t].empty())
+            return makeError(ErrorKind::Verify, {},
+                             "kernel " + k_.entry + ": thread " + std::to_string(t) + " of workgroup (" +
+                                 std::to_string(gx) + ", " + std::to_string(gy) + ") ends with copies not waited for");
       }
     return ok();
   }
@@ -359,6 +365,36 @@ class Machine {
     return true;
   }
 
+  // Each active thread's copy: its 16 source bytes (or zeros) read now,
+  // landing in workgroup memory at the wait that finishes its group.
+  bool copyAsync(const uint8_t* m, V v, const Inst& in) {
+    const Buffer& b = k_.buffers[size_t(in.ref)];
+    const std::vector<uint8_t>& src = *bufs_[size_t(in.ref)];
+    const Shared& s = k_.shared[size_t(in.imm)];
+    int64_t sz = elemBytes(b.elem), n = 16 / sz;
+    const uint64_t *g = lanes(in.args[0]), *si = lanes(in.args[1]), *ok = lanes(in.args[2]);
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      Copy c{size_t(in.imm), 0, {}};
+      int64_t j = get<int32_t>(si[t]);
+      if (j < 0 || j + n > s.elems || j % n != 0)
+        return fail(v, int64_t(t),
+                    "elements [" + std::to_string(j) + ", " + std::to_string(j + n) + ") are not an aligned run in [0, " +
+                        std::to_string(s.elems) + ") of shared " + std::to_string(in.imm) + " (" + s.name + ")");
+      c.at = size_t(j * sz);
+      if (ok[t] & 1) {
+        int64_t i = get<int32_t>(g[t]);
+        if (i < 0 || i + n > b.elems || (i + n) * sz > int64_t(src.size()) || i % n != 0)
+          return fail(v, int64_t(t),
+                      "elements [" + std::to_string(i) + ", " + std::to_string(i + n) + ") are not an aligned run in [0, " +
+                          std::to_string(b.elems) + ") of buffer " + std::to_string(in.ref) + " (" + b.name + ")");
+        std::memcpy(c.bytes, src.data() + size_t(i * sz), 16);
+      }
+      open_[t].push_back(c);
+    }
+    return true;
+  }
+
   // A ShuffleXor or Mma, warp by warp.
   bool warp(const uint8_t* m, V v, const Inst& in) {
     for (size_t w0 = 0; w0 < w_; w0 += 32) {
@@ -609,6 +645,20 @@ class Machine {
         case Opc::If:
           if (!branch(in, depth)) return false;
           break;
+        case Opc::CopyAsync:
+          if (!copyAsync(m, v, in)) return false;
+          break;
+        case Opc::AsyncCommit:
+          for (size_t t = 0; t < w_; ++t)
+            if (m[t]) closed_[t].push_back(std::move(open_[t])), open_[t].clear();
+          break;
+        case Opc::AsyncWait:
+          for (size_t t = 0; t < w_; ++t)
+            while (m[t] && closed_[t].size() > size_t(in.imm)) {
+              for (const Copy& c : closed_[t].front()) std::memcpy(shared_[c.array].data() + c.at, c.bytes, 16);
+              closed_[t].pop_front();
+            }
+          break;
         case Opc::Barrier: {
           size_t n = size_t(std::count(m, m + w_, uint8_t(1)));
           if (n != w_)
@@ -631,6 +681,14 @@ class Machine {
   std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
   std::vector<std::vector<uint8_t>> shared_;  // each workgroup array's bytes
   std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's elements or an Mma's elements: e of thread t at [e * w_ + t]
+  // Each thread's asynchronous copies: its open group, and its closed groups
+  // oldest first.
+  struct Copy {
+    size_t array, at;      // destination: workgroup array and byte offset
+    uint8_t bytes[16];     // the source's bytes, or zeros
+  };
+  std::vector<std::vector<Copy>> open_ = std::vector<std::vector<Copy>>(w_);
+  std::vector<std::deque<std::vector<Copy>>> closed_ = std::vector<std::deque<std::vector<Copy>>>(w_);
   int32_t gx_ = 0, gy_ = 0;
   Error err_{ErrorKind::Verify, {}, ""};
 };

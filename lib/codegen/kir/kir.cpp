@@ -69,7 +69,7 @@ const char* opcName(Opc o) {
       "const", "group.x", "group.y", "local", "add", "sub", "mul", "div", "rem", "min", "max", "pow",
       "and", "or", "xor", "shl", "shr.a", "shr.l", "neg", "not", "abs", "exp", "log", "sqrt", "rsqrt",
       "tanh", "sin", "cos", "floor", "lt", "le", "gt", "ge", "eq", "ne", "select", "fma", "convert", "bitcast",
-      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "mma", "get", "set", "for", "if", "barrier"};
+      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "mma", "copy.async", "async.commit", "async.wait", "get", "set", "for", "if", "barrier"};
   static_assert(sizeof names / sizeof names[0] == size_t(Opc::Barrier) + 1);
   return names[size_t(o)];
 }

@@ -92,6 +92,20 @@
 //    (the interpreter adds in double and rounds once): within 2^-19 of the
 //    sum of |C[i][j]| and the products' magnitudes, every shape.
 //    NaN and infinities propagate as IEEE arithmetic over the products would.
+//  - CopyAsync(gindex, sindex, ok), ref a read-only buffer and imm a
+//    workgroup array whose elements are the buffer's value type: starts a
+//    copy of 16 bytes from the buffer's element gindex to the array's element
+//    sindex (each index a multiple of 16 bytes' elements, the array's byte
+//    offset a multiple of 16), or of 16 zero bytes where ok is false (then
+//    gindex is not read). The copy joins the thread's open group;
+//    AsyncCommit closes that group. AsyncWait (imm n) waits until at most n
+//    of the thread's closed groups are unfinished: the others' bytes are then
+//    in workgroup memory for this thread, and for every thread after a
+//    Barrier that follows the waits. Until then a destination holds
+//    unspecified bytes, and every copy is waited for before the kernel ends.
+//    (PTX's cp.async.cg with a source size, sm_80; the interpreter lands a
+//    group's bytes at the wait that finishes it, and stops on a kernel that
+//    ends with copies unwaited.)
 #pragma once
 
 #include <cstdint>
@@ -137,6 +151,9 @@ enum class Opc : uint8_t {
   SharedStoreVec,                 // (index, imm values) into consecutive elements of shared[ref]
   ShuffleXor,                     // (x) -> x of lane (lane ^ imm) of the warp
   Mma,                            // (a..., b..., c0..c3), ref a MatrixOp; read only by Lane 0..3
+  CopyAsync,                      // (gindex, sindex, ok): 16 bytes of buffers[ref] into shared[imm]
+  AsyncCommit,                    // closes the thread's open group of copies
+  AsyncWait,                      // until at most imm of the thread's closed groups are unfinished
   GetVar,                         // () -> vars[ref]
   SetVar,                         // (value) into vars[ref]
   For,                            // (lo, hi), step imm > 0; body; its id is i (i32)

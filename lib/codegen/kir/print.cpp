@@ -88,6 +88,11 @@ class Printer {
                std::to_string(in.imm) + " {";
       case Opc::If: return "if " + args(in, 0) + " {";
       case Opc::Barrier: return "barrier";
+      case Opc::CopyAsync:
+        return "copy.async s" + std::to_string(in.imm) + "[" + val(in.args.at(1)) + "] <- b" + std::to_string(in.ref) + ref +
+               " if " + val(in.args.at(2));
+      case Opc::AsyncCommit: return "async.commit";
+      case Opc::AsyncWait: return "async.wait " + std::to_string(in.imm);
       case Opc::ShuffleXor: return def + "shuffle.xor " + args(in, 0) + " ^ " + std::to_string(in.imm) + typed;
       default: {
         std::string a = args(in, 0);

@@ -21,7 +21,7 @@ namespace {
 
 bool isStatement(Opc op) {
   return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::SetVar || op == Opc::If ||
-         op == Opc::Barrier;
+         op == Opc::Barrier || op == Opc::CopyAsync || op == Opc::AsyncCommit || op == Opc::AsyncWait;
 }
 
 bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::Mma; }
@@ -241,6 +241,26 @@ class Verifier {
         return fail(v, "step " + std::to_string(in.imm) + " is not positive");
       case Opc::If: return arity(v, in, 1) && want(v, in, 0, Scalar::Bool, "condition");
       case Opc::Barrier: return arity(v, in, 0);
+      case Opc::AsyncCommit: return arity(v, in, 0);
+      case Opc::AsyncWait:
+        if (!arity(v, in, 0)) return false;
+        if (in.imm >= 0) return true;
+        return fail(v, "waits for " + std::to_string(in.imm) + " pending groups");
+      case Opc::CopyAsync: {
+        if (!arity(v, in, 3) || !ref(v, in, k_.buffers.size(), "buffer") || !want(v, in, 0, Scalar::I32, "index") ||
+            !want(v, in, 1, Scalar::I32, "shared index") || !want(v, in, 2, Scalar::Bool, "condition"))
+          return false;
+        const Buffer& b = k_.buffers[size_t(in.ref)];
+        if (b.written) return fail(v, "copies from buffer " + std::to_string(in.ref) + " (" + b.name + "), which is written");
+        if (in.imm < 0 || size_t(in.imm) >= k_.shared.size())
+          return fail(v, "shared " + std::to_string(in.imm) + " out of range (" + std::to_string(k_.shared.size()) + ")");
+        const Shared& s = k_.shared[size_t(in.imm)];
+        if (s.type != valueOf(b.elem))
+          return fail(v, "copies " + std::string(elemName(b.elem)) + " into shared " + std::to_string(in.imm) + " of " +
+                             scalarName(s.type));
+        if (k_.sharedOffsets()[size_t(in.imm)] % 16 == 0) return true;
+        return fail(v, "shared " + std::to_string(in.imm) + " (" + s.name + ") does not start at a multiple of 16 bytes");
+      }
     }
     return fail(v, "unknown opcode");
   }

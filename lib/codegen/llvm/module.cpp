@@ -66,6 +66,7 @@ class Writer {
   Value* widen(kir::Elem e, Value* raw);
   void store(const kir::Inst& in, Value* index, Value* value);
   Value* sharedAt(int32_t array, Value* index);
+  void asyncCopy(const kir::Inst& in);
   void barrier();
   Value* warpOp(kir::V v);
   Status loop(kir::V v);
@@ -275,6 +276,12 @@ Status Writer::inst(kir::V v) {
     case Opc::For: return loop(v);
     case Opc::If: return branch(v);
     case Opc::Barrier: barrier(); break;
+    case Opc::CopyAsync:
+    case Opc::AsyncCommit:
+    case Opc::AsyncWait:
+      if (target_ != Target::Ptx) return unsupported(v);
+      asyncCopy(in);
+      break;
     case Opc::ShuffleXor:
     case Opc::Mma:
       if (target_ != Target::Ptx) return unsupported(v);
@@ -449,6 +456,25 @@ Value* Writer::warpOp(kir::V v) {
   }
   for (size_t i = ab; i < ab + 4; ++i) ops.push_back(arg(i));
   return b_.CreateIntrinsic(id, {}, ops);
+}
+
+// PTX's cp.async.cg of 16 bytes with a source size (16, or 0 for zeros),
+// its commit_group and its wait_group.
+void Writer::asyncCopy(const kir::Inst& in) {
+  if (in.op == Opc::AsyncCommit) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+    return;
+  }
+  if (in.op == Opc::AsyncWait) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(uint32_t(in.imm))});
+    return;
+  }
+  auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
+  llvm::Type* et = elemType(k_.buffers[size_t(in.ref)].elem);
+  Value* src = b_.CreateInBoundsGEP(et, fn_->getArg(unsigned(in.ref)), arg(0));
+  Value* size = b_.CreateSelect(arg(2), b_.getInt32(16), b_.getInt32(0));
+  b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
+                     {sharedAt(int32_t(in.imm), arg(1)), src, size});
 }
 
 // Generated loops stay far from INT32_MAX, so the increment is nsw, which

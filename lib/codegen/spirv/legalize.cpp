@@ -83,9 +83,12 @@ Expected<Needs> legalize(const kir::Kernel& k) {
     if (in.op >= Opc::Lt && in.op <= Opc::Ne && !compareOk(in.op, k.insts[size_t(in.args[0])].type))
       return refuse(k, i, std::string(kir::opcName(in.op)) + " on " + kir::scalarName(k.insts[size_t(in.args[0])].type));
     // No warp-wide operation is written for Vulkan: a subgroup's size and
-    // layout are the driver's, and the planner gives such kernels to PTX
-    // only (plan/profile.h, matrix_multiply).
-    if (in.op == Opc::ShuffleXor || in.op == Opc::Mma) return refuse(k, i, what);
+    // layout are the driver's, and the planner gives such kernels (and the
+    // asynchronous copies that feed them) to PTX only (plan/profile.h,
+    // matrix_multiply).
+    if (in.op == Opc::ShuffleXor || in.op == Opc::Mma || in.op == Opc::CopyAsync || in.op == Opc::AsyncCommit ||
+        in.op == Opc::AsyncWait)
+      return refuse(k, i, what);
     if (in.op == Opc::Bitcast) {
       Scalar from = k.insts[size_t(in.args[0])].type;
       bool f2i = from == Scalar::F32 && in.type == Scalar::I32, i2f = from == Scalar::I32 && in.type == Scalar::F32;
