@@ -346,10 +346,12 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
       if (!op && matrixShape(o).operand == a && matrixShape(o).k == 16) op = o;
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
-  int64_t mmaVector = gemmMmaVector(k, n, transposedB, b), stages = gemmMmaStages(mmaVector, transposedB);
+  int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
+  auto stagesOf = [&](const GemmTile& t) { return t.mma ? gemmMmaStages(t.m, mmaVector, transposedB) : 1; };
   auto pickFrom = [&](auto& tiles) {
     for (const GemmTile& t : tiles) {
-      if (t.threads() > d.max_workgroup_size || t.memory(stages) > d.workgroup_memory_bytes || t.m > tallest) continue;
+      if (t.threads() > d.max_workgroup_size || t.memory(stagesOf(t)) > d.workgroup_memory_bytes || t.m > tallest)
+        continue;
       pick = &t;
       workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
       while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
@@ -364,7 +366,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
                     " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  Schedule s{pick->mma ? "gemm-mma" : "gemm", 0, splits, pick->threads(), pick->memory(pick->mma ? stages : 1)};
+  Schedule s{pick->mma ? "gemm-mma" : "gemm", 0, splits, pick->threads(), pick->memory(stagesOf(*pick))};
   s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
   s.vector = pick->mma ? mmaVector : vectorOf(k, transposedB, b);
   if (pick->mma) s.matrix = matrixShape(*op).name;
@@ -385,7 +387,9 @@ int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std:
   return batch * ceilDiv(m, rows) * blocks * (tiled ? s.splits : 1);
 }
 
-int64_t gemmMmaStages(int64_t vector, bool transposedB) { return transposedB && vector == 8 ? kGemmMmaStages : 1; }
+int64_t gemmMmaStages(int64_t tileM, int64_t vector, bool transposedB) {
+  return tileM <= 64 && transposedB && vector == 8 ? kGemmMmaStages : 1;
+}
 
 int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages) {
   return stages * (tileM + tileN) * (tileK + kGemmMmaPad) * 2;

@@ -188,14 +188,16 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // staged in workgroup memory one row (of a) or column (of b) of tileK
 // two-byte elements each, padded by kGemmMmaPad elements; `vector` elements
 // a global load (along K, or along N for a plain b: the widest of 8, 4, 2,
-// 1 that divides K, and N for a plain b). Splits as the gemm's. Where every
-// run is 16 bytes along K (a transposed b, vector 8) the tiles are copied
-// asynchronously into kGemmMmaStages buffers, the copies of the next steps
-// in flight while the warps multiply one; else one buffer, staged through
-// registers (gemmMmaStages).
+// 1 that divides K, and N for a plain b). Splits as the gemm's. A tile of
+// at most 64 rows whose every run is 16 bytes along K (a transposed b,
+// vector 8) is copied asynchronously into kGemmMmaStages buffers, the
+// copies of the next steps in flight while the warps multiply one; other
+// tiles use one buffer, staged through registers (gemmMmaStages). On the
+// H200 the copies gained 5-20% on the short tiles of most products and lost
+// about 10% on the 128-row ones (bench/matmul NOTES, session 16).
 constexpr int64_t kGemmMmaPad = 8;
 constexpr int64_t kGemmMmaStages = 3;
-int64_t gemmMmaStages(int64_t vector, bool transposedB);
+int64_t gemmMmaStages(int64_t tileM, int64_t vector, bool transposedB);
 int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages);
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
 

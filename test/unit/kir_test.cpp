@@ -576,6 +576,78 @@ TEST_CASE("kir interpret: toTf32 keeps sign, exponent and 10 mantissa bits; NaN 
   }
 }
 
+// Asynchronous copies: each thread copies 16 bytes (4 f32) of its own run,
+// or zeros where told; a read of the destination before the wait sees what
+// was there (the interpreter lands a group at its wait), after the wait and
+// a barrier every thread sees every thread's copy. Two groups in flight,
+// waited for one at a time.
+TEST_CASE("kir interpret: copy.async lands a group at the wait that finishes it") {
+  constexpr int64_t kT = 8;
+  Builder bl("copies", kT, 1);
+  int32_t src = bl.buffer("src", DType::F32, 2 * kT * 4, false), dst = bl.buffer("dst", DType::F32, 3 * kT * 4, true);
+  int32_t tile = bl.shared("tile", Scalar::F32, 2 * kT * 4);
+  V t = bl.local();
+  V mine = bl.mul(t, bl.i32(4));
+  bl.sharedStore(tile, mine, bl.f32(-1));
+  bl.sharedStore(tile, bl.add(mine, bl.i32(kT * 4)), bl.f32(-1));
+  V odd = bl.eq(bl.rem(t, bl.i32(2)), bl.i32(1));
+  bl.copyAsync(src, mine, tile, mine, bl.boolean(true));
+  bl.asyncCommit();
+  bl.copyAsync(src, bl.add(mine, bl.i32(kT * 4)), tile, bl.add(mine, bl.i32(kT * 4)), odd);  // zeros on even threads
+  bl.asyncCommit();
+  bl.store(dst, mine, bl.sharedLoad(tile, mine));  // before any wait: the -1 stored above
+  bl.asyncWait(1);
+  bl.barrier();
+  V partner = bl.mul(bl.rem(bl.add(t, bl.i32(1)), bl.i32(kT)), bl.i32(4));  // another thread's copy
+  bl.store(dst, bl.add(mine, bl.i32(kT * 4)), bl.sharedLoad(tile, partner));
+  bl.asyncWait(0);
+  bl.barrier();
+  bl.store(dst, bl.add(mine, bl.i32(2 * kT * 4)), bl.sharedLoad(tile, bl.add(partner, bl.i32(kT * 4 + 3))));
+  std::vector<float> in(2 * kT * 4);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(i) + 0.5f;
+  std::vector<uint8_t> ib = bytesOf(in), ob(3 * kT * 4 * 4, 0);
+  runOk(bl.finish(), 1, {&ib, &ob});
+  for (int64_t i = 0; i < kT; ++i) {
+    CAPTURE(i);
+    int64_t p = (i + 1) % kT;
+    CHECK(elementAt<float>(ob, size_t(i * 4)) == -1.0f);
+    CHECK(elementAt<float>(ob, size_t(kT * 4 + i * 4)) == in[size_t(p * 4)]);
+    CHECK(elementAt<float>(ob, size_t(2 * kT * 4 + i * 4)) == (p % 2 ? in[size_t(kT * 4 + p * 4 + 3)] : 0.0f));
+  }
+}
+
+TEST_CASE("kir: copy.async errors: unwaited copies, runs off their arrays, and what the verifier refuses") {
+  auto kernel = [](int64_t srcElems, int64_t at, bool wait) {
+    Builder bl("cp", 1, 1);
+    int32_t src = bl.buffer("src", DType::BF16, srcElems, false);
+    int32_t tile = bl.shared("tile", Scalar::BF16, 16);
+    V from = bl.i32(at), to = bl.i32(8), ok = bl.boolean(true);
+    bl.copyAsync(src, from, tile, to, ok);
+    bl.asyncCommit();
+    if (wait) bl.asyncWait(0);
+    return bl.finish();
+  };
+  std::vector<uint8_t> src(64, 0);
+  CHECK(bool(interpret(kernel(32, 8, true), 1, {&src})));
+  CHECK(errorOf(interpret(kernel(32, 8, false), 1, {&src})) ==
+        "kernel cp: thread 0 of workgroup (0, 0) ends with copies not waited for");
+  CHECK(errorOf(interpret(kernel(32, 4, true), 1, {&src})).find("elements [4, 12) are not an aligned run in [0, 32) of "
+                                                                "buffer 0 (src)") != std::string::npos);
+  CHECK(errorOf(interpret(kernel(12, 8, true), 1, {&src})).find("elements [8, 16) are not an aligned run") !=
+        std::string::npos);
+  Kernel k = kernel(32, 8, true);
+  k.shared[0].type = Scalar::F16;
+  CHECK(errorOf(verify(k)) == "kernel cp: %3 (copy.async): copies bf16 into shared 0 of f16");
+  k = kernel(32, 8, true);
+  k.buffers[0].written = true;
+  CHECK(errorOf(verify(k)) == "kernel cp: %3 (copy.async): copies from buffer 0 (src), which is written");
+  k = kernel(32, 8, true);
+  k.shared.insert(k.shared.begin(), Shared{"lead", Scalar::BF16, 4});
+  k.insts[3].imm = 1;
+  CHECK(errorOf(verify(k)) == "kernel cp: %3 (copy.async): shared 1 (tile) does not start at a multiple of 16 bytes");
+  CHECK(print(kernel(32, 8, true)).find("copy.async s0[%1] <- b0[%0] if %2") != std::string::npos);
+}
+
 TEST_CASE("kir interpret: shuffle.xor gives the value of the partner lane of the same warp") {
   for (int64_t mask : {1, 2, 4, 16, 31}) {
     CAPTURE(mask);

@@ -259,6 +259,28 @@ TEST_CASE("llvm: warp operations are mma.sync and shfl.sync on ptx, refused on a
   CHECK(amd.error().message.find("shuffle.xor on f32 has no llvm lowering") != std::string::npos);
 }
 
+TEST_CASE("llvm: asynchronous copies are cp.async on ptx, refused on amdgpu") {
+  kir::Builder b("copies", 32, 1);
+  int32_t src = b.buffer("src", DType::BF16, 32 * 8, false), out = b.buffer("out", DType::F32, 32, true);
+  int32_t tile = b.shared("tile", kir::Scalar::BF16, 32 * 8);
+  V at = b.mul(b.local(), b.i32(8));
+  b.copyAsync(src, at, tile, at, b.lt(b.local(), b.i32(20)));
+  b.asyncCommit();
+  b.asyncWait(0);
+  b.barrier();
+  b.store(out, b.local(), b.convert(b.sharedLoad(tile, at), kir::Scalar::F32));
+  kir::Kernel k = b.finish();
+  std::string ptx;
+  for (auto blob = compile(*lowering(Target::Ptx, "sm_90"), k); uint8_t c : blob) ptx += char(c);
+  CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
+  CHECK(ptx.find("cp.async.commit_group") != std::string::npos);
+  CHECK(ptx.find("cp.async.wait_group 0") != std::string::npos);
+  checkPtx(k, ptx, "sm_90");
+  auto amd = lowering(Target::Hsaco, "gfx942")->compile(k);
+  REQUIRE(!amd);
+  CHECK(amd.error().message.find("copy.async on i32 has no llvm lowering") != std::string::npos);
+}
+
 TEST_CASE("llvm: an operation with no meaning on its type is an error, not a crash") {
   auto blob = lowering(Target::Ptx, "sm_90")->compile(intPow());
   REQUIRE(!blob);

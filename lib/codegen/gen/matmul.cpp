@@ -372,7 +372,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
 // a tile (rows of tileK keys) and the b tile (columns of tileK keys) are in
 // workgroup memory as the two-byte values they are, out-of-range elements
 // 0, and each fragment operand pair is one 4-byte workgroup-memory load.
-// With stages > 1 (gemmMmaStages: every run 16 bytes along K) each step's
+// With stages > 1 (gemmMmaStages: a short tile, every run 16 bytes along K) each step's
 // tiles are copied asynchronously into one of the stage buffers, the copies
 // of the next stages - 1 steps in flight while the warps multiply this one;
 // else the threads load the next step's runs into variables while the warps
@@ -390,7 +390,7 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in) {
   Scalar ot = kir::mmaOperand(op);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WM = s.threadM, WN = s.threadN, W = s.vector;
   int64_t WX = BN / WN, T = s.workgroupSize, FM = WM / shape.m, FN = WN / shape.n, SA = BK + kGemmMmaPad;
-  int64_t ST = gemmMmaStages(W, p.transposed);
+  int64_t ST = gemmMmaStages(BM, W, p.transposed);
   int32_t as = b.shared("a_tile", ot, ST * BM * SA), bs = b.shared("b_tile", ot, ST * BN * SA);
   perWorkgroup(b, {p}, BM, BN, S, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase] = p.bases(b, bi);
