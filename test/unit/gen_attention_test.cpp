@@ -522,6 +522,33 @@ TEST_CASE("attention gen: tensor-core prefill, every form") {
   });
 }
 
+// With q, k and v in bf16 (or f16), which tf32 holds exactly, the kernel
+// drops the products of their (zero) remainders: a score slice takes one
+// mma instead of three and an output slice two, so the kernel holds between
+// a third and two thirds of the f32 kernel's mma; its values are checked
+// against the oracle by "gen: tiny bf16 prefills" (gen_prim_test.cpp).
+TEST_CASE("attention gen: tensor-core prefill on two-byte inputs takes one product a score") {
+  Case c;
+  c.B = 1, c.Hq = 4, c.nrep = 2, c.Lq = 40, c.Lk = 90, c.Dk = 64, c.Dv = 64;
+  auto mmas = [](const std::string& text) {
+    auto p = planGraph(testing::parse(text), h200());
+    REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+    REQUIRE(p->kernels.at(0).request.schedule.kind == "prefill-mma");
+    auto ks = generateKir(*p, h200());
+    REQUIRE_MESSAGE(bool(ks), (ks ? "" : ks.error().str()));
+    return std::count_if(ks->at(0).insts.begin(), ks->at(0).insts.end(),
+                         [](const kir::Inst& in) { return in.op == kir::Opc::Mma; });
+  };
+  std::string f32 = graphText(c), two = f32;
+  for (size_t at = two.find("f32"); at != std::string::npos; at = two.find("f32", at)) two.replace(at, 3, "bf16");
+  auto full = mmas(f32), exact = mmas(two);
+  CAPTURE(full);
+  CAPTURE(exact);
+  CHECK(full % 3 == 0);
+  CHECK(3 * exact > full);
+  CHECK(3 * exact < 2 * full);
+}
+
 TEST_CASE("attention gen: tensor-core prefill, -inf keys with NaN values and a fully masked row") {
   Case c;
   c.B = 2, c.Hq = 2, c.Lq = 40, c.Lk = 90, c.Dk = 32, c.Dv = 32, c.Hm = 1;

@@ -15,7 +15,9 @@
 // dropped (A' * B' and the bits past X + x') is under 3 * 2^-20 of |a * b|,
 // and the multiplier's sums round as f32 does, so a score or output over n
 // products stays within (3 * 2^-20 + n * 2^-22) of the sum of their
-// magnitudes: about what f32 fused multiply-adds keep.
+// magnitudes: about what f32 fused multiply-adds keep. Where q, k and v are
+// bf16 or f16, tf32 holds them exactly (x' = 0): a score is one product,
+// A * B, exact, and an output two, A * B + A' * B (the weights are f32).
 //
 // Workgroup memory: the q tile (row-major, the key width padded to whole
 // steps of 8 with zeros; on a tile with a non-finite value it holds the
@@ -49,10 +51,10 @@
 // its last use.
 // At the end the 4 lanes of a row add their denominator shares and each
 // output is o / l (0 / 0 = NaN for a row that saw no key, as the oracle).
-// One difference from the SIMT schedules: an infinite q or key element of a
-// visible key makes its score NaN here (a remainder of inf - inf), where f32
-// arithmetic gives +-inf; finite inputs score as f32 does, to the bound
-// above.
+// One difference from the SIMT schedules: an infinite f32 q or key element
+// of a visible key makes its score NaN here (a remainder of inf - inf),
+// where f32 arithmetic gives +-inf; finite inputs score as f32 does, to the
+// bound above. Two-byte inputs have no remainder and score as f32 does.
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -69,29 +71,35 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // The scores' steps of 8 key dims written out this many times a loop step.
 constexpr int64_t kUnrollSteps = 2;
 
-// A fragment's elements split into tf32 heads and remainders.
+// A fragment's elements split into tf32 heads and remainders; an exact
+// fragment (values widened from bf16 or f16, which tf32 holds exactly) is
+// its own head and has no remainder.
 template <size_t N>
 struct Split {
   std::array<V, N> head, rest;
+  bool exact = false;
 };
 
 template <size_t N>
-Split<N> split(Builder& b, const std::array<V, N>& x) {
+Split<N> split(Builder& b, const std::array<V, N>& x, bool exact) {
   Split<N> s;
+  s.exact = exact;
   for (size_t i = 0; i < N; ++i) {
-    s.head[i] = b.toTf32(x[i]);
-    s.rest[i] = b.toTf32(b.sub(x[i], s.head[i]));
+    s.head[i] = exact ? x[i] : b.toTf32(x[i]);
+    if (!exact) s.rest[i] = b.toTf32(b.sub(x[i], s.head[i]));
   }
   return s;
 }
 
-// acc + a * x as three tf32 products, the small ones first.
+// acc + a * x as three tf32 products, the small ones first, less the ones
+// with an exact operand's remainder (zero): one product for two exact
+// fragments, two for one.
 std::array<V, 4> mma3(Builder& b, const Split<4>& a, const Split<2>& x, std::array<V, 4> acc) {
   auto mma = [&](const std::array<V, 4>& p, const std::array<V, 2>& q) {
     acc = b.mma(MatrixOp::M16N8K8Tf32, {p.begin(), p.end()}, {q.begin(), q.end()}, acc);
   };
-  mma(a.head, x.rest);
-  mma(a.rest, x.head);
+  if (!x.exact) mma(a.head, x.rest);
+  if (!a.exact) mma(a.rest, x.head);
   mma(a.head, x.head);
   return acc;
 }
@@ -105,6 +113,10 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
   const int64_t Mq = BM / f.nrep, blocks = ceilDiv(f.Lq, Mq), count = f.B * f.Hkv * blocks;
   const int64_t DK8 = ceilDiv(f.Dk, 8) * 8, NS = BN / 8, NV = ceilDiv(f.Dv, 8), KS = DK8 / 8;
   const PrefillMmaLayout lay = prefillMmaLayout(s, f.Dk, f.Dv);
+  // q, k and v all bf16 or f16: their fragments are exact in tf32.
+  const bool twoByte = std::all_of(r.operands.begin(), r.operands.begin() + 3, [](const Type& t) {
+    return t.dtype == DType::BF16 || t.dtype == DType::F16;
+  });
   Builder b(in.entry, T, in.grid[0]);
   declareOperands(b, r, f);
   int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
@@ -241,11 +253,12 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
       b.forUnrolled(KS, kUnrollSteps, [&](V step) {
         V d = b.mul(step, b.i32(8));
         auto qAt = [&](size_t i, int64_t plus) { return b.sharedLoad(qs, b.add(b.add(qBase[i], d), b.i32(plus))); };
-        Split<4> qa = split<4>(b, {qAt(0, 0), qAt(1, 0), qAt(0, 4), qAt(1, 4)});
+        Split<4> qa = split<4>(b, {qAt(0, 0), qAt(1, 0), qAt(0, 4), qAt(1, 4)}, twoByte);
         V kAt = b.add(kBase, d);
         for (int64_t j = 0; j < NS; ++j) {
           int64_t at = 8 * j * lay.kStride;
-          Split<2> kb = split<2>(b, {b.sharedLoad(ks, b.add(kAt, b.i32(at))), b.sharedLoad(ks, b.add(kAt, b.i32(at + 4)))});
+          Split<2> kb = split<2>(
+              b, {b.sharedLoad(ks, b.add(kAt, b.i32(at))), b.sharedLoad(ks, b.add(kAt, b.i32(at + 4)))}, twoByte);
           setAll(acc[size_t(j)], mma3(b, qa, kb, getAll(acc[size_t(j)])));
         }
       });
@@ -313,12 +326,14 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             // t) and 8j + 2t + 1 (t + 4); the value fragment at those keys,
             // column 8n + g.
             for (int64_t j = 0; j < NS; ++j) {
-              Split<4> pa = split<4>(b, {p[0][size_t(j * 2)], p[1][size_t(j * 2)], p[0][size_t(j * 2 + 1)],
-                                         p[1][size_t(j * 2 + 1)]});
+              Split<4> pa = split<4>(
+                  b, {p[0][size_t(j * 2)], p[1][size_t(j * 2)], p[0][size_t(j * 2 + 1)], p[1][size_t(j * 2 + 1)]}, false);
               for (int64_t n = 0; n < NV; ++n) {
                 int64_t at = 8 * j * lay.vStride + 8 * n;
-                Split<2> vb = split<2>(b, {b.sharedLoad(vs, b.add(vBase, b.i32(at))),
-                                           b.sharedLoad(vs, b.add(vBase, b.i32(at + lay.vStride)))});
+                Split<2> vb = split<2>(b,
+                                       {b.sharedLoad(vs, b.add(vBase, b.i32(at))),
+                                        b.sharedLoad(vs, b.add(vBase, b.i32(at + lay.vStride)))},
+                                       twoByte);
                 setAll(ov[size_t(n)], mma3(b, pa, vb, getAll(ov[size_t(n)])));
               }
             }
