@@ -241,13 +241,42 @@ Expected<kir::Kernel> genGemv(const GenInput& in) {
   return b.finish();
 }
 
-Expected<kir::Kernel> genGemm(const GenInput& in) {
-  const KernelRequest& r = in.request;
-  const Schedule& s = r.schedule;
-  Product p(r, 0);
-  int64_t S = s.splits, chunk = gemmChunkKeys(s, p.k), count = p.count();
+// What a gemm or gemm-mma kernel opens with: its one product, K's split
+// (splits chunks of `chunk` keys) and its frame, whose result is the
+// split's f32 partials when splits > 1.
+struct Gemm {
+  Product p;
+  int64_t splits, chunk, count;
+  Frame f;
+};
+
+Expected<Gemm> openGemm(const GenInput& in) {
+  Product p(in.request, 0);
+  int64_t S = in.request.schedule.splits, count = p.count();
   auto f = openKernel(in, S > 1 ? S * count : 0);
   if (!f) return f.error();
+  return Gemm{p, S, gemmChunkKeys(in.request.schedule, p.k), count, std::move(*f)};
+}
+
+// A workgroup's part of a split gemm: the batch's element offsets of a, b
+// and the result (moved to the split's partials) and the keys [kLo, kHi)
+// of its chunk (all of K when unsplit).
+struct GemmPart {
+  V aBase, bBase, oBase, kLo, kHi;
+};
+
+GemmPart gemmPart(Builder& b, const Gemm& g, V bi, V split) {
+  auto [aBase, bBase, oBase] = g.p.bases(b, bi);
+  V kLo = b.mul(split, b.i32(g.chunk)), kHi = b.min(b.add(kLo, b.i32(g.chunk)), b.i32(g.p.k));
+  if (g.splits > 1) oBase = b.add(oBase, b.mul(split, b.i32(g.count)));
+  return {aBase, bBase, oBase, kLo, kHi};
+}
+
+Expected<kir::Kernel> genGemm(const GenInput& in, Gemm& g) {
+  const KernelRequest& r = in.request;
+  const Schedule& s = r.schedule;
+  const Product& p = g.p;
+  Frame* f = &g.f;
   Builder& b = f->b;
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, TM = s.threadM, TN = s.threadN, W = s.vector;
   int64_t TX = BN / TN, TY = BM / TM, T = TX * TY, pad = kGemmPad;
@@ -257,11 +286,8 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
   // (neighbouring k) fall in different banks.
   int64_t sa = BM + pad, sb = BN + pad;
   int32_t as = b.shared("a_tile", t, BK * sa), bs = b.shared("b_tile", t, BK * sb);
-  perWorkgroup(b, {p}, BM, BN, S, [&](size_t, V bi, V r0, V c0, V split) {
-    auto [aBase, bBase, oBase] = p.bases(b, bi);
-    // This workgroup's keys [kLo, kHi): one chunk of K, or all of it.
-    V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
-    if (S > 1) oBase = b.add(oBase, b.mul(split, b.i32(count)));
+  perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
+    auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
     V tid = b.local();
     V tx = remBy(b, tid, TX), ty = divBy(b, tid, TX);
     V zero = b.constant(t, 0);
@@ -377,13 +403,10 @@ Expected<kir::Kernel> genGemm(const GenInput& in) {
 // of the next stages - 1 steps in flight while the warps multiply this one;
 // else the threads load the next step's runs into variables while the warps
 // multiply, and store them into the one buffer after.
-Expected<kir::Kernel> genGemmMma(const GenInput& in) {
-  const KernelRequest& r = in.request;
-  const Schedule& s = r.schedule;
-  Product p(r, 0);
-  int64_t S = s.splits, chunk = gemmChunkKeys(s, p.k), count = p.count();
-  auto f = openKernel(in, S > 1 ? S * count : 0);
-  if (!f) return f.error();
+Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
+  const Schedule& s = in.request.schedule;
+  const Product& p = g.p;
+  Frame* f = &g.f;
   Builder& b = f->b;
   MatrixOp op = *matrixOpNamed(s.matrix);
   const MatrixShape& shape = matrixShape(op);
@@ -392,10 +415,8 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in) {
   int64_t WX = BN / WN, T = s.workgroupSize, FM = WM / shape.m, FN = WN / shape.n, SA = BK + kGemmMmaPad;
   int64_t ST = gemmMmaStages(BM, W, p.transposed);
   int32_t as = b.shared("a_tile", ot, ST * BM * SA), bs = b.shared("b_tile", ot, ST * BN * SA);
-  perWorkgroup(b, {p}, BM, BN, S, [&](size_t, V bi, V r0, V c0, V split) {
-    auto [aBase, bBase, oBase] = p.bases(b, bi);
-    V kLo = b.mul(split, b.i32(chunk)), kHi = b.min(b.add(kLo, b.i32(chunk)), b.i32(p.k));
-    if (S > 1) oBase = b.add(oBase, b.mul(split, b.i32(count)));
+  perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
+    auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
     V tid = b.local();
     V warp = divBy(b, tid, 32), lane = remBy(b, tid, 32);
     V wm = divBy(b, warp, WX), wn = remBy(b, warp, WX);
@@ -575,8 +596,11 @@ Expected<kir::Kernel> genCombine(const GenInput& in) {
 
 Expected<kir::Kernel> genMatMul(const GenInput& in) {
   const std::string& kind = in.request.schedule.kind;
-  if (kind == "gemm") return genGemm(in);
-  if (kind == "gemm-mma") return genGemmMma(in);
+  if (kind == "gemm" || kind == "gemm-mma") {
+    auto g = openGemm(in);
+    if (!g) return g.error();
+    return kind == "gemm" ? genGemm(in, *g) : genGemmMma(in, *g);
+  }
   if (kind == "matmul-combine") return genCombine(in);
   return genGemv(in);
 }
