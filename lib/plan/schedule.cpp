@@ -341,9 +341,15 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   // Two-byte operands of one dtype go to the first matrix op of the profile
   // that takes them (ir/matrix.h), on the gemm-mma tiles.
   std::optional<MatrixOp> op;
-  if (a == b && (a == DType::BF16 || a == DType::F16))
+  std::string notMma;  // why the product is not on matrix units, when it is not
+  if (a == b && (a == DType::BF16 || a == DType::F16)) {
     for (MatrixOp o : d.matrix_ops)
       if (!op && matrixShape(o).operand == a && matrixShape(o).k == 16) op = o;
+    if (!op) notMma = std::string("the profile lists no matrix op for ") + dtypeName(a);
+  } else {
+    notMma = std::string("operands ") + dtypeName(a) + " and " + dtypeName(b) +
+             " (a matrix op takes two of one two-byte dtype)";
+  }
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
   int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
@@ -361,6 +367,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     }
   };
   if (op) pickFrom(kGemmMmaTiles);
+  if (op && !pick) notMma = "no gemm-mma tile fits the device's workgroup";
   if (!pick) pickFrom(kGemmTiles);
   if (!pick)
     return gemv(batch, m, k, n, transposedB, a, b, d,
@@ -376,7 +383,9 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   if (splits > 1)
     why += " times " + str(splits) + " chunks of K=" + str(k) + ", " + str(gemmChunkKeys(s, k)) + " keys each, for " +
            str(kThreadsPerUnit) + " threads a unit";
-  return {s, why + "), or the smallest that fits"};
+  why += "), or the smallest that fits";
+  if (!pick->mma) why += "; not on matrix units: " + notMma;
+  return {s, why};
 }
 
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std::vector<int64_t>& ns) {

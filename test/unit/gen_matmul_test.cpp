@@ -250,13 +250,18 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
   // f32, mixed dtypes, few rows, a profile without the op.
   d.compute_units = 132;
   CHECK(run(Case{"bf16[2,1,20,40]", "bf16[3,9,40]", "bf16[2,3,20,9]", true}, d, false) == "gemm-mma");
-  CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::F32, d).schedule.kind == "gemm");
+  MatMulDecision f32 = chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::F32, d);
+  CHECK(f32.schedule.kind == "gemm");
+  CHECK(f32.reason.find("; not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype)") !=
+        std::string::npos);
   CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::BF16, d).schedule.kind == "gemm");
   CHECK(chooseMatMul(1, 8, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemv");
   std::string why = chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d).reason;
   CHECK(why.rfind("64 rows of bf16 on m16n8k16.bf16: ", 0) == 0);
   d.matrix_ops = {MatrixOp::M16N8K8Tf32, MatrixOp::M16N8K16F16};
-  CHECK(chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemm");
+  MatMulDecision noOp = chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d);
+  CHECK(noOp.schedule.kind == "gemm");
+  CHECK(noOp.reason.find("; not on matrix units: the profile lists no matrix op for bf16") != std::string::npos);
   CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F16, DType::F16, d).schedule.matrix == "m16n8k16.f16");
 }
 
