@@ -616,7 +616,7 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
         "gemm lanes=0 splits=8 workgroup=128 memory=11264 tile=16x64x32 vector=4 thread=2x4");
   CHECK(nine.reason ==
         "9 rows: the largest tile no taller than 16 rows giving 132 compute units a workgroup each (64 workgroups "
-        "times 8 chunks of K=4096, 512 keys each, for 1024 threads a unit), or the smallest that fits");
+        "times 8 chunks of K=4096, 512 keys each, for 1024 threads a unit), or the smallest that fits; not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype)");
   CHECK(matmulWorkgroups(nine.schedule, 1, 9, {4096}) == 512);
   // 512 rows: the 128x128 tile, 8 chunks of K for q_proj, 2 for gate_proj.
   Schedule g = chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, h200).schedule;
