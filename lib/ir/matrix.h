@@ -17,20 +17,21 @@
 
 namespace poot {
 
-enum class MatrixOp : uint8_t { M16N8K8Tf32, M16N8K16Bf16, M16N8K16F16 };
+enum class MatrixOp : uint8_t { M16N8K8Tf32, M16N8K16Bf16, M16N8K16F16, M64NK16Bf16, M64NK16F16 };
 
 struct MatrixShape {
   MatrixOp op;
   const char* name;  // as profiles and schedules spell it: "m16n8k16.bf16"
-  int64_t m, n, k;
+  int64_t m, n, k;   // n: the most columns, for a warpgroup's row
   DType operand;     // A's and B's dtype (tf32: F32)
-  int64_t aRegs, bRegs;  // operands of A and B a lane holds (C and D: 4 f32)
+  int64_t aRegs, bRegs;  // operands of A and B a lane holds (C and D: 4 f32); 0 from workgroup memory
+  int64_t threads;   // 32: a warp's; 128: a warpgroup's
 };
 
 const std::vector<MatrixShape>& matrixShapes();
 const MatrixShape& matrixShape(MatrixOp op);
 std::optional<MatrixOp> matrixOpNamed(const std::string& name);
-// "m16n8k8.tf32, m16n8k16.bf16, m16n8k16.f16": every name, for messages.
+// "m16n8k8.tf32, m16n8k16.bf16, ...": every name, for messages.
 std::string matrixOpNames();
 
 }  // namespace poot

@@ -328,12 +328,15 @@ MaybeError ProfileReader::consistent(const DeviceProfile& p) const {
 
   // Our SPIR-V generator has no two-byte select (see the seed design): a
   // SPIR-V profile that claims one would hide a DtypeLowering refusal.
-  // Every listed shape is PTX's mma.sync, which needs sm_80.
-  if (!p.matrix_ops.empty() && (p.target != Target::Ptx || std::stoi(p.arch.substr(3)) < 80))
-    return fail(where_.at("matrix_multiply"),
-                std::string("field 'matrix_multiply': ") + matrixShape(p.matrix_ops[0]).name +
-                    " needs target ptx and sm_80 or newer, got target " + std::string(targetName(p.target)) + " arch " +
-                    p.arch);
+  // A warp's shape is PTX's mma.sync, which needs sm_80; a warpgroup's is
+  // wgmma, which only sm_90a has.
+  for (MatrixOp op : p.matrix_ops) {
+    bool group = matrixShape(op).threads == 128;
+    if (p.target == Target::Ptx && (group ? p.arch == "sm_90a" : std::stoi(p.arch.substr(3)) >= 80)) continue;
+    return fail(where_.at("matrix_multiply"), std::string("field 'matrix_multiply': ") + matrixShape(op).name +
+                                                  " needs target ptx and " + (group ? "sm_90a" : "sm_80 or newer") +
+                                                  ", got target " + std::string(targetName(p.target)) + " arch " + p.arch);
+  }
   if (p.target == Target::Spirv) {
     for (const char* t : {"f16", "bf16"}) {
       auto it = where_.find(std::string("two_byte_floats.") + t + ".select");

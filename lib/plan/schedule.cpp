@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <span>
 
 namespace poot {
 
@@ -241,11 +242,11 @@ constexpr int64_t kThreadsPerUnit = 1024;
 // the smallest when no tile gives every compute unit a workgroup.
 struct GemmTile {
   int64_t m, n, k, tm, tn;
-  bool mma = false;  // tm x tn a warp (gemm-mma), else a thread (gemm)
+  int64_t group = 1;  // the threads a tm x tn part takes: 1 (gemm), a warp (32) or a warpgroup (128) (gemm-mma)
   int64_t fills = 0;  // the threads a workgroup counts as toward kThreadsPerUnit; 0: its own
-  int64_t threads() const { return (m / tm) * (n / tn) * (mma ? 32 : 1); }
+  bool mma() const { return group > 1; }
+  int64_t threads() const { return (m / tm) * (n / tn) * group; }
   int64_t weight() const { return fills ? fills : threads(); }
-  int64_t memory(int64_t stages = 1) const { return mma ? gemmMmaBytes(m, n, k, stages) : (m + n + 2 * kGemmPad) * k * 4; }
 };
 constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {64, 64, 16, 4, 4},
                                    {32, 64, 32, 4, 4},   {16, 64, 32, 2, 4},  {16, 16, 16, 2, 2}};
@@ -260,11 +261,17 @@ constexpr GemmTile kGemmTiles[] = {{128, 128, 16, 8, 8}, {128, 64, 16, 8, 4}, {6
 // unit's matrix units busy, so it counts as a unit's worth of threads and K
 // splits only to give every unit one (each split costs f32 partials and a
 // combine).
-constexpr GemmTile kGemmMmaTiles[] = {{128, 256, 64, 64, 64, true, kThreadsPerUnit},
-                                      {128, 128, 64, 64, 64, true, kThreadsPerUnit},
-                                      {64, 128, 64, 32, 32, true},
-                                      {32, 128, 64, 16, 32, true},
-                                      {16, 128, 64, 16, 32, true}};
+constexpr GemmTile kGemmMmaTiles[] = {{128, 256, 64, 64, 64, 32, kThreadsPerUnit},
+                                      {128, 128, 64, 64, 64, 32, kThreadsPerUnit},
+                                      {64, 128, 64, 32, 32, 32},
+                                      {32, 128, 64, 16, 32, 32},
+                                      {16, 128, 64, 16, 32, 32}};
+// The tilings for a warpgroup's op (m64nNk16, sm_90a): each warpgroup owns
+// 64 rows of the block and all its columns, one instruction of n = tileN a
+// K step of 16. Every one keeps a unit's matrix units busy.
+constexpr GemmTile kGemmGroupTiles[] = {{128, 256, 64, 64, 256, 128, kThreadsPerUnit},
+                                        {128, 128, 64, 64, 128, 128, kThreadsPerUnit},
+                                        {64, 128, 64, 64, 128, 128, kThreadsPerUnit}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every
 // row of a and b (and so every run) aligned to it; 1 for a plain b, whose
@@ -338,26 +345,14 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   int64_t tallest = std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m))));
   int64_t count = batch * m * n;
   auto splitFits = [&](int64_t s) { return s * count * 4 <= d.max_buffer_bytes && s * count <= INT32_MAX; };
-  // Two-byte operands of one dtype go to the first matrix op of the profile
-  // that takes them (ir/matrix.h), on the gemm-mma tiles.
-  std::optional<MatrixOp> op;
-  std::string notMma;  // why the product is not on matrix units, when it is not
-  if (a == b && (a == DType::BF16 || a == DType::F16)) {
-    for (MatrixOp o : d.matrix_ops)
-      if (!op && matrixShape(o).operand == a && matrixShape(o).k == 16) op = o;
-    if (!op) notMma = std::string("the profile lists no matrix op for ") + dtypeName(a);
-  } else {
-    notMma = std::string("operands ") + dtypeName(a) + " and " + dtypeName(b) +
-             " (a matrix op takes two of one two-byte dtype)";
-  }
+  int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
-  int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
-  auto stagesOf = [&](const GemmTile& t) { return t.mma ? gemmMmaStages(t.m, mmaVector, transposedB) : 1; };
-  auto pickFrom = [&](auto& tiles) {
+  auto pickFrom = [&](std::span<const GemmTile> tiles, const MatrixShape* shape) {
     for (const GemmTile& t : tiles) {
-      if (t.threads() > d.max_workgroup_size || t.memory(stagesOf(t)) > d.workgroup_memory_bytes || t.m > tallest)
-        continue;
+      int64_t bytes = shape ? gemmMmaBytes(*shape, t.m, t.n, t.k, gemmMmaStages(*shape, t.m, mmaVector, transposedB))
+                            : (t.m + t.n + 2 * kGemmPad) * t.k * 4;
+      if (t.threads() > d.max_workgroup_size || bytes > d.workgroup_memory_bytes || t.m > tallest) continue;
       pick = &t;
       workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
       while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
@@ -366,25 +361,51 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
       if (workgroups * splits >= d.compute_units) break;
     }
   };
-  if (op) pickFrom(kGemmMmaTiles);
-  if (op && !pick) notMma = "no gemm-mma tile fits the device's workgroup";
-  if (!pick) pickFrom(kGemmTiles);
+  // Two-byte operands of one dtype go to the first matrix op of the profile
+  // that takes them (ir/matrix.h) and has a tile for the product: a
+  // warpgroup's op on the group tiles (b K-major, every row 16-byte
+  // aligned), a warp's m16n8k16 on the gemm-mma tiles. Else the SIMT gemm,
+  // its reason saying why.
+  const MatrixShape* shape = nullptr;
+  std::string notMma;  // why the product is not on matrix units, when it is not
+  if (a == b && (a == DType::BF16 || a == DType::F16)) {
+    for (MatrixOp o : d.matrix_ops) {
+      const MatrixShape& sh = matrixShape(o);
+      if (pick || sh.operand != a || sh.k != 16) continue;
+      std::string declined;
+      if (sh.threads == 128 && (!transposedB || mmaVector != 8))
+        declined = !transposedB ? "b is not K-major" : "K=" + str(k) + " is not a multiple of 8";
+      else
+        pickFrom(sh.threads == 128 ? std::span<const GemmTile>(kGemmGroupTiles) : std::span<const GemmTile>(kGemmMmaTiles), &sh);
+      if (pick) shape = &sh;
+      else notMma += (notMma.empty() ? "" : "; ") + std::string(sh.name) + ": " + (declined.empty() ? "no tile of at most " + str(tallest) + " rows fits the device's workgroup" : declined);
+    }
+    if (!pick && notMma.empty()) notMma = std::string("the profile lists no matrix op for ") + dtypeName(a);
+  } else {
+    notMma = std::string("operands ") + dtypeName(a) + " and " + dtypeName(b) +
+             " (a matrix op takes two of one two-byte dtype)";
+  }
+  if (!pick) pickFrom(kGemmTiles, nullptr);
   if (!pick)
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
                     " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  Schedule s{pick->mma ? "gemm-mma" : "gemm", 0, splits, pick->threads(), pick->memory(stagesOf(*pick))};
+  int64_t bytes = shape ? gemmMmaBytes(*shape, pick->m, pick->n, pick->k,
+                                       gemmMmaStages(*shape, pick->m, mmaVector, transposedB))
+                        : (pick->m + pick->n + 2 * kGemmPad) * pick->k * 4;
+  Schedule s{shape ? "gemm-mma" : "gemm", 0, splits, pick->threads(), bytes};
   s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
-  s.vector = pick->mma ? mmaVector : vectorOf(k, transposedB, b);
-  if (pick->mma) s.matrix = matrixShape(*op).name;
-  std::string why = str(m) + " rows" + (pick->mma ? std::string(" of ") + dtypeName(a) + " on " + s.matrix : "") +
+  s.vector = shape ? mmaVector : vectorOf(k, transposedB, b);
+  if (shape) s.matrix = shape->name;
+  std::string why = str(m) + " rows" + (shape ? std::string(" of ") + dtypeName(a) + " on " + s.matrix : "") +
                     ": the largest tile no taller than " + str(tallest) + " rows giving " + str(d.compute_units) +
                     " compute units a workgroup each (" + str(workgroups) + " workgroups";
   if (splits > 1)
     why += " times " + str(splits) + " chunks of K=" + str(k) + ", " + str(gemmChunkKeys(s, k)) + " keys each, for " +
            str(kThreadsPerUnit) + " threads a unit";
   why += "), or the smallest that fits";
-  if (!pick->mma) why += "; not on matrix units: " + notMma;
+  if (!shape) why += "; not on matrix units: " + notMma;
+  else if (!notMma.empty()) why += "; not on " + notMma;
   return {s, why};
 }
 
@@ -396,12 +417,13 @@ int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std:
   return batch * ceilDiv(m, rows) * blocks * (tiled ? s.splits : 1);
 }
 
-int64_t gemmMmaStages(int64_t tileM, int64_t vector, bool transposedB) {
+int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool transposedB) {
+  if (op.threads == 128) return kGemmGroupStages;
   return tileM <= 64 && transposedB && vector == 8 ? kGemmMmaStages : 1;
 }
 
-int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages) {
-  return stages * (tileM + tileN) * (tileK + kGemmMmaPad) * 2;
+int64_t gemmMmaBytes(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages) {
+  return stages * (tileM + tileN) * (tileK + (op.threads == 128 ? 0 : kGemmMmaPad)) * 2;
 }
 
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t) {

@@ -195,10 +195,17 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // tiles use one buffer, staged through registers (gemmMmaStages). On the
 // H200 the copies gained 5-20% on the short tiles of most products and lost
 // about 10% on the 128-row ones (bench/matmul NOTES, session 16).
+//
+// On a warpgroup's op (m64nNk16, kir.h's MmaShared) each warpgroup owns
+// threadM = 64 rows and threadN columns of the block; the tiles are rows of
+// tileK = 64 keys (128 bytes) in kir.h's 128-byte swizzle, unpadded, every
+// step copied asynchronously into one of kGemmGroupStages buffers. It needs
+// b K-major and K a multiple of 8.
 constexpr int64_t kGemmMmaPad = 8;
 constexpr int64_t kGemmMmaStages = 3;
-int64_t gemmMmaStages(int64_t tileM, int64_t vector, bool transposedB);
-int64_t gemmMmaBytes(int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages);
+constexpr int64_t kGemmGroupStages = 4;
+int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool transposedB);
+int64_t gemmMmaBytes(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages);
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
 
 // Words of padding after each k row of a gemm's staged tiles: 4, so every k

@@ -215,14 +215,16 @@ TEST_CASE("gen matmul: split-K gemm and its combine") {
   }
 }
 
-// The tensor-core gemm (gemm-mma) on the H200 profile's m16n8k16 ops, on
-// the KIR interpreter (which gives mma its meaning; the H200 runs in
-// test/device): every tile, both layouts of b, bf16 and f16, rows, K and N
-// that are multiples of no tile, fragment or run, and a split K. The bound
-// is checkWithin's: the products of two-byte values are exact in f32 and
-// each result is a sum of them, so 2 gamma_K plus one ulp of the result.
+// The tensor-core gemm (gemm-mma) on the H200 profile's m16n8k16 ops (its
+// warpgroup ops left out), on the KIR interpreter (which gives mma its
+// meaning; the H200 runs in test/device): every tile, both layouts of b,
+// bf16 and f16, rows, K and N that are multiples of no tile, fragment or
+// run, and a split K. The bound is checkWithin's: the products of two-byte
+// values are exact in f32 and each result is a sum of them, so 2 gamma_K
+// plus one ulp of the result.
 TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K") {
   DeviceProfile d = testing::loadTarget("nvidia-h200");
+  std::erase_if(d.matrix_ops, [](MatrixOp op) { return matrixShape(op).threads != 32; });
   struct Mma {
     int64_t m, k, n, units;
     const char* tile;
@@ -263,6 +265,47 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
   CHECK(noOp.schedule.kind == "gemm");
   CHECK(noOp.reason.find("; not on matrix units: the profile lists no matrix op for bf16") != std::string::npos);
   CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F16, DType::F16, d).schedule.matrix == "m16n8k16.f16");
+}
+
+// The gemm-mma on a warpgroup's op (m64nNk16, the H200 profile's first):
+// every tile, bf16 and f16, rows, K and N that are multiples of no tile or
+// block, a split K, on the interpreter under the same bound; and the
+// products it declines, which go to the warp's m16n8k16 saying why.
+TEST_CASE("gen matmul: gemm-mma on warpgroups, every tile, bf16 and f16, split K; what it declines") {
+  DeviceProfile d = testing::loadTarget("nvidia-h200");
+  struct Tile {
+    int64_t m, k, n, units;
+    const char* tile;
+    int64_t splits;
+  };
+  for (const char* t : {"bf16", "f16"})
+    for (Tile c : {Tile{130, 72, 260, 1, "128x256", 1}, Tile{130, 200, 136, 3, "128x128", 1},
+                   Tile{40, 40, 23, 1, "64x128", 1}, Tile{65, 1096, 20, 4, "64x128", 2}}) {
+      CAPTURE(t);
+      CAPTURE(c.m);
+      d.compute_units = c.units;
+      DType dt = *parseDType(t);
+      Schedule s = chooseMatMul(1, c.m, c.k, c.n, true, dt, dt, d).schedule;
+      CHECK(s.kind == "gemm-mma");
+      CHECK(s.matrix == std::string("m64nNk16.") + t);
+      CHECK(std::to_string(s.tileM) + "x" + std::to_string(s.tileN) == c.tile);
+      CHECK(s.splits == c.splits);
+      CHECK(s.workgroupSize == s.tileM / 64 * 128);
+      CHECK(s.workgroupMemory == kGemmGroupStages * (s.tileM + s.tileN) * 64 * 2);
+      CHECK(run(Case{t + dims({c.m, c.k}), t + dims({c.n, c.k}), t + dims({c.m, c.n}), true}, d, false) == "gemm-mma");
+    }
+  d.compute_units = 132;
+  CHECK(run(Case{"bf16[2,1,70,40]", "bf16[3,9,40]", "bf16[2,3,70,9]", true}, d, false) == "gemm-mma");
+  MatMulDecision plain = chooseMatMul(1, 130, 64, 64, false, DType::BF16, DType::BF16, d);
+  CHECK(plain.schedule.matrix == "m16n8k16.bf16");
+  CHECK(plain.reason.find("; not on m64nNk16.bf16: b is not K-major") != std::string::npos);
+  MatMulDecision odd = chooseMatMul(1, 130, 45, 64, true, DType::F16, DType::F16, d);
+  CHECK(odd.schedule.matrix == "m16n8k16.f16");
+  CHECK(odd.reason.find("; not on m64nNk16.f16: K=45 is not a multiple of 8") != std::string::npos);
+  MatMulDecision few = chooseMatMul(1, 20, 64, 64, true, DType::BF16, DType::BF16, d);
+  CHECK(few.schedule.matrix == "m16n8k16.bf16");
+  CHECK(few.reason.find("; not on m64nNk16.bf16: no tile of at most 32 rows fits the device's workgroup") !=
+        std::string::npos);
 }
 
 TEST_CASE("gen matmul: batched, broadcast, two-byte and integer forms") {

@@ -67,7 +67,7 @@ inline void checkPtxText(const kir::Kernel& k, const std::string& ptx) {
   int64_t bytes = 0;
   for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), shared); it != std::sregex_iterator(); ++it)
     bytes += std::stoll((*it)[1]);
-  bool dynamic = ptx.find(".extern .shared .align 16 .b8 poot_dynamic_shared[];") != std::string::npos;
+  bool dynamic = std::regex_search(ptx, std::regex(R"(\.extern \.shared \.align (16|1024) \.b8 poot_dynamic_shared\[\];)"));
   if (k.sharedBytes() > kPtxStaticSharedBytes) {
     CHECK_MESSAGE(dynamic, k.entry << ": " << k.sharedBytes() << " bytes of workgroup memory but no dynamic .shared");
     CHECK_MESSAGE(bytes == 0, k.entry << ": " << bytes << " bytes of static .shared besides the dynamic array");

@@ -508,6 +508,7 @@ TEST_CASE("kir interpret: mma multiplies each warp's fragments as kir.h lays the
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
   for (const MatrixShape& shape : matrixShapes()) {
+    if (shape.threads != 32) continue;  // a warpgroup's: the mma.shared tests
     CAPTURE(shape.name);
     // Two warps (and a second workgroup in y), each with its own A, B and
     // C; every lane loads its operands, brings A and B to the shape's type
@@ -553,6 +554,137 @@ TEST_CASE("kir interpret: mma multiplies each warp's fragments as kir.h lays the
         }
     }
   }
+}
+
+// Thread and register of a warpgroup's D that hold element (i, j), as the
+// PTX ISA draws wgmma's m64nNk16 accumulator (written here independently of
+// kir::mmaGroupC): warp i / 16 has rows 16w .. 16w + 15, in m16n8 blocks
+// side by side, four registers a block.
+Slot slotGroupD(size_t i, size_t j) {
+  return {(i / 16) * 32 + (i % 8) * 4 + (j % 8) / 2, (j / 8) * 4 + ((i % 16) / 8) * 2 + j % 2};
+}
+
+TEST_CASE("kir interpret: mma.shared multiplies each warpgroup's tiles from workgroup memory as kir.h lays them out") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  for (MatrixOp op : {MatrixOp::M64NK16Bf16, MatrixOp::M64NK16F16})
+    for (int64_t n : {8, 40, 256}) {
+      std::string name = matrixShape(op).name;
+      CAPTURE(name);
+      CAPTURE(n);
+      // Two warpgroups, each with its own A (64 rows of 64 keys) and B (n
+      // rows of 64 keys) in one workgroup array, and its own C: every
+      // thread stores its share of the array's elements as they are
+      // (converted from random f32), then each warpgroup multiplies keys 16
+      // .. 47 as a chain of two links. A's 8-row blocks lie 2048 elements
+      // apart (every other 1024 bytes), B's 512.
+      constexpr int64_t kThreads = 256, kA = 128 * 64;
+      int64_t perGroup = kA + n * 64, elems = 2 * perGroup, c = n / 2;
+      std::vector<float> src = randomFloats(rng, size_t(elems + kThreads * c));
+      for (float& x : src)
+        if (!std::isfinite(x) || std::abs(x) > 1e4f) x = 0.75f;
+      Builder bl("mma_shared", kThreads, 1);
+      int32_t in = bl.buffer("in", DType::F32, int64_t(src.size()), false);
+      int32_t out = bl.buffer("out", DType::F32, kThreads * c, true);
+      Scalar ot = mmaOperand(op);
+      int32_t tiles = bl.shared("tiles", ot, elems);
+      V t = bl.local();
+      bl.forRange(bl.i32(0), bl.i32(elems), kThreads, [&](V e0) {
+        V e = bl.add(e0, t);
+        bl.ifThen(bl.lt(e, bl.i32(elems)), [&] { bl.sharedStore(tiles, e, bl.convert(bl.load(in, e), ot)); });
+      });
+      bl.barrier();
+      V base = bl.mul(bl.div(t, bl.i32(128)), bl.i32(perGroup));
+      auto aTile = [&](int64_t ks) { return Builder::SharedTile{bl.add(base, bl.i32(16 + ks * 16)), bl.i32(1024)}; };
+      auto bTile = [&](int64_t ks) { return Builder::SharedTile{bl.add(base, bl.i32(kA + 16 + ks * 16)), bl.i32(512)}; };
+      std::vector<V> cs;
+      for (int64_t e = 0; e < c; ++e) cs.push_back(bl.load(in, bl.add(bl.i32(elems + e), bl.mul(t, bl.i32(c)))));
+      V d = bl.mmaShared(bl.mmaShared(op, tiles, aTile(0), bTile(0), cs), aTile(1), bTile(1));
+      std::vector<V> ds = bl.mmaResult(d);
+      for (int64_t e = 0; e < c; ++e) bl.store(out, bl.add(bl.mul(t, bl.i32(c)), bl.i32(e)), ds[size_t(e)]);
+      std::vector<uint8_t> ib = bytesOf(src), ob(size_t(kThreads * c) * 4, 0xff);
+      runOk(bl.finish(), 1, {&ib, &ob});
+      auto stored = [&](size_t i) { return ot == Scalar::BF16 ? bf16ToFloat(floatToBf16(src[i])) : halfToFloat(floatToHalf(src[i])); };
+      // The element (row, key) of rows of 64 keys from `first`, 8-row
+      // blocks `block` elements apart, as PTX's 128-byte swizzle stores it:
+      // the 16-byte run key / 8 of row r at run (key / 8) ^ (r % 8).
+      auto at = [](size_t first, size_t block, size_t r, size_t key) {
+        return first + (r / 8) * block + (r % 8) * 64 + (((key / 8) ^ (r % 8)) * 8) + key % 8;
+      };
+      int64_t bad = 0;
+      for (size_t w = 0; w < 2; ++w)
+        for (size_t i = 0; i < 64; ++i)
+          for (size_t j = 0; j < size_t(n); ++j) {
+            Slot sl = slotGroupD(i, j);
+            size_t thread = w * 128 + sl.lane;
+            double sum = src[size_t(elems) + thread * size_t(c) + sl.reg], mag = std::abs(sum);
+            for (size_t k = 16; k < 48; ++k) {
+              double p = double(stored(at(w * size_t(perGroup), 1024, i, k))) *
+                         double(stored(at(w * size_t(perGroup) + size_t(kA), 512, j, k)));
+              sum += p;
+              mag += std::abs(p);
+            }
+            // Two links, each rounding its sum to f32 once: within 2^-24 of
+            // the first link's magnitude and of the result's.
+            float got = elementAt<float>(ob, thread * size_t(c) + sl.reg);
+            if (std::abs(double(got) - sum) > 0x1p-23 * mag) ++bad;
+          }
+      CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("kir: mma.shared errors: chains broken or shared, warpgroups split, tiles off their array") {
+  // %0 .. %3 constants, %4 the head, %5 the link's row stride and %6 the
+  // link (%5 a barrier, %6 the stride and %7 the link, with one between).
+  auto kernel = [](int64_t threads, bool barrierBetween) {
+    Builder bl("group", threads, 1);
+    int32_t tiles = bl.shared("tiles", Scalar::BF16, 64 * 64 + 8 * 64);
+    V zero = bl.i32(0), b0 = bl.i32(64 * 64), f = bl.f32(1);
+    V h = bl.mmaShared(MatrixOp::M64NK16Bf16, tiles, {zero, bl.i32(512)}, {b0, zero}, {f, f, f, f});
+    if (barrierBetween) bl.barrier();
+    bl.mmaResult(bl.mmaShared(h, {zero, bl.i32(512)}, {b0, zero}));
+    return bl.finish();
+  };
+  CHECK(bool(verify(kernel(128, false))));
+  CHECK(errorOf(verify(kernel(64, false))) ==
+        "kernel group: %4 (mma.shared) in a workgroup of 64 threads, not whole warpgroups of 128");
+  CHECK(errorOf(verify(kernel(128, true))) == "kernel group: %7 (mma.shared): chains onto %4 across %5 (barrier)");
+  Kernel k = kernel(128, false);
+  k.insts.push_back(Inst{Opc::Lane, Scalar::F32, {4}});  // reads the head, which the link chains onto
+  k.body.items.push_back(V(k.insts.size() - 1));
+  CHECK(errorOf(verify(k)) == "kernel group: %6 (mma.shared): chains onto %4, which has 1 other uses");
+  k = kernel(128, false);
+  k.insts[4].ref = int32_t(MatrixOp::M16N8K16Bf16);
+  CHECK(errorOf(verify(k)) == "kernel group: %4 (mma.shared): matrix op 1 is not a warpgroup's one of ir/matrix.h");
+  k = kernel(128, false);
+  k.insts[4].args.pop_back();
+  CHECK(errorOf(verify(k)) == "kernel group: %4 (mma.shared): 3 accumulators: n = 6 is not a multiple of 8 up to 256");
+  k = kernel(128, false);
+  k.shared[0].type = Scalar::F16;
+  CHECK(errorOf(verify(k)) == "kernel group: %4 (mma.shared): reads shared 0 (tiles) of f16, not bf16");
+  k = kernel(128, false);
+  k.shared.insert(k.shared.begin(), Shared{"before", Scalar::F32, 4});
+  k.insts[4].imm = k.insts[6].imm = 1;
+  CHECK(errorOf(verify(k)) == "kernel group: %4 (mma.shared): shared 1 (tiles) does not start at a multiple of 1024 bytes");
+
+  // In the interpreter: B's tile runs off the array; a start that differs
+  // between the threads of a warpgroup; a start whose 16 keys leave their row.
+  k = kernel(128, false);
+  k.shared[0].elems = 64 * 64 + 4 * 64;  // B's rows 4 .. 7 past the end
+  CHECK(errorOf(interpret(k, 1, {})) ==
+        "kernel group: %4 (mma.shared): B's element (0, 4) is outside shared 0 (tiles) in workgroup (0, 0) thread 0");
+  k = kernel(128, false);
+  k.insts[0].imm = 56;  // A's and B's start (b0 is another constant): keys 56 .. 71
+  CHECK(errorOf(interpret(k, 1, {})) ==
+        "kernel group: %4 (mma.shared): A's start 56 or row stride 512 is not as kir.h has them in workgroup (0, 0) thread 0");
+  Builder bl("split", 256, 1);
+  int32_t tiles = bl.shared("tiles", Scalar::F16, 64 * 64 * 3);
+  V zero = bl.i32(0), f = bl.f32(0);
+  V start = bl.mul(bl.rem(bl.local(), bl.i32(2)), bl.i32(8));
+  bl.mmaResult(bl.mmaShared(MatrixOp::M64NK16F16, tiles, {start, zero}, {zero, zero}, {f, f, f, f}));
+  CHECK(errorOf(interpret(bl.finish(), 1, {})) ==
+        "kernel split: %7 (mma.shared): operand 0 differs between threads of the warpgroup (8 and 0) in workgroup (0, 0) thread 1");
 }
 
 TEST_CASE("kir interpret: toTf32 keeps sign, exponent and 10 mantissa bits; NaN and infinities stay") {
@@ -792,6 +924,8 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
     CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): 10 operands, expected 16");
     m.insts[1].ref = 7;
     CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): matrix op 7 is not one of ir/matrix.h's");
+    m.insts[1].ref = int32_t(MatrixOp::M64NK16Bf16);
+    CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): m64nNk16.bf16 is not a warp's matrix op");
     m.insts[1].ref = int32_t(MatrixOp::M16N8K8Tf32);
     m.insts[5].imm = 3;
     m.insts[1].args.pop_back();

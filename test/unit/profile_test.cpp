@@ -229,7 +229,7 @@ TEST_CASE("profile: select is allowed on ptx and hsaco") {
   CHECK(p->f16.select);
 }
 
-TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, and needs ptx on sm_80 or newer") {
+TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, and needs ptx on sm_80 or newer (sm_90a for a warpgroup's)") {
   auto ptx = [](const char* arch, const char* line) {
     std::string text = edit(17, (std::string("max_bindings: 32\n") + line).c_str());
     text.replace(text.find("target: spirv"), 13, "target: ptx");
@@ -251,14 +251,25 @@ TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, an
   CHECK(errorOf(edit(17, "max_bindings: 32\nmatrix_multiply: [m16n8k8.tf32]")) ==
         "t.yaml:18:19: error: field 'matrix_multiply': m16n8k8.tf32 needs target ptx and sm_80 or newer, got target "
         "spirv arch vulkan1.3");
+  // A warpgroup's op is wgmma, which only sm_90a has.
+  auto group = parseProfile(ptx("sm_90a", "matrix_multiply: [m64nNk16.bf16, m16n8k16.bf16]"), "t.yaml");
+  REQUIRE(group);
+  CHECK(group->matrix_ops == std::vector<MatrixOp>{MatrixOp::M64NK16Bf16, MatrixOp::M16N8K16Bf16});
+  CHECK(errorOf(ptx("sm_90", "matrix_multiply: [m16n8k16.bf16, m64nNk16.bf16]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m64nNk16.bf16 needs target ptx and sm_90a, got target ptx arch "
+        "sm_90");
+  CHECK(errorOf(ptx("sm_100a", "matrix_multiply: [m64nNk16.f16]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m64nNk16.f16 needs target ptx and sm_90a, got target ptx arch "
+        "sm_100a");
   CHECK(errorOf(ptx("sm_90", "matrix_multiply: [tf32]")) ==
-        "t.yaml:18:19: error: field 'matrix_multiply': expected one of m16n8k8.tf32, m16n8k16.bf16, m16n8k16.f16, got "
+        "t.yaml:18:19: error: field 'matrix_multiply': expected one of m16n8k8.tf32, m16n8k16.bf16, m16n8k16.f16, "
+        "m64nNk16.bf16, m64nNk16.f16, got "
         "'tf32'");
   CHECK(errorOf(ptx("sm_90", "matrix_multiply: [m16n8k8.tf32, m16n8k8.tf32]")) ==
         "t.yaml:18:33: error: field 'matrix_multiply': 'm16n8k8.tf32' is listed twice");
   CHECK(errorOf(ptx("sm_90", "matrix_multiply: m16n8k8.tf32")) ==
         "t.yaml:18:18: error: field 'matrix_multiply': expected a list drawn from [m16n8k8.tf32, m16n8k16.bf16, "
-        "m16n8k16.f16], got 'm16n8k8.tf32'");
+        "m16n8k16.f16, m64nNk16.bf16, m64nNk16.f16], got 'm16n8k8.tf32'");
 }
 
 TEST_CASE("profile: every profile in targets/ loads and is self-consistent") {

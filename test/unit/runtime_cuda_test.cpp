@@ -143,7 +143,7 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
   d.name = "NVIDIA H200";
   d.slug = "nvidia-h200";
   d.target = rt::Target::Ptx;
-  d.arch = "sm_90";
+  d.arch = "sm_90a";  // compute capability 9.0 probes as its arch-specific ptx, for wgmma
   d.driver = "cuda 13.0";
   d.computeUnits = 132;
   d.workgroupMemoryBytes = 232448;
@@ -153,7 +153,8 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
   d.memoryBytes = d.maxBindingBytes = 150109880320;
   d.maxBindings = 512;
   d.f16 = d.bf16 = {true, true, true};
-  d.matrixOps = {MatrixOp::M16N8K16Bf16, MatrixOp::M16N8K16F16, MatrixOp::M16N8K8Tf32};
+  d.matrixOps = {MatrixOp::M64NK16Bf16, MatrixOp::M64NK16F16, MatrixOp::M16N8K16Bf16, MatrixOp::M16N8K16F16,
+                 MatrixOp::M16N8K8Tf32};
   std::string text = profileText(d);
   CHECK(text.find("# CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.\ncompute_units: 132\n") != std::string::npos);
   CHECK(text.find("maxComputeSharedMemorySize") == std::string::npos);
@@ -180,9 +181,12 @@ TEST_CASE("runtime cuda: poot probe's profile of an H200 is targets/nvidia-h200.
 }
 
 TEST_CASE("runtime cuda: a ptx plan runs on its sm or newer, not on an older one") {
+  // The H200 profile's plans are arch-specific (sm_90a, for wgmma); the
+  // same plan for sm_90 runs on newer sms too.
   rt::PlanFile plan = h200Plan("decode-attention.pg");
   REQUIRE(plan.device.target == rt::Target::Ptx);
-  REQUIRE(plan.device.arch == "sm_90");
+  REQUIRE(plan.device.arch == "sm_90a");
+  plan.device.arch = "sm_90";
 
   std::vector<int64_t> wm;
   auto s = session(plan, h200Info(), &wm);

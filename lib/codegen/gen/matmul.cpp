@@ -413,7 +413,7 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
   Scalar ot = kir::mmaOperand(op);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WM = s.threadM, WN = s.threadN, W = s.vector;
   int64_t WX = BN / WN, T = s.workgroupSize, FM = WM / shape.m, FN = WN / shape.n, SA = BK + kGemmMmaPad;
-  int64_t ST = gemmMmaStages(BM, W, p.transposed);
+  int64_t ST = gemmMmaStages(shape, BM, W, p.transposed);
   int32_t as = b.shared("a_tile", ot, ST * BM * SA), bs = b.shared("b_tile", ot, ST * BN * SA);
   perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
@@ -575,6 +575,104 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
   return b.finish();
 }
 
+// The gemm on a warpgroup's matrix op (gemm-mma with m64nNk16, sm_90a):
+// warpgroup (wm, wn) owns rows wm * 64 .. and columns wn * threadN .. of the
+// block. Each step of tileK = 64 keys, the a tile (tileM rows) and the b tile
+// (tileN columns, K fastest) are copied asynchronously into one of ST stage
+// buffers in kir.h's 128-byte swizzle: a row's 128 bytes of keys are one
+// row of the buffer, its 16-byte run j at j ^ (row % 8), so a warp reads 4
+// whole rows from global memory and writes 4 whole rows of workgroup memory;
+// out-of-range runs are zeros. The copies of the next ST - 1 steps fly while
+// the warpgroups multiply one, a chain of 4 MmaShared a step onto their
+// threadN / 2 accumulators.
+Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
+  const Schedule& s = in.request.schedule;
+  const Product& p = g.p;
+  Frame* f = &g.f;
+  Builder& b = f->b;
+  MatrixOp op = *matrixOpNamed(s.matrix);
+  const MatrixShape& shape = matrixShape(op);
+  int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WN = s.threadN, T = s.workgroupSize;
+  int64_t WX = BN / WN, ST = gemmMmaStages(shape, BM, s.vector, p.transposed), stage = (BM + BN) * BK;
+  int32_t tiles = b.shared("tiles", kir::mmaOperand(op), ST * stage);
+  perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
+    auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
+    V tid = b.local();
+    V group = divBy(b, tid, 128);
+    V wm = divBy(b, group, WX), wn = remBy(b, group, WX);
+    std::vector<int32_t> acc;
+    for (int64_t i = 0; i < WN / 2; ++i) acc.push_back(b.var(Scalar::F32, b.f32(0)));
+    // Step k0's copies into stage st, as one group: run e of a tile (16
+    // bytes, 8 keys) is row e / 8, keys from (e % 8) * 8.
+    auto issue = [&](V st, V k0) {
+      for (int64_t part = 0; part < 2; ++part) {
+        int64_t rows = part == 0 ? BM : BN, runs = rows * BK / 8;
+        for (int64_t e0 = 0; e0 < runs; e0 += T) {
+          V e = b.add(tid, b.i32(e0));
+          auto copy = [&] {
+            V row = divBy(b, e, 8), j = remBy(b, e, 8);
+            V key = b.add(k0, b.mul(j, b.i32(8)));
+            V swizzled = b.add(b.mul(row, b.i32(64)), b.mul(b.binary(Opc::Xor, j, remBy(b, row, 8)), b.i32(8)));
+            V at = b.add(b.mul(st, b.i32(stage)), b.add(b.i32(part * BM * BK), swizzled));
+            V ok, src;
+            if (part == 0) {
+              V r = b.add(r0, row);
+              ok = b.binary(Opc::And, b.lt(r, b.i32(p.m)), b.lt(key, kHi));
+              src = b.add(aBase, b.add(b.mul(r, b.i32(p.k)), key));
+            } else {
+              V col = b.add(c0, row);
+              ok = b.binary(Opc::And, b.lt(col, b.i32(p.n)), b.lt(key, kHi));
+              src = p.bAt(b, bBase, key, col);
+            }
+            b.copyAsync(f->in[part], b.select(ok, src, b.i32(0)), tiles, at, ok);
+          };
+          if (e0 + T <= runs) copy();
+          else b.ifThen(b.lt(e, b.i32(runs)), copy);
+        }
+      }
+      b.asyncCommit();
+    };
+    for (int64_t st = 0; st + 1 < ST; ++st) issue(b.i32(st), b.add(kLo, b.i32(st * BK)));
+    V rowStride = b.i32(8 * BK);
+    b.forRange(kLo, kHi, BK, [&](V k0) {
+      V step = divBy(b, b.sub(k0, kLo), BK);
+      b.asyncWait(ST - 2);  // this step's group has landed, for this thread
+      b.barrier();          // for every thread; and every warpgroup is done with the step before
+      issue(remBy(b, b.add(step, b.i32(ST - 1)), ST), b.add(k0, b.i32((ST - 1) * BK)));
+      V base = b.mul(remBy(b, step, ST), b.i32(stage));
+      V aAt = b.add(base, b.mul(wm, b.i32(64 * BK))), bAt = b.add(base, b.add(b.i32(BM * BK), b.mul(wn, b.i32(WN * BK))));
+      V d = -1;
+      for (int64_t ks = 0; ks < BK; ks += 16) {
+        Builder::SharedTile at{b.add(aAt, b.i32(ks)), rowStride};
+        Builder::SharedTile bt{b.add(bAt, b.i32(ks)), rowStride};
+        if (d < 0) {
+          std::vector<V> c;
+          for (int32_t x : acc) c.push_back(b.get(x));
+          d = b.mmaShared(op, tiles, at, bt, c);
+        } else {
+          d = b.mmaShared(d, at, bt);
+        }
+      }
+      std::vector<V> out = b.mmaResult(d);
+      for (size_t i = 0; i < acc.size(); ++i) b.set(acc[i], out[i]);
+    });
+    b.asyncWait(0);  // the copies past the last step (zeros) land before the end
+    // Element e of the warpgroup's D (kir::mmaGroupC).
+    V lane = remBy(b, tid, 128);
+    V warp = divBy(b, lane, 32), gq = divBy(b, remBy(b, lane, 32), 4), t = remBy(b, lane, 4);
+    V rowAt = b.add(r0, b.add(b.mul(wm, b.i32(64)), b.add(b.mul(warp, b.i32(16)), gq)));
+    V colAt = b.add(c0, b.add(b.mul(wn, b.i32(WN)), b.mul(t, b.i32(2))));
+    for (int64_t e = 0; e < WN / 2; ++e) {
+      kir::RowCol rc = kir::mmaGroupC(0, int(e));
+      V row = b.add(rowAt, b.i32(rc.row)), col = b.add(colAt, b.i32(rc.col));
+      b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
+        b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(e)]));
+      });
+    }
+  });
+  return b.finish();
+}
+
 }  // namespace
 
 // A split gemm's sum: thread id adds element id of every chunk's partials,
@@ -599,7 +697,9 @@ Expected<kir::Kernel> genMatMul(const GenInput& in) {
   if (kind == "gemm" || kind == "gemm-mma") {
     auto g = openGemm(in);
     if (!g) return g.error();
-    return kind == "gemm" ? genGemm(in, *g) : genGemmMma(in, *g);
+    if (kind == "gemm") return genGemm(in, *g);
+    if (matrixShape(*matrixOpNamed(in.request.schedule.matrix)).threads == 128) return genGemmGroup(in, *g);
+    return genGemmMma(in, *g);
   }
   if (kind == "matmul-combine") return genCombine(in);
   return genGemv(in);

@@ -68,6 +68,34 @@ V Builder::shuffleXor(V x, int64_t mask) {
   return emit(std::move(sh));
 }
 
+V Builder::mmaShared(MatrixOp op, int32_t array, SharedTile a, SharedTile b, const std::vector<V>& c) {
+  assert(matrixShape(op).threads == 128 && c.size() % 4 == 0 && int64_t(c.size()) * 2 <= matrixShape(op).n);
+  Inst m{Opc::MmaShared, Scalar::F32, {a.start, a.rowStride, b.start, b.rowStride}};
+  m.args.insert(m.args.end(), c.begin(), c.end());
+  m.ref = int32_t(op);
+  m.imm = array;
+  return emit(std::move(m));
+}
+
+V Builder::mmaShared(V onto, SharedTile a, SharedTile b) {
+  const Inst& prev = k_.insts[size_t(onto)];
+  assert(prev.op == Opc::MmaShared);
+  Inst m{Opc::MmaShared, Scalar::F32, {a.start, a.rowStride, b.start, b.rowStride, onto}};
+  m.ref = prev.ref;
+  m.imm = prev.imm;
+  return emit(std::move(m));
+}
+
+std::vector<V> Builder::mmaResult(V m) {
+  std::vector<V> out;
+  for (int64_t i = 0; i < mmaSharedColumns(k_, m) / 2; ++i) {
+    Inst lane{Opc::Lane, Scalar::F32, {m}};
+    lane.imm = i;
+    out.push_back(emit(std::move(lane)));
+  }
+  return out;
+}
+
 std::array<V, 4> Builder::mma(MatrixOp op, const std::vector<V>& a, const std::vector<V>& b,
                               const std::array<V, 4>& c) {
   const MatrixShape& shape = matrixShape(op);

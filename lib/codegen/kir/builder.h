@@ -108,6 +108,17 @@ class Builder {
   // in workgroup-uniform control flow, in a workgroup of whole warps.
   V shuffleXor(V x, int64_t mask);
   std::array<V, 4> mma(MatrixOp op, const std::vector<V>& a, const std::vector<V>& b, const std::array<V, 4>& c);
+  // A warpgroup's D = A * B + C from workgroup array `array` (kir.h,
+  // MmaShared), A and B's transpose each at (start, stride of its 8-row
+  // blocks) in the 128-byte swizzle, C the n/2 values of `c`; or, chained,
+  // accumulating onto `onto` (an earlier mmaShared). Both give the
+  // MmaShared, whose D mmaResult reads (after the chain's last link).
+  struct SharedTile {
+    V start, rowStride;
+  };
+  V mmaShared(MatrixOp op, int32_t array, SharedTile a, SharedTile b, const std::vector<V>& c);
+  V mmaShared(V onto, SharedTile a, SharedTile b);
+  std::vector<V> mmaResult(V m);
   // x with its low 13 mantissa bits cleared: the TF32 value Mma takes
   // (truncated toward zero; NaN stays NaN, an infinity stays infinite).
   V toTf32(V x);

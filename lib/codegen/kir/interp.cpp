@@ -12,7 +12,9 @@
 // f16 and bf16 are the oracle's (oracle/tensor.h). The lanes of every instruction, the variables and the
 // masks (one per nesting depth) are allocated once per call and reused by
 // every workgroup. A warp operation (ShuffleXor, Mma) reads the lanes of
-// each warp with an active thread, all 32 of which must be active. Where
+// each warp with an active thread, all 32 of which must be active; an
+// MmaShared likewise each warpgroup, whose 128 threads must agree on its
+// indices. Where
 // kir.h is silent: Rem on f32 is C's fmod, and f32 -> int conversion
 // saturates (NaN gives 0). The kernel is verified first, so
 // the opcode cases assume well-typed operands; a barrier reached by part of
@@ -84,6 +86,8 @@ class Machine {
     for (size_t v = 0; v < k.insts.size(); ++v)
       if (k.insts[v].op == Opc::SharedLoadVec || k.insts[v].op == Opc::Mma)
         wide_[V(v)].assign(size_t(k.insts[v].imm) * w_, 0);
+      else if (k.insts[v].op == Opc::MmaShared)
+        wide_[V(v)].assign(size_t(mmaSharedColumns(k, V(v)) / 2) * w_, 0);
   }
 
   Status run(int64_t gridY) {
@@ -326,7 +330,7 @@ class Machine {
   void lane(const uint8_t* m, V v, const Inst& in) {
     const Inst& vec = k_.insts[size_t(in.args[0])];
     uint64_t* r = lanes(v);
-    if (vec.op == Opc::SharedLoadVec || vec.op == Opc::Mma) {
+    if (vec.op == Opc::SharedLoadVec || vec.op == Opc::Mma || vec.op == Opc::MmaShared) {
       const uint64_t* words = wide_.at(in.args[0]).data() + size_t(in.imm) * w_;
       for (size_t t = 0; t < w_; ++t)
         if (m[t]) r[t] = words[t];
@@ -446,6 +450,68 @@ class Machine {
           double sum = c[size_t(rc.row * shape.n + rc.col)];
           for (int64_t k = 0; k < shape.k; ++k) sum += a[size_t(rc.row * shape.k + k)] * b[size_t(k * shape.n + rc.col)];
           d[e * w_ + w0 + l] = put(float(sum));
+        }
+    }
+    return true;
+  }
+
+  // An MmaShared, warpgroup by warpgroup: A and B read from workgroup
+  // memory in kir.h's 128-byte swizzle, C from the c operands (or the
+  // chained link's D), each sum in double rounded once.
+  bool warpgroup(const uint8_t* m, V v, const Inst& in) {
+    const Shared& s = k_.shared[size_t(in.imm)];
+    const uint8_t* bytes = shared_[size_t(in.imm)].data();
+    Scalar ot = s.type;
+    int64_t n = mmaSharedColumns(k_, v);
+    bool chain = in.args.size() == 5 && k_.insts[size_t(in.args[4])].op == Opc::MmaShared;
+    std::vector<uint64_t>& d = wide_.at(v);
+    for (size_t g0 = 0; g0 < w_; g0 += 128) {
+      size_t active = size_t(std::count(m + g0, m + g0 + 128, uint8_t(1)));
+      if (active == 0) continue;
+      if (active != 128)
+        return fail(v, -1, "reached by " + std::to_string(active) + " of warpgroup " + std::to_string(g0 / 128) + "'s 128 threads");
+      int64_t idx[4];
+      for (size_t i = 0; i < 4; ++i) {
+        const uint64_t* x = lanes(in.args[i]);
+        idx[i] = get<int32_t>(x[g0]);
+        for (size_t t = g0; t < g0 + 128; ++t)
+          if (x[t] != x[g0])
+            return fail(v, int64_t(t), "operand " + std::to_string(i) + " differs between threads of the warpgroup (" +
+                                           std::to_string(get<int32_t>(x[t])) + " and " + std::to_string(idx[i]) + ")");
+      }
+      for (size_t i : {0, 2})
+        if (idx[i] < 0 || idx[i] % 8 != 0 || idx[i] % 64 > 48 || idx[i + 1] < 0 || idx[i + 1] % 512 != 0)
+          return fail(v, int64_t(g0), std::string(i == 0 ? "A" : "B") + "'s start " + std::to_string(idx[i]) +
+                                          " or row stride " + std::to_string(idx[i + 1]) + " is not as kir.h has them");
+      // Element (row, key) of the tile at (start, row stride), swizzled.
+      auto element = [&](const int64_t* tile, int64_t row, int64_t key, double& out) {
+        int64_t x = 2 * (tile[0] + (row / 8) * tile[1] + (row % 8) * 64 + key);
+        x ^= ((x >> 7) & 7) << 4;
+        if (x + 2 > s.elems * 2) return false;
+        uint16_t bits = 0;
+        std::memcpy(&bits, bytes + size_t(x), 2);
+        out = ot == Scalar::BF16 ? bf16ToFloat(bits) : halfToFloat(bits);
+        return true;
+      };
+      std::vector<double> a(64 * 16), b(size_t(n) * 16);
+      for (int64_t r = 0; r < 64; ++r)
+        for (int64_t kk = 0; kk < 16; ++kk)
+          if (!element(idx, r, kk, a[size_t(r * 16 + kk)]))
+            return fail(v, int64_t(g0), "A's element (" + std::to_string(r) + ", " + std::to_string(kk) +
+                                            ") is outside shared " + std::to_string(in.imm) + " (" + s.name + ")");
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t kk = 0; kk < 16; ++kk)
+          if (!element(idx + 2, j, kk, b[size_t(j * 16 + kk)]))
+            return fail(v, int64_t(g0), "B's element (" + std::to_string(kk) + ", " + std::to_string(j) +
+                                            ") is outside shared " + std::to_string(in.imm) + " (" + s.name + ")");
+      const std::vector<uint64_t>* onto = chain ? &wide_.at(in.args[4]) : nullptr;
+      for (size_t l = 0; l < 128; ++l)
+        for (int64_t e = 0; e < n / 2; ++e) {
+          RowCol rc = mmaGroupC(int(l), int(e));
+          uint64_t c = onto ? (*onto)[size_t(e) * w_ + g0 + l] : lanes(in.args[4 + size_t(e)])[g0 + l];
+          double sum = get<float>(c);
+          for (int64_t kk = 0; kk < 16; ++kk) sum += a[size_t(rc.row * 16 + kk)] * b[size_t(rc.col * 16 + kk)];
+          d[size_t(e) * w_ + g0 + l] = put(float(sum));
         }
     }
     return true;
@@ -626,6 +692,9 @@ class Machine {
         case Opc::Mma:
           if (!warp(m, v, in)) return false;
           break;
+        case Opc::MmaShared:
+          if (!warpgroup(m, v, in)) return false;
+          break;
         case Opc::GetVar: {
           const uint64_t* x = vars_.data() + size_t(in.ref) * w_;
           for (size_t t = 0; t < w_; ++t)
@@ -680,7 +749,7 @@ class Machine {
   std::vector<uint64_t> vars_;   // variable j's lanes at [j * w_, (j + 1) * w_)
   std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
   std::vector<std::vector<uint8_t>> shared_;  // each workgroup array's bytes
-  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's elements or an Mma's elements: e of thread t at [e * w_ + t]
+  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's, Mma's or MmaShared's elements: e of thread t at [e * w_ + t]
   // Each thread's asynchronous copies: its open group, and its closed groups
   // oldest first.
   struct Copy {

@@ -69,7 +69,7 @@ const char* opcName(Opc o) {
       "const", "group.x", "group.y", "local", "add", "sub", "mul", "div", "rem", "min", "max", "pow",
       "and", "or", "xor", "shl", "shr.a", "shr.l", "neg", "not", "abs", "exp", "log", "sqrt", "rsqrt",
       "tanh", "sin", "cos", "floor", "lt", "le", "gt", "ge", "eq", "ne", "select", "fma", "convert", "bitcast",
-      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "mma", "copy.async", "async.commit", "async.wait", "get", "set", "for", "if", "barrier"};
+      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "mma", "mma.shared", "copy.async", "async.commit", "async.wait", "get", "set", "for", "if", "barrier"};
   static_assert(sizeof names / sizeof names[0] == size_t(Opc::Barrier) + 1);
   return names[size_t(o)];
 }
@@ -92,6 +92,17 @@ Scalar mmaOperand(MatrixOp op) {
 }
 
 RowCol mmaC(int lane, int e) { return {lane / 4 + 8 * (e / 2), 2 * (lane % 4) + e % 2}; }
+
+RowCol mmaGroupC(int thread, int e) {
+  RowCol in = mmaC(thread % 32, e % 4);
+  return {16 * (thread / 32) + in.row, 8 * (e / 4) + in.col};
+}
+
+int64_t mmaSharedColumns(const Kernel& k, V m) {
+  while (k.insts[size_t(m)].args.size() == 5 && k.insts[size_t(k.insts[size_t(m)].args[4])].op == Opc::MmaShared)
+    m = k.insts[size_t(m)].args[4];
+  return 2 * (int64_t(k.insts[size_t(m)].args.size()) - 4);
+}
 
 std::vector<int64_t> Kernel::sharedOffsets() const {
   std::vector<int64_t> out;

@@ -92,6 +92,32 @@
 //    (the interpreter adds in double and rounds once): within 2^-19 of the
 //    sum of |C[i][j]| and the products' magnitudes, every shape.
 //    NaN and infinities propagate as IEEE arithmetic over the products would.
+//  - Warpgroups: warps 4w .. 4w + 3 (threads 128w .. 128w + 127) are
+//    warpgroup w, a thread's index in it is its index % 128. MmaShared is
+//    executed by a whole warpgroup at once: the workgroup size is a multiple
+//    of 128 and it stands only in workgroup-uniform control flow.
+//  - MmaShared(aStart, aRowStride, bStart, bRowStride, c0..c{n/2 - 1}),
+//    ref a warpgroup's MatrixOp (m64nNk16) and imm a workgroup array of its
+//    operand type that starts at a multiple of 1024 bytes: the warpgroup's
+//    D = A * B + C for a 64 x 16 A, a 16 x n B and 64 x n f32 C and D, n = 2
+//    x the c operands (a multiple of 8 up to 256). A and B (held as its
+//    transpose, n rows of 16 keys) are read from the array in PTX's 128-byte
+//    swizzle: a tile's row is 64 elements (128 bytes), A's element (r, k) at
+//    element aStart + (r / 8) aRowStride + (r % 8) 64 + k, and the element at
+//    byte x of the array is stored at byte x ^ (((x >> 7) % 8) << 4) (each
+//    16-byte run moved within its 128 bytes by their index in their 1024);
+//    B's (k, j) likewise at bStart + (j / 8) bRowStride + (j % 8) 64 + k.
+//    The four indices are the same in every thread of the warpgroup, starts
+//    multiples of 8 elements with start % 64 <= 48 (the 16 keys stay in
+//    their row), row strides multiples of 512 elements (1024 bytes) below
+//    2^17. C and D are spread over the warpgroup as mmaGroupC gives, D read
+//    by Lane 0 .. n/2 - 1. In place of its n/2 c operands an MmaShared may
+//    take one operand, an earlier MmaShared of the same op and n,
+//    accumulating onto its D: a chain, whose links stand in one block with
+//    no Store, SharedStore(Vec), CopyAsync, AsyncWait, Barrier, For or If
+//    between them, and each link but the last used by the next link only
+//    (the emitter issues a chain's products asynchronously and waits once at
+//    its end). Sums as Mma's.
 //  - CopyAsync(gindex, sindex, ok), ref a read-only buffer and imm a
 //    workgroup array whose elements are the buffer's value type: starts a
 //    copy of 16 bytes from the buffer's element gindex to the array's element
@@ -151,6 +177,7 @@ enum class Opc : uint8_t {
   SharedStoreVec,                 // (index, imm values) into consecutive elements of shared[ref]
   ShuffleXor,                     // (x) -> x of lane (lane ^ imm) of the warp
   Mma,                            // (a..., b..., c0..c3), ref a MatrixOp; read only by Lane 0..3
+  MmaShared,                      // (aStart, aRowStride, bStart, bRowStride, c... or a chained MmaShared), ref a MatrixOp, imm shared
   CopyAsync,                      // (gindex, sindex, ok): 16 bytes of buffers[ref] into shared[imm]
   AsyncCommit,                    // closes the thread's open group of copies
   AsyncWait,                      // until at most imm of the thread's closed groups are unfinished
@@ -175,6 +202,11 @@ struct RowCol {
 RowCol mmaA(MatrixOp op, int lane, int e);
 RowCol mmaB(MatrixOp op, int lane, int e);
 RowCol mmaC(int lane, int e);
+// Element e of a warpgroup's C (or D) in thread l of the warpgroup (l in
+// [0, 128)), PTX's wgmma layout: warp w = l / 32 has rows 16w .. 16w + 15,
+// as m16n8 blocks side by side: (16w + g + 8 ((e % 4) / 2), 8 (e / 4) + 2t
+// + e % 2), g and t of the lane l % 32.
+RowCol mmaGroupC(int thread, int e);
 // The type of an Mma's A and B operands: f32 (tf32), bf16 or f16.
 Scalar mmaOperand(MatrixOp op);
 
@@ -188,8 +220,8 @@ struct Inst {
   Opc op = Opc::Const;
   Scalar type = Scalar::I32;  // the result type; I32 for statements
   std::vector<V> args;
-  int32_t ref = -1;   // buffer, shared array or variable index; Mma: its MatrixOp
-  int64_t imm = 0;    // Const bool/int value; For step; wide access width; Lane index; ShuffleXor mask
+  int32_t ref = -1;   // buffer, shared array or variable index; Mma, MmaShared: its MatrixOp
+  int64_t imm = 0;    // Const bool/int value; For step; wide access width; Lane index; ShuffleXor mask; MmaShared's array
   double fimm = 0;    // Const f32 value
   Block body, orelse; // For: body; If: then and else
 };
@@ -222,5 +254,8 @@ struct Kernel {
   std::vector<int64_t> sharedOffsets() const;
   int64_t sharedBytes() const;
 };
+
+// An MmaShared's n: twice its c operands, or its chain's first link's n.
+int64_t mmaSharedColumns(const Kernel& k, V mmaShared);
 
 }  // namespace poot::kir

@@ -7,7 +7,9 @@
 // back as the same f32 (std::to_chars on the float), as in the graph text.
 #include "codegen/kir/print.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 
 namespace poot::kir {
@@ -49,9 +51,9 @@ class Printer {
  private:
   static std::string val(V v) { return "%" + std::to_string(v); }
 
-  std::string args(const Inst& in, size_t from) const {
+  std::string args(const Inst& in, size_t from, size_t to = SIZE_MAX) const {
     std::string s;
-    for (size_t i = from; i < in.args.size(); ++i) s += (i > from ? ", " : "") + val(in.args[i]);
+    for (size_t i = from; i < std::min(to, in.args.size()); ++i) s += (i > from ? ", " : "") + val(in.args[i]);
     return s;
   }
 
@@ -94,6 +96,11 @@ class Printer {
       case Opc::AsyncCommit: return "async.commit";
       case Opc::AsyncWait: return "async.wait " + std::to_string(in.imm);
       case Opc::ShuffleXor: return def + "shuffle.xor " + args(in, 0) + " ^ " + std::to_string(in.imm) + typed;
+      case Opc::MmaShared: {
+        auto tile = [&](size_t i) { return "s" + std::to_string(in.imm) + "[" + args(in, i, i + 2) + "]"; };
+        return def + "mma.shared " + matrixShape(MatrixOp(in.ref)).name + " " + tile(0) + ", " + tile(2) + ", " +
+               args(in, 4) + typed;
+      }
       default: {
         std::string a = args(in, 0);
         return def + opcName(in.op) + (a.empty() ? "" : " " + a) + typed;

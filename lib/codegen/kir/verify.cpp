@@ -8,9 +8,10 @@
 // For's induction value when a bound is per-thread, and a variable set from a
 // per-thread value or under per-thread control (iterated to a fixed point,
 // since a loop may read a variable before the set that taints it); a Barrier,
-// ShuffleXor or Mma under an If or For whose condition or bound is
-// per-thread is an error, and so is a warp operation in a workgroup that is
-// not whole warps.
+// ShuffleXor, Mma or MmaShared under an If or For whose condition or bound
+// is per-thread is an error, and so is a warp operation in a workgroup that
+// is not whole warps (whole warpgroups for MmaShared). A third walk checks
+// each MmaShared chain.
 #include "codegen/kir/verify.h"
 
 #include <vector>
@@ -24,10 +25,22 @@ bool isStatement(Opc op) {
          op == Opc::Barrier || op == Opc::CopyAsync || op == Opc::AsyncCommit || op == Opc::AsyncWait;
 }
 
-bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::Mma; }
-// Executed by whole warps at once, or by the whole workgroup (Barrier).
-bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::Mma; }
+bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::Mma || op == Opc::MmaShared; }
+// Executed by whole warps (or warpgroups) at once, or by the whole workgroup
+// (Barrier).
+bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::Mma || op == Opc::MmaShared; }
 bool isCollective(Opc op) { return op == Opc::Barrier || isWarpOp(op); }
+// What may not stand between two links of an MmaShared chain (kir.h).
+bool breaksChain(Opc op) {
+  return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::CopyAsync ||
+         op == Opc::AsyncWait || op == Opc::Barrier || op == Opc::For || op == Opc::If;
+}
+// An MmaShared that accumulates onto an earlier one (its fifth and last
+// operand).
+bool chained(const Kernel& k, const Inst& in) {
+  return in.op == Opc::MmaShared && in.args.size() == 5 && in.args[4] >= 0 && size_t(in.args[4]) < k.insts.size() &&
+         k.insts[size_t(in.args[4])].op == Opc::MmaShared;
+}
 
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
 // The types arithmetic and compares take: no bool, no two-byte storage type.
@@ -47,10 +60,14 @@ class Verifier {
       if (k_.shared[i].type == Scalar::Bool)
         return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds bool");
     if (!scoped(k_.body)) return err_;
-    for (size_t v = 0; v < k_.insts.size(); ++v)
-      if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % 32 != 0)
+    for (size_t v = 0; v < k_.insts.size(); ++v) {
+      int64_t group = k_.insts[v].op == Opc::MmaShared ? 128 : 32;
+      if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % group != 0)
         return error("%" + std::to_string(v) + " (" + opcName(k_.insts[v].op) + ") in a workgroup of " +
-                     std::to_string(k_.workgroupSize) + " threads, not whole warps of 32");
+                     std::to_string(k_.workgroupSize) + " threads, not whole " +
+                     (group == 128 ? "warpgroups of 128" : "warps of 32"));
+    }
+    if (!chains(k_.body)) return err_;
     bool changed = true;
     while (changed) {
       changed = false;
@@ -180,8 +197,9 @@ class Verifier {
         if (!arity(v, in, 1)) return false;
         const Inst& vec = k_.insts[size_t(in.args[0])];
         if (!result(v, in, vec.type)) return false;
-        if (in.imm >= 0 && in.imm < vec.imm) return true;
-        return fail(v, "lane " + std::to_string(in.imm) + " of a " + opcName(vec.op) + " of " + std::to_string(vec.imm));
+        int64_t n = vec.op == Opc::MmaShared ? mmaSharedColumns(k_, in.args[0]) / 2 : vec.imm;
+        if (in.imm >= 0 && in.imm < n) return true;
+        return fail(v, "lane " + std::to_string(in.imm) + " of a " + opcName(vec.op) + " of " + std::to_string(n));
       }
       case Opc::Store: {
         if (!arity(v, in, 2) || !ref(v, in, k_.buffers.size(), "buffer") || !want(v, in, 0, Scalar::I32, "index"))
@@ -219,6 +237,7 @@ class Verifier {
         if (in.ref < 0 || size_t(in.ref) >= matrixShapes().size())
           return fail(v, "matrix op " + std::to_string(in.ref) + " is not one of ir/matrix.h's");
         const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+        if (shape.threads != 32) return fail(v, std::string(shape.name) + " is not a warp's matrix op");
         size_t ab = size_t(shape.aRegs + shape.bRegs);
         if (!arity(v, in, ab + 4) || !result(v, in, Scalar::F32)) return false;
         for (size_t i = 0; i < ab + 4; ++i)
@@ -227,6 +246,35 @@ class Verifier {
             return false;
         if (in.imm == 4) return true;
         return fail(v, "gives " + std::to_string(in.imm) + " elements, not 4");
+      }
+      case Opc::MmaShared: {
+        if (in.ref < 0 || size_t(in.ref) >= matrixShapes().size() || matrixShape(MatrixOp(in.ref)).threads != 128)
+          return fail(v, "matrix op " + std::to_string(in.ref) + " is not a warpgroup's one of ir/matrix.h");
+        const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+        if (in.imm < 0 || size_t(in.imm) >= k_.shared.size())
+          return fail(v, "shared " + std::to_string(in.imm) + " out of range (" + std::to_string(k_.shared.size()) + ")");
+        const Shared& s = k_.shared[size_t(in.imm)];
+        if (s.type != mmaOperand(shape.op))
+          return fail(v, "reads shared " + std::to_string(in.imm) + " (" + s.name + ") of " + scalarName(s.type) + ", not " +
+                             scalarName(mmaOperand(shape.op)));
+        if (k_.sharedOffsets()[size_t(in.imm)] % 1024 != 0)
+          return fail(v, "shared " + std::to_string(in.imm) + " (" + s.name + ") does not start at a multiple of 1024 bytes");
+        if (in.args.size() < 5) return fail(v, std::to_string(in.args.size()) + " operands, expected at least 5");
+        if (!result(v, in, Scalar::F32)) return false;
+        for (size_t i = 0; i < 4; ++i)
+          if (!want(v, in, i, Scalar::I32, "index")) return false;
+        if (chained(k_, in)) {
+          const Inst& onto = k_.insts[size_t(in.args[4])];
+          if (onto.ref == in.ref && onto.imm == in.imm) return true;
+          return fail(v, "chains onto %" + std::to_string(in.args[4]) + " of another matrix op or array");
+        }
+        size_t c = in.args.size() - 4;
+        if (c % 4 != 0 || int64_t(c) * 2 > shape.n)
+          return fail(v, std::to_string(c) + " accumulators: n = " + std::to_string(2 * c) +
+                             " is not a multiple of 8 up to " + std::to_string(shape.n));
+        for (size_t i = 4; i < in.args.size(); ++i)
+          if (!want(v, in, i, Scalar::F32, "c")) return false;
+        return true;
       }
       case Opc::GetVar:
         return arity(v, in, 0) && ref(v, in, k_.vars.size(), "variable") && result(v, in, k_.vars[size_t(in.ref)]);
@@ -285,7 +333,7 @@ class Verifier {
         if (a < 0 || size_t(a) >= k_.insts.size()) good = fail(v, "operand %" + std::to_string(a) + " out of range");
         else if (isStatement(k_.insts[size_t(a)].op)) good = fail(v, "operand %" + std::to_string(a) + " is a statement");
         else if (!inScope_[size_t(a)]) good = fail(v, "operand %" + std::to_string(a) + " is not defined before it in scope");
-        else if (isWide(k_.insts[size_t(a)].op) != (in.op == Opc::Lane))
+        else if (isWide(k_.insts[size_t(a)].op) != (in.op == Opc::Lane) && !(chained(k_, in) && a == in.args[4]))
           good = fail(v, in.op == Opc::Lane ? "operand %" + std::to_string(a) + " is not a wide load"
                                             : "reads the wide load %" + std::to_string(a) + " other than through lane");
         if (!good) break;
@@ -317,6 +365,35 @@ class Verifier {
     return good;
   }
 
+  // Each MmaShared chain (kir.h): every link but the last used once, by the
+  // next, which stands later in the same block with nothing that breaks
+  // the chain between them.
+  bool chains(const Block& b) {
+    for (size_t i = 0; i < b.items.size(); ++i) {
+      const Inst& in = k_.insts[size_t(b.items[i])];
+      if ((in.op == Opc::For || in.op == Opc::If) && (!chains(in.body) || !chains(in.orelse))) return false;
+      if (!chained(k_, in)) continue;
+      V onto = in.args[4];
+      size_t j = i;
+      while (j > 0 && b.items[j - 1] != onto) {
+        if (breaksChain(k_.insts[size_t(b.items[j - 1])].op))
+          return fail(b.items[i], "chains onto %" + std::to_string(onto) + " across %" + std::to_string(b.items[j - 1]) +
+                                      " (" + opcName(k_.insts[size_t(b.items[j - 1])].op) + ")");
+        --j;
+      }
+      if (j == 0) return fail(b.items[i], "chains onto %" + std::to_string(onto) + ", which is not in its block");
+      if (uses_.empty()) {
+        uses_.assign(k_.insts.size(), 0);
+        for (const Inst& u : k_.insts)
+          for (V a : u.args) ++uses_[size_t(a)];
+      }
+      if (uses_[size_t(onto)] != 1)
+        return fail(b.items[i], "chains onto %" + std::to_string(onto) + ", which has " +
+                                    std::to_string(uses_[size_t(onto)] - 1) + " other uses");
+    }
+    return true;
+  }
+
   // One pass of the per-thread analysis over b, under control that is
   // per-thread when `divergent` (the If or For that makes it so) is not -1.
   bool uniformity(const Block& b, V divergent, bool& changed) {
@@ -342,6 +419,7 @@ class Verifier {
 
   const Kernel& k_;
   std::vector<uint8_t> placed_, inScope_, perThread_, varPerThread_;
+  std::vector<int> uses_;  // each instruction's uses, counted at the first chain
   Error err_{ErrorKind::Verify, {}, ""};
 };
 

@@ -20,6 +20,8 @@
 // overlap its tail instead of following it.
 #include "codegen/llvm/module.h"
 
+#include <algorithm>
+
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsAMDGPU.h>
@@ -46,7 +48,11 @@ class Writer {
  public:
   Writer(const kir::Kernel& k, Target target, bool waitForPrevious, llvm::Module& m)
       : k_(k), target_(target), waitForPrevious_(waitForPrevious), m_(m), ctx_(m.getContext()), b_(ctx_),
-        math_(b_, target), vals_(k.insts.size(), nullptr) {}
+        math_(b_, target), vals_(k.insts.size(), nullptr), chainedOnto_(k.insts.size(), 0) {
+    for (const kir::Inst& in : k.insts)
+      if (in.op == Opc::MmaShared && in.args.size() == 5 && k.insts[size_t(in.args[4])].op == Opc::MmaShared)
+        chainedOnto_[size_t(in.args[4])] = 1;
+  }
 
   Status write();
 
@@ -69,6 +75,9 @@ class Writer {
   void asyncCopy(const kir::Inst& in);
   void barrier();
   Value* warpOp(kir::V v);
+  Value* mmaShared(kir::V v);
+  Value* inlineAsm(const std::string& text, llvm::Type* result, const std::string& constraints,
+                   const std::vector<Value*>& args);
   Status loop(kir::V v);
   Status branch(kir::V v);
   Error unsupported(kir::V v);
@@ -86,6 +95,7 @@ class Writer {
   // The workgroup-memory object, and each array's byte offset in it.
   llvm::GlobalVariable* shared_ = nullptr;
   std::vector<int64_t> sharedOffsets_;
+  std::vector<uint8_t> chainedOnto_;  // an MmaShared a later link accumulates onto
 };
 
 llvm::Type* Writer::type(Scalar s) {
@@ -161,7 +171,9 @@ void Writer::declare() {
                                      dynamic ? nullptr : llvm::UndefValue::get(ty),
                                      dynamic ? "poot_dynamic_shared" : "poot_shared", nullptr,
                                      llvm::GlobalValue::NotThreadLocal, 3);
-  shared_->setAlignment(llvm::Align(16));
+  // 1024 where an MmaShared's swizzle reads the address bits (kir.h).
+  bool swizzled = std::any_of(k_.insts.begin(), k_.insts.end(), [](const kir::Inst& in) { return in.op == Opc::MmaShared; });
+  shared_->setAlignment(llvm::Align(swizzled ? 1024 : 16));
   sharedOffsets_ = k_.sharedOffsets();
 }
 
@@ -247,7 +259,7 @@ Status Writer::inst(kir::V v) {
     }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      r = vec.op == Opc::Mma ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
+      r = vec.op == Opc::Mma || vec.op == Opc::MmaShared ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
                                  : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
       if (vec.op == Opc::LoadVec) r = widen(k_.buffers[size_t(vec.ref)].elem, r);
       break;
@@ -286,6 +298,10 @@ Status Writer::inst(kir::V v) {
     case Opc::Mma:
       if (target_ != Target::Ptx) return unsupported(v);
       r = warpOp(v);
+      break;
+    case Opc::MmaShared:
+      if (target_ != Target::Ptx) return unsupported(v);
+      r = mmaShared(v);
       break;
     default: {  // the binary operations
       auto x = binary(v, arg(0), arg(1));
@@ -456,6 +472,66 @@ Value* Writer::warpOp(kir::V v) {
   }
   for (size_t i = ab; i < ab + 4; ++i) ops.push_back(arg(i));
   return b_.CreateIntrinsic(id, {}, ops);
+}
+
+Value* Writer::inlineAsm(const std::string& text, llvm::Type* result, const std::string& constraints,
+                         const std::vector<Value*>& args) {
+  std::vector<llvm::Type*> types;
+  for (Value* a : args) types.push_back(a->getType());
+  auto* asmValue = llvm::InlineAsm::get(llvm::FunctionType::get(result, types, false), text, constraints,
+                                        /*hasSideEffects=*/true);
+  return b_.CreateCall(asmValue, args);
+}
+
+// PTX's wgmma (sm_90a), as inline assembly: LLVM 19 has no intrinsic for
+// it. A chain's first link makes the threads' writes to workgroup memory
+// visible to the asynchronous proxy the products read through
+// (fence.proxy.async) and fences the accumulator registers (wgmma.fence);
+// every link issues wgmma.mma_async, its C the D registers it tied; the last
+// commits the group and waits for it, D threaded through the wait so that
+// nothing reads it before. The descriptors hold the tile's byte address and
+// its 1024-byte block stride, each over 16, and the 128-byte swizzle (mode
+// 1; no leading offset, which that swizzle does not read).
+Value* Writer::mmaShared(kir::V v) {
+  const kir::Inst& in = k_.insts[size_t(v)];
+  auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
+  const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+  unsigned regs = unsigned(kir::mmaSharedColumns(k_, v) / 2);
+  bool chain = in.args.size() == 5 && k_.insts[size_t(in.args[4])].op == Opc::MmaShared;
+  llvm::Type* f32 = b_.getFloatTy();
+  auto* result = llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs, f32));
+  std::string outs, ties, list;
+  for (unsigned i = 0; i < regs; ++i) {
+    outs += std::string(i ? "," : "") + "=f";
+    ties += "," + std::to_string(i);
+    list += std::string(i ? ", " : "") + "$" + std::to_string(i);
+  }
+  if (!chain) inlineAsm("fence.proxy.async.shared::cta;\n\twgmma.fence.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
+  std::vector<Value*> ops;
+  for (unsigned i = 0; i < regs; ++i) ops.push_back(chain ? b_.CreateExtractValue(arg(4), {i}) : arg(4 + i));
+  auto field = [&](Value* bytes, unsigned at) {
+    Value* x = b_.CreateLShr(b_.CreateAnd(bytes, b_.getInt32(0x3FFFF)), b_.getInt32(4));
+    return b_.CreateShl(b_.CreateZExt(x, b_.getInt64Ty()), b_.getInt64(at));
+  };
+  auto descriptor = [&](size_t i) {
+    Value* address = b_.CreatePtrToInt(sharedAt(int32_t(in.imm), arg(i)), b_.getInt32Ty());
+    Value* rowBytes = b_.CreateMul(arg(i + 1), b_.getInt32(2));
+    return b_.CreateOr(b_.CreateOr(field(address, 0), field(rowBytes, 32)), b_.getInt64(uint64_t(1) << 62));
+  };
+  ops.push_back(descriptor(0));
+  ops.push_back(descriptor(2));
+  const char* t = shape.operand == DType::BF16 ? "bf16" : "f16";
+  std::string text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + std::to_string(2 * regs + 2) +
+                     ", 0;\n\twgmma.mma_async.sync.aligned.m64n" + std::to_string(2 * regs) + "k16.f32." + t + "." + t +
+                     " {" + list + "}, $" + std::to_string(2 * regs) + ", $" + std::to_string(2 * regs + 1) +
+                     ", p, 1, 1, 0, 0;\n\t}";
+  ops.push_back(b_.getInt32(1));
+  Value* d = inlineAsm(text, result, outs + ties + ",l,l,r,~{memory}", ops);
+  if (chainedOnto_[size_t(v)]) return d;
+  std::vector<Value*> held;
+  for (unsigned i = 0; i < regs; ++i) held.push_back(b_.CreateExtractValue(d, {i}));
+  return inlineAsm("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", result, outs + ties + ",~{memory}",
+                   held);
 }
 
 // PTX's cp.async.cg of 16 bytes with a source size (16, or 0 for zeros),

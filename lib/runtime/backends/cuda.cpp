@@ -461,8 +461,14 @@ Status CudaBackend::readInfo() {
   int cc = int(major.value * 10 + minor.value);
   info_.f16 = {true, cc >= 53, true};
   info_.bf16 = {true, cc >= 80, true};
-  // mma.sync on bf16, f16 and tf32 operands: sm_80 and newer.
+  // mma.sync on bf16, f16 and tf32 operands: sm_80 and newer; wgmma on
+  // bf16 and f16 only in sm_90a, the arch-specific PTX of compute
+  // capability 9.0, which the arch then names.
   if (cc >= 80) info_.matrixOps = {MatrixOp::M16N8K16Bf16, MatrixOp::M16N8K16F16, MatrixOp::M16N8K8Tf32};
+  if (cc == 90) {
+    info_.arch = "sm_90a";
+    info_.matrixOps.insert(info_.matrixOps.begin(), {MatrixOp::M64NK16Bf16, MatrixOp::M64NK16F16});
+  }
   return ok();
 }
 
