@@ -268,9 +268,11 @@ constexpr GemmTile kGemmMmaTiles[] = {{128, 256, 64, 64, 64, 32, kThreadsPerUnit
                                       {16, 128, 64, 16, 32, 32}};
 // The tilings for a warpgroup's op (m64nNk16, sm_90a): each warpgroup owns
 // 64 rows of the block and all its columns, one instruction of n = tileN a
-// K step of 16. Every one keeps a unit's matrix units busy.
-constexpr GemmTile kGemmGroupTiles[] = {{128, 256, 64, 64, 256, 128, kThreadsPerUnit},
-                                        {128, 128, 64, 64, 128, 128, kThreadsPerUnit},
+// K step of 16. Every one keeps a unit's matrix units busy. On the H200
+// (bench/matmul NOTES, session 17) 128 x 128 in three stages (96 KiB, two
+// workgroups a unit) ran as fast as 128 x 256 (one a unit, four stages) at
+// 2048 rows and more, and up to 1.4x faster at 512.
+constexpr GemmTile kGemmGroupTiles[] = {{128, 128, 64, 64, 128, 128, kThreadsPerUnit},
                                         {64, 128, 64, 64, 128, 128, kThreadsPerUnit}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every

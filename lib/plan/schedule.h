@@ -203,7 +203,7 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // b K-major and K a multiple of 8.
 constexpr int64_t kGemmMmaPad = 8;
 constexpr int64_t kGemmMmaStages = 3;
-constexpr int64_t kGemmGroupStages = 4;
+constexpr int64_t kGemmGroupStages = 3;
 int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool transposedB);
 int64_t gemmMmaBytes(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages);
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);

@@ -161,7 +161,7 @@ TEST_CASE("kernel blob: generated PTX passes and gives its parameters; broken te
   CHECK(no(replaced(k.blob, ".version", "// .version")) == "the ptx text has no .version directive");
   CHECK(no(replaced(k.blob, ".version ", ".version 8.x ")) == "the ptx text's .version is '8.x', not MAJOR.MINOR");
   CHECK(no(replaced(k.blob, ".target", "/* .target */")) == "the ptx text has no .target directive");
-  CHECK(no(k.blob, "", "sm_80") == "the ptx text targets sm_90, the plan's device is sm_80");
+  CHECK(no(k.blob, "", "sm_80") == "the ptx text targets sm_90a, the plan's device is sm_80");
   CHECK(no(k.blob, "nope") == "the ptx text has no .entry 'nope'");
   // An entry named only in a comment is not there.
   CHECK(no(bytes("// .entry nope(\n" + text(k.blob)), "nope") == "the ptx text has no .entry 'nope'");
