@@ -44,7 +44,7 @@ plan() {  # NAME WEIGHTS-DTYPE CAPACITY TRACE-ARGS...
 }
 if [ "$set" = model ]; then
   plan decode-b1 f32 4096 --phase decode --live
-  plan decode-b1-bf16 bf16 4096 --phase decode --live
+  plan decode-b1-bf16 bf16 4096 --phase decode --live --dtype f32
   plan decode-b8 f32 4096 --phase decode --live --batch 8
   plan prefill-512 f32 4096 --phase prefill --tokens 512
   plan prefill-2048 f32 4096 --phase prefill --tokens 2048
@@ -54,9 +54,9 @@ elif [ "$set" = bf16 ]; then
   plan bf16-decode-b32 bf16 1024 --phase decode --live --batch 32 --dtype bf16
   plan bf16-prefill-512 bf16 4096 --phase prefill --tokens 512 --dtype bf16
   plan bf16-prefill-2048 bf16 4096 --phase prefill --tokens 2048 --dtype bf16
-  plan f32act-decode-b1 bf16 4096 --phase decode --live
-  plan f32act-decode-b32 bf16 1024 --phase decode --live --batch 32
-  plan f32act-prefill-2048 bf16 4096 --phase prefill --tokens 2048
+  plan f32act-decode-b1 bf16 4096 --phase decode --live --dtype f32
+  plan f32act-decode-b32 bf16 1024 --phase decode --live --batch 32 --dtype f32
+  plan f32act-prefill-2048 bf16 4096 --phase prefill --tokens 2048 --dtype f32
 else
   for b in 1 8 32; do
     plan generate-prefill-b$b f32 256 --phase prefill --kv paged --batch $b --tokens 128 --pool-slots $((b * 256))

@@ -24,7 +24,7 @@ for fixture in test/hf/fixtures/*/; do
   # L of the [1, L] token ids, from the .npy header's shape.
   tokens=$(head -c 128 "$fixture/tokens.npy" | grep -ao "'shape': (1, [0-9]*)" | grep -o '[0-9]*)$' | tr -d ')')
   "$pootc" trace "$fixture/config.json" --phase prefill --tokens "$tokens" --capacity $(((tokens + 15) / 16 * 16)) \
-    -o "$out/hf/$name.pg"
+    --dtype f32 -o "$out/hf/$name.pg"
   for profile in nvidia-h200:plan nvidia-h200-vulkan:vk.plan; do
     rc=0
     "$pootc" compile "$out/hf/$name.pg" --device "targets/${profile%%:*}.yaml" -o "$out/hf/$name.${profile#*:}" \

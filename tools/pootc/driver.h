@@ -48,7 +48,7 @@ struct TraceOptions {
   std::optional<int64_t> tokens;    // unset: 1 for decode, a default prompt length for prefill
   std::optional<int64_t> capacity;  // unset: a default KV capacity
   std::optional<int64_t> poolSlots; // paged only; unset: batch * capacity
-  std::string dtype = "f32";        // f32 | bf16 | f16: activations
+  std::string dtype;                // f32 | bf16 | f16: activations; empty: the weights' dtype
   std::string kvDtype;              // f32 | bf16 | f16; empty: dtype
   std::string weightsDtype;         // f32 | bf16 | f16; empty: the config's torch_dtype (or dtype), else f32
   std::string output;    // empty: standard output

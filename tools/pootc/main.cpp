@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
   trace->footer("Examples:\n"
                 "  pootc trace examples/models/llama-3-8b.json --phase decode --layers 1 -o llama.pg\n"
                 "  pootc trace examples/models/tiny-llama.json --phase prefill --tokens 8 --kv paged -o p.pg\n"
-                "  pootc trace examples/models/qwen2.5-0.5b.json --weights-dtype f32 -o q32.pg   (f32 weights)\n"
-                "  pootc trace examples/models/llama-3-8b.json --dtype bf16 -o l.pg   (bf16 activations and KV cache)");
+                "  pootc trace examples/models/qwen2.5-0.5b.json --weights-dtype f32 -o q32.pg   (f32 weights and activations)\n"
+                "  pootc trace examples/models/llama-3-8b.json --dtype f32 -o l.pg   (its bf16 weights, f32 activations and KV cache)");
   trace->add_option("CONFIG", topts.config, "model config (config.json as published)")->required();
   trace->add_option("--phase", topts.phase, "decode (one token a step) or prefill (the prompt)")
       ->check(CLI::IsMember({"decode", "prefill"}));
@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
                                       "with --kv paged: slots of each layer's K and V pool, shared by the rows "
                                       "(default: batch * capacity)");
   trace->add_option("--dtype", topts.dtype,
-                    "the activations' dtype (default: f32); norm statistics, softmax and RoPE tables stay f32 "
+                    "the activations' dtype (default: the weights' dtype, as transformers 5 loads a checkpoint; "
+                    "f32 computes a bf16 checkpoint in f32); norm statistics, softmax and RoPE tables stay f32 "
                     "where transformers keeps them f32")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("--kv-dtype", topts.kvDtype, "the KV cache's dtype (default: --dtype)")

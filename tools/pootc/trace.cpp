@@ -4,7 +4,9 @@
 // --pool-slots sizes a paged graph's pools apart from its rows (`poot
 // generate` pairs a prefill and a decode plan of one pool). Weights are
 // declared in --weights-dtype, by default the dtype the config
-// says its checkpoint stores (torch_dtype or dtype), else f32.
+// says its checkpoint stores (torch_dtype or dtype), else f32; activations
+// are in --dtype, by default the weights' dtype, as transformers 5 loads a
+// checkpoint (its dtype="auto").
 // The graph goes to stdout and nothing else does; errors are typed and exit 1
 // (2 for a bad option), and a failed trace writes no file.
 #include "driver.h"
@@ -24,7 +26,7 @@ trace::TraceOptions traceOptions(const TraceOptions& o) {
   t.tokens = o.tokens;
   t.capacity = o.capacity;
   t.poolSlots = o.poolSlots.value_or(0);
-  t.dtype = *parseDType(o.dtype);
+  if (!o.dtype.empty()) t.dtype = *parseDType(o.dtype);
   if (!o.kvDtype.empty()) t.kvDtype = *parseDType(o.kvDtype);
   return t;
 }
@@ -46,6 +48,7 @@ int runTrace(const TraceOptions& opts) {
   } else {
     t.weightsDtype = parseDType(opts.weightsDtype);
   }
+  if (opts.dtype.empty()) t.dtype = *t.weightsDtype;
   auto graph = trace::traceModel(*cfg, t);
   if (!graph) return report(graph.error());
   return emitGraph(*graph, opts.output);
