@@ -463,7 +463,7 @@ class Machine {
     const uint8_t* bytes = shared_[size_t(in.imm)].data();
     Scalar ot = s.type;
     int64_t n = mmaSharedColumns(k_, v);
-    bool chain = in.args.size() == 5 && k_.insts[size_t(in.args[4])].op == Opc::MmaShared;
+    V chain = chainedOnto(k_, in);
     std::vector<uint64_t>& d = wide_.at(v);
     for (size_t g0 = 0; g0 < w_; g0 += 128) {
       size_t active = size_t(std::count(m + g0, m + g0 + 128, uint8_t(1)));
@@ -504,7 +504,7 @@ class Machine {
           if (!element(idx + 2, j, kk, b[size_t(j * 16 + kk)]))
             return fail(v, int64_t(g0), "B's element (" + std::to_string(kk) + ", " + std::to_string(j) +
                                             ") is outside shared " + std::to_string(in.imm) + " (" + s.name + ")");
-      const std::vector<uint64_t>* onto = chain ? &wide_.at(in.args[4]) : nullptr;
+      const std::vector<uint64_t>* onto = chain >= 0 ? &wide_.at(chain) : nullptr;
       for (size_t l = 0; l < 128; ++l)
         for (int64_t e = 0; e < n / 2; ++e) {
           RowCol rc = mmaGroupC(int(l), int(e));

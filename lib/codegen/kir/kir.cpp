@@ -64,14 +64,46 @@ int scalarBytes(Scalar s) {
   }
 }
 
-const char* opcName(Opc o) {
-  static const char* names[] = {
-      "const", "group.x", "group.y", "local", "add", "sub", "mul", "div", "rem", "min", "max", "pow",
-      "and", "or", "xor", "shl", "shr.a", "shr.l", "neg", "not", "abs", "exp", "log", "sqrt", "rsqrt",
-      "tanh", "sin", "cos", "floor", "lt", "le", "gt", "ge", "eq", "ne", "select", "fma", "convert", "bitcast",
-      "load", "load.vec", "lane", "store", "shared.load", "shared.load.vec", "shared.store", "shared.store.vec", "shuffle.xor", "mma", "mma.shared", "copy.async", "async.commit", "async.wait", "get", "set", "for", "if", "barrier"};
-  static_assert(sizeof names / sizeof names[0] == size_t(Opc::Barrier) + 1);
-  return names[size_t(o)];
+const OpInfo& opInfo(Opc o) {
+  using D = Defines;
+  using S = Scope;
+  static const OpInfo table[] = {
+      {"const", D::Value, S::Thread, false},          {"group.x", D::Value, S::Thread, false},
+      {"group.y", D::Value, S::Thread, false},        {"local", D::Value, S::Thread, false},
+      {"add", D::Value, S::Thread, false},            {"sub", D::Value, S::Thread, false},
+      {"mul", D::Value, S::Thread, false},            {"div", D::Value, S::Thread, false},
+      {"rem", D::Value, S::Thread, false},            {"min", D::Value, S::Thread, false},
+      {"max", D::Value, S::Thread, false},            {"pow", D::Value, S::Thread, false},
+      {"and", D::Value, S::Thread, false},            {"or", D::Value, S::Thread, false},
+      {"xor", D::Value, S::Thread, false},            {"shl", D::Value, S::Thread, false},
+      {"shr.a", D::Value, S::Thread, false},          {"shr.l", D::Value, S::Thread, false},
+      {"neg", D::Value, S::Thread, false},            {"not", D::Value, S::Thread, false},
+      {"abs", D::Value, S::Thread, false},            {"exp", D::Value, S::Thread, false},
+      {"log", D::Value, S::Thread, false},            {"sqrt", D::Value, S::Thread, false},
+      {"rsqrt", D::Value, S::Thread, false},          {"tanh", D::Value, S::Thread, false},
+      {"sin", D::Value, S::Thread, false},            {"cos", D::Value, S::Thread, false},
+      {"floor", D::Value, S::Thread, false},          {"lt", D::Value, S::Thread, false},
+      {"le", D::Value, S::Thread, false},             {"gt", D::Value, S::Thread, false},
+      {"ge", D::Value, S::Thread, false},             {"eq", D::Value, S::Thread, false},
+      {"ne", D::Value, S::Thread, false},             {"select", D::Value, S::Thread, false},
+      {"fma", D::Value, S::Thread, false},            {"convert", D::Value, S::Thread, false},
+      {"bitcast", D::Value, S::Thread, false},        {"load", D::Value, S::Thread, false},
+      {"load.vec", D::Wide, S::Thread, false},        {"lane", D::Value, S::Thread, false},
+      {"store", D::Nothing, S::Thread, false},        {"shared.load", D::Value, S::Thread, false},
+      {"shared.load.vec", D::Wide, S::Thread, false}, {"shared.store", D::Nothing, S::Thread, false},
+      {"shared.store.vec", D::Nothing, S::Thread, false},
+      {"shuffle.xor", D::Value, S::Warp, true},
+      {"mma", D::Wide, S::Warp, true},
+      {"mma.shared", D::Wide, S::Warpgroup, true},
+      {"copy.async", D::Nothing, S::Thread, true},
+      {"async.commit", D::Nothing, S::Thread, true},
+      {"async.wait", D::Nothing, S::Thread, true},
+      {"get", D::Value, S::Thread, false},            {"set", D::Nothing, S::Thread, false},
+      {"for", D::Value, S::Thread, false},            {"if", D::Nothing, S::Thread, false},
+      {"barrier", D::Nothing, S::Workgroup, false},
+  };
+  static_assert(sizeof table / sizeof table[0] == size_t(Opc::Barrier) + 1);
+  return table[size_t(o)];
 }
 
 RowCol mmaA(MatrixOp op, int lane, int e) {
@@ -98,9 +130,14 @@ RowCol mmaGroupC(int thread, int e) {
   return {16 * (thread / 32) + in.row, 8 * (e / 4) + in.col};
 }
 
+V chainedOnto(const Kernel& k, const Inst& in) {
+  if (in.op != Opc::MmaShared || in.args.size() != 5) return -1;
+  V onto = in.args[4];
+  return onto >= 0 && size_t(onto) < k.insts.size() && k.insts[size_t(onto)].op == Opc::MmaShared ? onto : -1;
+}
+
 int64_t mmaSharedColumns(const Kernel& k, V m) {
-  while (k.insts[size_t(m)].args.size() == 5 && k.insts[size_t(k.insts[size_t(m)].args[4])].op == Opc::MmaShared)
-    m = k.insts[size_t(m)].args[4];
+  for (V onto = chainedOnto(k, k.insts[size_t(m)]); onto >= 0; onto = chainedOnto(k, k.insts[size_t(m)])) m = onto;
   return 2 * (int64_t(k.insts[size_t(m)].args.size()) - 4);
 }
 

@@ -188,7 +188,31 @@ enum class Opc : uint8_t {
   Barrier,
 };
 
-const char* opcName(Opc o);
+// The one row each opcode has here: its name, what it defines, who executes
+// it and which emitters lower it. The verifier, the interpreter, the printer
+// and the emitters read these from here; an opcode's operand rules and
+// meaning stay in their own switches.
+enum class Defines : uint8_t {
+  Value,    // an SSA value (For: its induction value)
+  Wide,     // several elements, read only through Lane
+  Nothing,  // a statement
+};
+enum class Scope : uint8_t {
+  Thread,     // each thread on its own
+  Warp,       // a whole warp at once (32 threads), in workgroup-uniform control flow
+  Warpgroup,  // a whole warpgroup at once (128 threads), likewise
+  Workgroup,  // every thread of the workgroup (Barrier)
+};
+struct OpInfo {
+  const char* name;
+  Defines defines;
+  Scope scope;
+  bool ptxOnly;  // only the NVPTX lowering has it; SPIR-V's legalization and AMDGPU's refuse it
+};
+const OpInfo& opInfo(Opc o);
+inline const char* opcName(Opc o) { return opInfo(o).name; }
+// The threads a warp or warpgroup operation takes together: 32 or 128.
+inline int64_t scopeThreads(Scope s) { return s == Scope::Warpgroup ? 128 : 32; }
 
 // Lane l's element e of an Mma's A, B and C (or D) as (row, column): PTX's
 // layouts, g = l / 4 and t = l % 4. m16n8k8.tf32: A's e (0..3) at
@@ -255,6 +279,9 @@ struct Kernel {
   int64_t sharedBytes() const;
 };
 
+// The MmaShared that `in` (an MmaShared) accumulates onto, its fifth and
+// last operand; -1 when it takes its C as values.
+V chainedOnto(const Kernel& k, const Inst& in);
 // An MmaShared's n: twice its c operands, or its chain's first link's n.
 int64_t mmaSharedColumns(const Kernel& k, V mmaShared);
 

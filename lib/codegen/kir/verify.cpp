@@ -20,28 +20,18 @@ namespace poot::kir {
 
 namespace {
 
-bool isStatement(Opc op) {
-  return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::SetVar || op == Opc::If ||
-         op == Opc::Barrier || op == Opc::CopyAsync || op == Opc::AsyncCommit || op == Opc::AsyncWait;
-}
-
-bool isWide(Opc op) { return op == Opc::LoadVec || op == Opc::SharedLoadVec || op == Opc::Mma || op == Opc::MmaShared; }
-// Executed by whole warps (or warpgroups) at once, or by the whole workgroup
-// (Barrier).
-bool isWarpOp(Opc op) { return op == Opc::ShuffleXor || op == Opc::Mma || op == Opc::MmaShared; }
-bool isCollective(Opc op) { return op == Opc::Barrier || isWarpOp(op); }
+bool isStatement(Opc op) { return opInfo(op).defines == Defines::Nothing; }
+bool isWide(Opc op) { return opInfo(op).defines == Defines::Wide; }
+// Executed by whole warps (or warpgroups) at once.
+bool isWarpOp(Opc op) { return opInfo(op).scope == Scope::Warp || opInfo(op).scope == Scope::Warpgroup; }
+// Executed by several threads at once: standing only in workgroup-uniform
+// control flow.
+bool isCollective(Opc op) { return opInfo(op).scope != Scope::Thread; }
 // What may not stand between two links of an MmaShared chain (kir.h).
 bool breaksChain(Opc op) {
   return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::CopyAsync ||
          op == Opc::AsyncWait || op == Opc::Barrier || op == Opc::For || op == Opc::If;
 }
-// An MmaShared that accumulates onto an earlier one (its fifth and last
-// operand).
-bool chained(const Kernel& k, const Inst& in) {
-  return in.op == Opc::MmaShared && in.args.size() == 5 && in.args[4] >= 0 && size_t(in.args[4]) < k.insts.size() &&
-         k.insts[size_t(in.args[4])].op == Opc::MmaShared;
-}
-
 bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
 // The types arithmetic and compares take: no bool, no two-byte storage type.
 bool isNumber(Scalar s) { return s != Scalar::Bool && !isTwoByte(s); }
@@ -61,11 +51,12 @@ class Verifier {
         return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds bool");
     if (!scoped(k_.body)) return err_;
     for (size_t v = 0; v < k_.insts.size(); ++v) {
-      int64_t group = k_.insts[v].op == Opc::MmaShared ? 128 : 32;
+      Scope scope = opInfo(k_.insts[v].op).scope;
+      int64_t group = scopeThreads(scope);
       if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % group != 0)
         return error("%" + std::to_string(v) + " (" + opcName(k_.insts[v].op) + ") in a workgroup of " +
                      std::to_string(k_.workgroupSize) + " threads, not whole " +
-                     (group == 128 ? "warpgroups of 128" : "warps of 32"));
+                     (scope == Scope::Warpgroup ? "warpgroups of 128" : "warps of 32"));
     }
     if (!chains(k_.body)) return err_;
     bool changed = true;
@@ -263,7 +254,7 @@ class Verifier {
         if (!result(v, in, Scalar::F32)) return false;
         for (size_t i = 0; i < 4; ++i)
           if (!want(v, in, i, Scalar::I32, "index")) return false;
-        if (chained(k_, in)) {
+        if (chainedOnto(k_, in) >= 0) {
           const Inst& onto = k_.insts[size_t(in.args[4])];
           if (onto.ref == in.ref && onto.imm == in.imm) return true;
           return fail(v, "chains onto %" + std::to_string(in.args[4]) + " of another matrix op or array");
@@ -333,7 +324,7 @@ class Verifier {
         if (a < 0 || size_t(a) >= k_.insts.size()) good = fail(v, "operand %" + std::to_string(a) + " out of range");
         else if (isStatement(k_.insts[size_t(a)].op)) good = fail(v, "operand %" + std::to_string(a) + " is a statement");
         else if (!inScope_[size_t(a)]) good = fail(v, "operand %" + std::to_string(a) + " is not defined before it in scope");
-        else if (isWide(k_.insts[size_t(a)].op) != (in.op == Opc::Lane) && !(chained(k_, in) && a == in.args[4]))
+        else if (isWide(k_.insts[size_t(a)].op) != (in.op == Opc::Lane) && !(a == chainedOnto(k_, in)))
           good = fail(v, in.op == Opc::Lane ? "operand %" + std::to_string(a) + " is not a wide load"
                                             : "reads the wide load %" + std::to_string(a) + " other than through lane");
         if (!good) break;
@@ -372,8 +363,8 @@ class Verifier {
     for (size_t i = 0; i < b.items.size(); ++i) {
       const Inst& in = k_.insts[size_t(b.items[i])];
       if ((in.op == Opc::For || in.op == Opc::If) && (!chains(in.body) || !chains(in.orelse))) return false;
-      if (!chained(k_, in)) continue;
-      V onto = in.args[4];
+      V onto = chainedOnto(k_, in);
+      if (onto < 0) continue;
       size_t j = i;
       while (j > 0 && b.items[j - 1] != onto) {
         if (breaksChain(k_.insts[size_t(b.items[j - 1])].op))

@@ -50,8 +50,7 @@ class Writer {
       : k_(k), target_(target), waitForPrevious_(waitForPrevious), m_(m), ctx_(m.getContext()), b_(ctx_),
         math_(b_, target), vals_(k.insts.size(), nullptr), chainedOnto_(k.insts.size(), 0) {
     for (const kir::Inst& in : k.insts)
-      if (in.op == Opc::MmaShared && in.args.size() == 5 && k.insts[size_t(in.args[4])].op == Opc::MmaShared)
-        chainedOnto_[size_t(in.args[4])] = 1;
+      if (kir::V onto = kir::chainedOnto(k, in); onto >= 0) chainedOnto_[size_t(onto)] = 1;
   }
 
   Status write();
@@ -217,6 +216,7 @@ Status Writer::inst(kir::V v) {
   const kir::Inst& in = k_.insts[size_t(v)];
   auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
   Scalar operand = in.args.empty() ? in.type : k_.insts[size_t(in.args[0])].type;
+  if (kir::opInfo(in.op).ptxOnly && target_ != Target::Ptx) return unsupported(v);
   Value* r = nullptr;
   switch (in.op) {
     case Opc::Const: r = constant(in); break;
@@ -290,19 +290,10 @@ Status Writer::inst(kir::V v) {
     case Opc::Barrier: barrier(); break;
     case Opc::CopyAsync:
     case Opc::AsyncCommit:
-    case Opc::AsyncWait:
-      if (target_ != Target::Ptx) return unsupported(v);
-      asyncCopy(in);
-      break;
+    case Opc::AsyncWait: asyncCopy(in); break;
     case Opc::ShuffleXor:
-    case Opc::Mma:
-      if (target_ != Target::Ptx) return unsupported(v);
-      r = warpOp(v);
-      break;
-    case Opc::MmaShared:
-      if (target_ != Target::Ptx) return unsupported(v);
-      r = mmaShared(v);
-      break;
+    case Opc::Mma: r = warpOp(v); break;
+    case Opc::MmaShared: r = mmaShared(v); break;
     default: {  // the binary operations
       auto x = binary(v, arg(0), arg(1));
       if (!x) return x.error();
@@ -497,7 +488,7 @@ Value* Writer::mmaShared(kir::V v) {
   auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
   const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
   unsigned regs = unsigned(kir::mmaSharedColumns(k_, v) / 2);
-  bool chain = in.args.size() == 5 && k_.insts[size_t(in.args[4])].op == Opc::MmaShared;
+  bool chain = kir::chainedOnto(k_, in) >= 0;
   llvm::Type* f32 = b_.getFloatTy();
   auto* result = llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs, f32));
   std::string outs, ties, list;

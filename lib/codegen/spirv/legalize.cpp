@@ -86,9 +86,7 @@ Expected<Needs> legalize(const kir::Kernel& k) {
     // layout are the driver's, and the planner gives such kernels (and the
     // asynchronous copies that feed them) to PTX only (plan/profile.h,
     // matrix_multiply).
-    if (in.op == Opc::ShuffleXor || in.op == Opc::Mma || in.op == Opc::MmaShared || in.op == Opc::CopyAsync || in.op == Opc::AsyncCommit ||
-        in.op == Opc::AsyncWait)
-      return refuse(k, i, what);
+    if (kir::opInfo(in.op).ptxOnly) return refuse(k, i, what);
     if (in.op == Opc::Bitcast) {
       Scalar from = k.insts[size_t(in.args[0])].type;
       bool f2i = from == Scalar::F32 && in.type == Scalar::I32, i2f = from == Scalar::I32 && in.type == Scalar::F32;
