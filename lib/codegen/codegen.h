@@ -5,6 +5,7 @@
 // or HSACO. Any failure names the kernel's entry and request.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "codegen/kir/kir.h"
@@ -23,5 +24,8 @@ Status emitKernels(Plan& p, const DeviceProfile& d, const std::vector<kir::Kerne
 
 // generateKir then emitKernels. Run after planBuffers.
 Status generateKernels(Plan& p, const DeviceProfile& d);
+
+// The LLVM release the PTX and HSACO lowering is built on ("19.1.7").
+std::string llvmVersion();
 
 }  // namespace poot

@@ -47,9 +47,25 @@ shutil.rmtree(out, ignore_errors=True)
 os.makedirs(out)
 run("cmake", "--install", build, "--prefix", prefix, stdout=subprocess.DEVNULL)
 libdir = next(os.path.join(prefix, d) for d in ("lib", "lib64") if os.path.isdir(os.path.join(prefix, d)))
-for path in ("include/poot/poot.h", os.path.relpath(libdir, prefix) + "/cmake/poot/pootConfig.cmake"):
+for path in ("include/poot/poot.h", os.path.relpath(libdir, prefix) + "/cmake/poot/pootConfig.cmake", "bin/pootc",
+             "bin/poot", "share/poot/targets/lavapipe.yaml", "share/doc/poot/runtime.md"):
     if not os.path.isfile(os.path.join(prefix, path)):
         fail("the install has no " + path)
+# The installed pootc finds a target by name among the installed profiles
+# (a copy under a name only the install has), as the build tree's does
+# among the source tree's.
+targets = os.path.join(prefix, "share", "poot", "targets")
+shutil.copy(os.path.join(targets, "lavapipe.yaml"), os.path.join(targets, "installed-only.yaml"))
+graph = os.path.join(src, "examples", "graphs", "tiny-llama-decode.pg")
+by_name, by_path = os.path.join(out, "by-name.plan"), os.path.join(out, "by-path.plan")
+run(os.path.join(prefix, "bin", "pootc"), "compile", graph, "--device", "installed-only", "-o", by_name)
+run(os.path.join(build, "tools", "pootc", "pootc"), "compile", graph, "--device", "lavapipe", "-o", by_path)
+if open(by_name, "rb").read() != open(by_path, "rb").read():
+    fail("pootc --device NAME gives another plan from the install than from the build tree")
+for tool in ("pootc", "poot"):
+    version = run(os.path.join(prefix, "bin", tool), "--version", stdout=subprocess.PIPE, text=True).stdout
+    if not version.startswith(tool + " "):
+        fail("%s --version printed %r" % (tool, version))
 lib = os.path.join(libdir, "libpoot.so")
 symbols = run("nm", "-D", "--defined-only", lib, stdout=subprocess.PIPE, text=True).stdout.split()[2::3]
 if not symbols or any(not s.startswith("poot_") for s in symbols):
@@ -66,7 +82,6 @@ linked = run("ldd", os.path.join(app, "embed"), stdout=subprocess.PIPE, text=Tru
 if lib not in linked and os.path.realpath(lib) not in linked and libdir not in linked:
     fail("the example does not run on the installed libpoot:\n" + linked)
 
-graph = os.path.join(src, "examples", "graphs", "tiny-llama-decode.pg")
 plan = os.path.join(out, "tiny-llama-decode.plan")
 weights = os.path.join(out, "weights.safetensors")
 run(os.path.join(build, "tools", "pootc", "pootc"), "compile", graph, "--device",

@@ -8,6 +8,7 @@
 
 #include "command_line.h"
 #include "ir/budget.h"
+#include "runtime/plan_reader.h"
 #include "tool.h"
 
 int main(int argc, char** argv) {
@@ -175,7 +176,8 @@ int main(int argc, char** argv) {
   kernels->add_flag("--allow-other-device", kopts.allowOtherDevice,
                     "build a plan made for another device of the same target");
 
-  if (auto code = poot::parseCommandLine(app, argc, argv)) return *code;
+  std::string version = std::string("poot ") + POOT_VERSION + " (plan format " + std::to_string(poot::rt::kPlanVersion) + ")";
+  if (auto code = poot::parseCommandLine(app, argc, argv, version)) return *code;
   if (*run && ropts.noReplay && ropts.backend == "vulkan")
     return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
                                         "--no-replay needs --backend cuda or hip: only they can launch a program's "

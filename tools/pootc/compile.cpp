@@ -1,10 +1,12 @@
 // pootc compile: read and verify the graph and the device profile, run the
 // pass pipeline, and emit what --emit asks for. Output is written only when
 // everything before it succeeded, and atomically.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "codegen/codegen.h"
 #include "codegen/kir/print.h"
@@ -26,6 +28,32 @@ namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// --device: a profile file, or the name of a shipped target: NAME.yaml in
+// the installed targets (share/poot/targets of the prefix pootc runs from),
+// then in the source tree's.
+Expected<DeviceProfile> deviceProfile(const std::string& device) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(device, ec) || device.find('/') != std::string::npos || endsWith(device, ".yaml"))
+    return loadProfile(device);
+  fs::path installed = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share/poot/targets";
+  std::string shipped;
+  for (const fs::path& dir : {installed, fs::path(POOT_SOURCE_TARGETS)}) {
+    fs::path file = dir / (device + ".yaml");
+    if (fs::exists(file, ec)) return loadProfile(file.string());
+    if (shipped.empty() && fs::is_directory(dir, ec)) {
+      std::vector<std::string> names;
+      for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names) shipped += (shipped.empty() ? "" : ", ") + n;
+    }
+  }
+  return makeError(ErrorKind::Io, Loc{device},
+                   "no such file, and no shipped target of that name (" +
+                       (shipped.empty() ? std::string("none found") : "shipped: " + shipped) + ")");
 }
 
 Error usage(std::string msg) { return makeError(ErrorKind::Usage, {}, std::move(msg)); }
@@ -146,7 +174,7 @@ int runCompile(const CompileOptions& opts) {
   PhaseTimer timer(opts.timePhases);
   auto graph = loadGraph(opts.graph);
   if (!graph) return report(graph.error());
-  auto profile = loadProfile(opts.device);
+  auto profile = deviceProfile(opts.device);
   if (!profile) return report(profile.error());
   timer.mark("read");
 

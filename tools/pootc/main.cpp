@@ -5,9 +5,11 @@
 #include <new>
 #include <stdexcept>
 
+#include "codegen/codegen.h"
 #include "command_line.h"
 #include "driver.h"
 #include "ir/budget.h"
+#include "plan/plan_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pootc: ahead-of-time compiler for transformer inference graphs.\n"
@@ -26,7 +28,8 @@ int main(int argc, char** argv) {
                   "  pootc compile g.pg --device targets/nvidia-h200.yaml --emit=kir   (the kernels before emission)");
   compile->add_option("GRAPH", copts.graph, "graph file, .pg text or .pgb binary (detected by content)")
       ->required();
-  compile->add_option("--device", copts.device, "device profile (YAML), e.g. targets/lavapipe.yaml")
+  compile->add_option("--device", copts.device,
+                      "device profile (YAML), e.g. targets/lavapipe.yaml, or a shipped target's name, e.g. lavapipe")
       ->required();
   compile->add_option("-o,--output", copts.output,
                       "output file; for --emit=graph a name ending in .pgb gets the binary form, "
@@ -110,7 +113,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 
-  if (auto code = poot::parseCommandLine(app, argc, argv)) return *code;
+  std::string version = std::string("pootc ") + POOT_VERSION + " (plan format " + std::to_string(poot::kPlanFileVersion) +
+                        ", LLVM " + poot::llvmVersion() + ")";
+  if (auto code = poot::parseCommandLine(app, argc, argv, version)) return *code;
 
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.

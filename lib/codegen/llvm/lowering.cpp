@@ -11,6 +11,9 @@
 // error instead of LLVM's default, which prints them and exits.
 #include "codegen/llvm/llvm.h"
 
+#include "codegen/codegen.h"
+
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -190,3 +193,9 @@ Expected<std::vector<Expected<std::vector<uint8_t>>>> compileKernels(Target targ
 }
 
 }  // namespace poot::llvmgen
+
+namespace poot {
+
+std::string llvmVersion() { return LLVM_VERSION_STRING; }
+
+}  // namespace poot
