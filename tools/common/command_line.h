@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,26 @@
 #include "diagnostics.h"
 
 namespace poot {
+
+// A float option's check: a finite number in [lo, hi] (above lo, not at it,
+// when `aboveLo`), NaN and infinities refused, the bounds stated as written
+// (CLI11's Range prints them with six decimals, 1e-9 as 0.000000).
+inline CLI::Validator floatIn(double lo, double hi, bool aboveLo = false) {
+  auto text = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return std::string(buf);
+  };
+  std::string range = (aboveLo ? "(" : "[") + text(lo) + ", " + text(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& in) -> std::string {
+        char* end = nullptr;
+        double v = std::strtod(in.c_str(), &end);
+        bool inside = end != in.c_str() && *end == '\0' && (aboveLo ? v > lo : v >= lo) && v <= hi;
+        return inside ? std::string() : "value " + in + " is not a number in " + range;
+      },
+      "FLOAT in " + range);
+}
 
 // The subcommand of `app` nearest to `word` by edit distance, when one is
 // at most two edits away (a typo); empty otherwise.

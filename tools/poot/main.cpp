@@ -124,9 +124,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   gen->add_flag("--no-prefix-cache", gopts.noPrefixCache, "compute every prompt's prefill, reuse no cached K/V");
   gen->add_option("--temperature", gopts.temperature, "0 is greedy (default); above 0, seeded sampling")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(poot::floatIn(0, 1e6));
   gen->add_option("--top-p", gopts.topP, "sample from the most likely tokens of this much probability (default: 1)")
-      ->check(CLI::Range(1e-9, 1.0));
+      ->check(poot::floatIn(0, 1, /*aboveLo=*/true));
   gen->add_option("--seed", gopts.seed, "seed of sampling; each prompt draws from its own generator (default: 0)");
   gen->add_option("--output", gopts.output,
                   "FILE.jsonl: one line per prompt, {\"index\": I, \"tokens\": [...]} (with \"adapter\": \"NAME\" "
