@@ -25,12 +25,34 @@ Expected<std::string> readFile(const std::string& path) {
 }
 
 Status writeFileAtomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A symlink is followed: its target is replaced and the link kept. An
+  // existing device, FIFO, socket or directory is refused: the rename would
+  // put a regular file in its place.
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(target, ec); ++hops) {
+    if (hops == 40) return makeError(ErrorKind::Io, {path}, "cannot write output: " + std::string(std::strerror(ELOOP)));
+    fs::path next = fs::read_symlink(target, ec);
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  fs::file_status st = fs::status(target, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    fs::file_type t = st.type();
+    const char* what = t == fs::file_type::directory   ? "a directory"
+                       : t == fs::file_type::character ? "a character device"
+                       : t == fs::file_type::block     ? "a block device"
+                       : t == fs::file_type::fifo      ? "a FIFO"
+                       : t == fs::file_type::socket    ? "a socket"
+                                                       : "not a regular file";
+    return makeError(ErrorKind::Io, {path}, std::string("cannot write output: it is ") + what + ", not a regular file");
+  }
+  std::string tmp = target.string() + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return makeError(ErrorKind::Io, {path}, std::string("cannot create output: ") + std::strerror(errno));
   bool good = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   good = (std::fclose(f) == 0) && good;
-  if (!good || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!good || std::rename(tmp.c_str(), target.c_str()) != 0) {
     std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
     return makeError(ErrorKind::Io, {path}, "cannot write output: " + why);

@@ -13,6 +13,8 @@ namespace poot {
 
 // A directory is refused as a file that cannot be opened.
 Expected<std::string> readFile(const std::string& path);
+// An output path that is a symlink writes its target (the link stays); one
+// that is a directory, device, FIFO or socket is refused, untouched.
 Status writeFileAtomic(const std::string& path, const std::string& bytes);
 
 // Text read from an input file, fit to quote in a diagnostic: every byte

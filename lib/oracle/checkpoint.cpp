@@ -53,13 +53,19 @@ Expected<std::unique_ptr<Mapping>> mapFile(const std::string& path, const std::s
   auto io = [&](const std::string& what) {
     return makeError(ErrorKind::Io, {path}, what + ": " + std::strerror(errno) + context);
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a FIFO does not wait for a writer; anything but a
+  // regular file is refused.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return io("cannot open file");
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     Error e = io("cannot read file");
     ::close(fd);
     return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return makeError(ErrorKind::Io, {path}, "not a regular file" + context);
   }
   auto m = std::make_unique<Mapping>();
   m->size = uint64_t(st.st_size);
@@ -183,6 +189,7 @@ Expected<Checkpoint> Checkpoint::open(const std::string& path) {
   std::map<std::string, std::string> index;  // tensor -> shard file name
   std::vector<std::string> names;            // shard file names as the index writes them
   if (endsWith(file, ".json")) {
+    if (!fs::is_regular_file(file, ec)) return makeError(ErrorKind::Io, {file}, "not a regular file");
     auto text = readFile(file);
     if (!text) return text.error();
     auto read = parseShardIndex(*text, file);
