@@ -154,7 +154,9 @@ Expected<std::map<std::string, std::string>> parseShardIndex(const std::string& 
   for (const auto& [name, file] : j["weight_map"].items()) {
     if (!file.is_string()) return bad("'weight_map' maps tensor '" + name + "' to " + file.dump() + ", not a file name");
     std::string f = file.get<std::string>();
-    if (f.empty() || fs::path(f).is_absolute())
+    // A plain file name: no directory part, so nothing outside the index's
+    // directory (no "../", no absolute path) is ever opened.
+    if (f.empty() || f == "." || f == ".." || fs::path(f).filename() != f || f.find('\\') != std::string::npos)
       return bad("'weight_map' maps tensor '" + name + "' to '" + f + "', not a file beside the index");
     map.emplace(name, f);
   }

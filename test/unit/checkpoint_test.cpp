@@ -193,6 +193,9 @@ TEST_CASE("checkpoint: a malformed index is refused naming the index") {
   CHECK(refused("{\"weight_map\": {\"w\": 3}}") == at + "'weight_map' maps tensor 'w' to 3, not a file name");
   CHECK(refused("{\"weight_map\": {\"w\": \"/abs/x.safetensors\"}}") ==
         at + "'weight_map' maps tensor 'w' to '/abs/x.safetensors', not a file beside the index");
+  for (const char* escape : {"../x.safetensors", "sub/../../x.safetensors", "..", "sub/x.safetensors"})
+    CHECK(refused(std::string("{\"weight_map\": {\"w\": \"") + escape + "\"}}") ==
+          at + "'weight_map' maps tensor 'w' to '" + escape + "', not a file beside the index");
   CHECK(refused("{\"weight_map\": {\"w\": \"a\", \"w\": \"b\"}}") == at + "tensor 'w' appears twice in 'weight_map'");
   // "metadata" may hold anything; a key twice there is not a tensor twice.
   s.writeTo(d, "{\"metadata\": {\"k\": 1, \"k\": 2}, \"weight_map\": {\"model.norm.weight\": "
