@@ -139,6 +139,19 @@ Expected<std::vector<SafetensorsEntry>> parseSafetensorsHeader(const uint8_t* by
   for (size_t i = 1; i < byOffset.size(); ++i)
     if (byOffset[i]->offset < byOffset[i - 1]->offset + byOffset[i - 1]->bytes)
       return err("tensors '" + byOffset[i - 1]->name + "' and '" + byOffset[i]->name + "' overlap in the data section");
+  // The tensors cover the data section exactly, as the format requires: a
+  // gap or a tail (a header length off by a byte shifts every tensor and
+  // leaves one) means the offsets do not describe these bytes.
+  uint64_t covered = 0;
+  for (const SafetensorsEntry* e : byOffset) {
+    if (e->offset - data > covered)
+      return err("bytes [" + std::to_string(covered) + ", " + std::to_string(e->offset - data) +
+                 ") of the data section are in no tensor (the next is '" + e->name + "')");
+    covered = std::max(covered, e->offset - data + e->bytes);
+  }
+  if (covered != dataSize)
+    return err("the data section has " + std::to_string(dataSize) + " bytes but its tensors end at byte " +
+               std::to_string(covered) + " (is the header's length right?)");
 
   // Bool elements are read here (bool tensors are rare and small): every
   // other tensor's bytes are left untouched until they are used.

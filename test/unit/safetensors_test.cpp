@@ -87,8 +87,8 @@ TEST_CASE("safetensors: exact layout of a small file") {
 
 TEST_CASE("safetensors: a file with metadata, in offset order unlike name order") {
   std::string header = "{\"__metadata__\":{\"format\":\"pt\"}," + entry("b", "F32", "[2]", "[0,8]") + "," +
-                       entry("a", "BOOL", "[]", "[8,9]") + "," + entry("c", "BF16", "[1,1]", "[10,12]") + "}  ";
-  std::string data = std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8) + "\x01" + "?" + "\x80\x3f";
+                       entry("a", "BOOL", "[]", "[8,9]") + "," + entry("c", "BF16", "[1,1]", "[9,11]") + "}  ";
+  std::string data = std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8) + "\x01" + "\x80\x3f";
   auto m = parseSafetensors(stFile(header, data), "m.safetensors");
   REQUIRE_MESSAGE(bool(m), (m ? "" : m.error().str()));
   REQUIRE(m->size() == 3);  // __metadata__ is not a tensor
@@ -176,6 +176,19 @@ TEST_CASE("safetensors: malformed files are typed errors naming the file and the
                        kData16)) == "w.safetensors: error: tensors 'a' and 'b' overlap in the data section");
   CHECK(stError(stFile("{" + entry("w", "F32", "[2]", "[0,8]") + "," + entry("w", "F32", "[2]", "[8,16]") + "}",
                        kData16)) == "w.safetensors: error: tensor 'w' appears twice in the header");
+  // The tensors cover the data section exactly: no gap, no tail. A header
+  // length one byte short (the last padding space left in the data) shifts
+  // every tensor by a byte and leaves one byte past them.
+  CHECK(stError(stFile("{" + entry("a", "F32", "[1]", "[0,4]") + "," + entry("b", "F32", "[2]", "[8,16]") + "}",
+                       kData16)) == "w.safetensors: error: bytes [4, 8) of the data section are in no tensor (the next is 'b')");
+  CHECK(stError(stFile(one(entry("w", "F32", "[3]", "[0,12]")), kData16)) ==
+        "w.safetensors: error: the data section has 16 bytes but its tensors end at byte 12 (is the header's length right?)");
+  TensorMap four;
+  four["w"] = randomTensor({DType::F32, {4}});
+  std::string shifted = safetensorsBytes(four);
+  REQUIRE(shifted[8 + uint8_t(shifted[0]) - 1] == ' ');  // the header is padded: one byte less still parses
+  shifted[0] = char(shifted[0] - 1);
+  CHECK(stError(shifted).find("the data section has 17 bytes but its tensors end at byte 16") != std::string::npos);
   CHECK(stError(stFile(one(entry("m", "BOOL", "[2]", "[0,2]")), "\x01\x07")) ==
         "w.safetensors: error: tensor 'm': bool element 1 is 7 (expected 0 or 1)");
 }
