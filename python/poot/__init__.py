@@ -108,8 +108,18 @@ class _Args:
         self.arrays, self.shapes = [], []
         self.tensors = (_Tensor * max(len(arrays), 1))()
         for i, (name, value) in enumerate(arrays.items()):
+            # A name reaches C as a NUL-terminated string, so one holding a
+            # NUL would bind its prefix; a Python integer is checked against
+            # its dtype's range before numpy could wrap it.
+            if not isinstance(name, str) or "\0" in name:
+                raise Error(_KINDS.index("bind"), "%r is not a parameter name (a string without NUL)" % (name,))
             if isinstance(value, int) and not isinstance(value, bool) and name in declared:
                 dtype, shape = declared[name]
+                if np.issubdtype(dtype, np.integer):
+                    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+                    if not lo <= value <= hi:
+                        raise Error(_KINDS.index("range"), "%%%s: %d is outside %s's range [%d, %d]" %
+                                    (name, value, np.dtype(dtype).name, lo, hi))
                 value = np.full(shape, value, dtype=dtype)
             a = np.asarray(value, order="C")  # ascontiguousarray would make a 0-d array 1-d
             code = next((c for c, d in enumerate(_DTYPES) if d == a.dtype), None)

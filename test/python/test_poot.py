@@ -95,6 +95,11 @@ expect("bind", ["%tokens", "f32[1,1]", "i32[1,1]"], s.step, tokens=tok.astype(np
 expect("bind", ["%tokens", "i32[2,1]"], s.step, tokens=np.zeros((2, 1), np.int32), pos=2)
 expect("range", ["%tokens", "300", "[0, 255]"], s.step, tokens=np.array([[300]], np.int32), pos=2)
 expect("range", ["%pos", "64"], s.step, tokens=tok, pos=64)
+# Python integers past the dtype's range are refused, not wrapped (2**32 + 5
+# would run at position 5); a name with a NUL is refused, not cut to its
+# prefix.
+expect("range", ["%pos", str(2**32 + 5), "int32", "[-2147483648, 2147483647]"], s.step, tokens=tok, pos=2**32 + 5)
+expect("bind", ["'tokens\\x00junk'", "NUL"], s.step, {"tokens\0junk": tok}, pos=2)
 expect("bind", ["input %tokens is not bound"], s.step, pos=2)
 expect("bind", ["%bogus"], s.step, tokens=tok, pos=2, bogus=np.zeros(1, np.int32))
 expect("bind", ["%layers.0.k_cache is a state"], s.step, {"layers.0.k_cache": zeros["layers.0.k_cache"]}, tokens=tok,
