@@ -244,7 +244,6 @@ struct GemmTile {
   int64_t m, n, k, tm, tn;
   int64_t group = 1;  // the threads a tm x tn part takes: 1 (gemm), a warp (32) or a warpgroup (128) (gemm-mma)
   int64_t fills = 0;  // the threads a workgroup counts as toward kThreadsPerUnit; 0: its own
-  bool mma() const { return group > 1; }
   int64_t threads() const { return (m / tm) * (n / tn) * group; }
   int64_t weight() const { return fills ? fills : threads(); }
 };
@@ -350,11 +349,15 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
+  // A tile's workgroup memory: the gemm-mma's on `shape`, or the SIMT gemm's.
+  auto bytesOf = [&](const GemmTile& t, const MatrixShape* shape) {
+    return shape ? gemmMmaBytes(*shape, t.m, t.n, t.k, gemmMmaStages(*shape, t.m, mmaVector, transposedB))
+                 : (t.m + t.n + 2 * kGemmPad) * t.k * 4;
+  };
   auto pickFrom = [&](std::span<const GemmTile> tiles, const MatrixShape* shape) {
     for (const GemmTile& t : tiles) {
-      int64_t bytes = shape ? gemmMmaBytes(*shape, t.m, t.n, t.k, gemmMmaStages(*shape, t.m, mmaVector, transposedB))
-                            : (t.m + t.n + 2 * kGemmPad) * t.k * 4;
-      if (t.threads() > d.max_workgroup_size || bytes > d.workgroup_memory_bytes || t.m > tallest) continue;
+      if (t.threads() > d.max_workgroup_size || bytesOf(t, shape) > d.workgroup_memory_bytes || t.m > tallest)
+        continue;
       pick = &t;
       workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
       while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
@@ -392,10 +395,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
     return gemv(batch, m, k, n, transposedB, a, b, d,
                 str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
                     " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  int64_t bytes = shape ? gemmMmaBytes(*shape, pick->m, pick->n, pick->k,
-                                       gemmMmaStages(*shape, pick->m, mmaVector, transposedB))
-                        : (pick->m + pick->n + 2 * kGemmPad) * pick->k * 4;
-  Schedule s{shape ? "gemm-mma" : "gemm", 0, splits, pick->threads(), bytes};
+  Schedule s{shape ? "gemm-mma" : "gemm", 0, splits, pick->threads(), bytesOf(*pick, shape)};
   s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
   s.vector = shape ? mmaVector : vectorOf(k, transposedB, b);
   if (shape) s.matrix = shape->name;

@@ -32,6 +32,7 @@
 // keeps is in docs/codegen.md. Integers wrap as in the oracle, in
 // any order exactly.
 #include <array>
+#include <functional>
 
 #include "codegen/gen/index.h"
 #include "plan/schedule.h"
@@ -392,6 +393,27 @@ Expected<kir::Kernel> genGemm(const GenInput& in, Gemm& g) {
   return b.finish();
 }
 
+// A gemm-mma's steps of K over ST stage buffers: `issue(stage, k0)` copies
+// step k0 into a stage as one group. The first ST - 1 steps are issued
+// ahead; at each step the threads wait until only the groups after its own
+// may still be in flight, pass a barrier (every thread's copies of this step
+// have landed, and every warp is done with the stage the next copies
+// overwrite), issue the copies ST - 1 steps ahead and `compute` on the
+// step's stage; the copies past the last step (zeros) are waited for at the
+// end.
+void pipelineSteps(Builder& b, V kLo, V kHi, int64_t BK, int64_t ST, const std::function<void(V, V)>& issue,
+                   const std::function<void(V)>& compute) {
+  for (int64_t st = 0; st + 1 < ST; ++st) issue(b.i32(st), b.add(kLo, b.i32(st * BK)));
+  b.forRange(kLo, kHi, BK, [&](V k0) {
+    V step = divBy(b, b.sub(k0, kLo), BK);
+    b.asyncWait(ST - 2);
+    b.barrier();
+    issue(remBy(b, b.add(step, b.i32(ST - 1)), ST), b.add(k0, b.i32((ST - 1) * BK)));
+    compute(remBy(b, step, ST));
+  });
+  b.asyncWait(0);
+}
+
 // The gemm on matrix units (gemm-mma): warp (wm, wn) of the workgroup owns
 // rows wm * threadM .. and columns wn * threadN .. of its block, as FM x FN
 // fragments of 16 x 8 (kir.h's m16n8k16 layouts). For each tileK step the
@@ -513,16 +535,9 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
           });
         b.asyncCommit();
       };
-      for (int64_t st = 0; st + 1 < ST; ++st) issue(b.i32(st), b.add(kLo, b.i32(st * BK)));
-      b.forRange(kLo, kHi, BK, [&](V k0) {
-        V step = divBy(b, b.sub(k0, kLo), BK);
-        b.asyncWait(ST - 2);  // this step's group has landed, for this thread
-        b.barrier();          // for every thread; and every warp is done with the step before
-        issue(remBy(b, b.add(step, b.i32(ST - 1)), ST), b.add(k0, b.i32((ST - 1) * BK)));
-        V stage = remBy(b, step, ST);
+      pipelineSteps(b, kLo, kHi, BK, ST, issue, [&](V stage) {
         multiply(b.add(aLane, b.mul(stage, b.i32(BM * SA))), b.add(bLane, b.mul(stage, b.i32(BN * SA))));
       });
-      b.asyncWait(0);  // the copies past the last step (zeros) land before the end
     } else {
       auto fetch = [&](V k0) {
         for (size_t u = 0; u < rA.at.size(); ++u) {
@@ -632,14 +647,9 @@ Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
       }
       b.asyncCommit();
     };
-    for (int64_t st = 0; st + 1 < ST; ++st) issue(b.i32(st), b.add(kLo, b.i32(st * BK)));
     V rowStride = b.i32(8 * BK);
-    b.forRange(kLo, kHi, BK, [&](V k0) {
-      V step = divBy(b, b.sub(k0, kLo), BK);
-      b.asyncWait(ST - 2);  // this step's group has landed, for this thread
-      b.barrier();          // for every thread; and every warpgroup is done with the step before
-      issue(remBy(b, b.add(step, b.i32(ST - 1)), ST), b.add(k0, b.i32((ST - 1) * BK)));
-      V base = b.mul(remBy(b, step, ST), b.i32(stage));
+    pipelineSteps(b, kLo, kHi, BK, ST, issue, [&](V st) {
+      V base = b.mul(st, b.i32(stage));
       V aAt = b.add(base, b.mul(wm, b.i32(64 * BK))), bAt = b.add(base, b.add(b.i32(BM * BK), b.mul(wn, b.i32(WN * BK))));
       V d = -1;
       for (int64_t ks = 0; ks < BK; ks += 16) {
@@ -656,7 +666,6 @@ Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
       std::vector<V> out = b.mmaResult(d);
       for (size_t i = 0; i < acc.size(); ++i) b.set(acc[i], out[i]);
     });
-    b.asyncWait(0);  // the copies past the last step (zeros) land before the end
     // Element e of the warpgroup's D (kir::mmaGroupC).
     V lane = remBy(b, tid, 128);
     V warp = divBy(b, lane, 32), gq = divBy(b, remBy(b, lane, 32), 4), t = remBy(b, lane, 4);

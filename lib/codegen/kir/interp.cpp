@@ -77,6 +77,15 @@ int depthOf(const Kernel& k, const Block& b) {
   return d;
 }
 
+// The elements a wide instruction's Lanes read from what the machine kept
+// (wide_): a SharedLoadVec's and an Mma's imm, an MmaShared's n / 2; 0 for
+// every other instruction (a LoadVec keeps its index and reads the buffer).
+int64_t heldElements(const Kernel& k, V v) {
+  const Inst& in = k.insts[size_t(v)];
+  if (in.op == Opc::SharedLoadVec || in.op == Opc::Mma) return in.imm;
+  return in.op == Opc::MmaShared ? mmaSharedColumns(k, v) / 2 : 0;
+}
+
 class Machine {
  public:
   Machine(const Kernel& k, const std::vector<std::vector<uint8_t>*>& buffers)
@@ -84,10 +93,7 @@ class Machine {
     masks_.assign(size_t(depthOf(k, k.body)) + 1, std::vector<uint8_t>(w_, 0));
     for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems * scalarBytes(s.type)), uint8_t(0));
     for (size_t v = 0; v < k.insts.size(); ++v)
-      if (k.insts[v].op == Opc::SharedLoadVec || k.insts[v].op == Opc::Mma)
-        wide_[V(v)].assign(size_t(k.insts[v].imm) * w_, 0);
-      else if (k.insts[v].op == Opc::MmaShared)
-        wide_[V(v)].assign(size_t(mmaSharedColumns(k, V(v)) / 2) * w_, 0);
+      if (int64_t n = heldElements(k, V(v)); n > 0) wide_[V(v)].assign(size_t(n) * w_, 0);
   }
 
   Status run(int64_t gridY) {
@@ -330,7 +336,7 @@ class Machine {
   void lane(const uint8_t* m, V v, const Inst& in) {
     const Inst& vec = k_.insts[size_t(in.args[0])];
     uint64_t* r = lanes(v);
-    if (vec.op == Opc::SharedLoadVec || vec.op == Opc::Mma || vec.op == Opc::MmaShared) {
+    if (heldElements(k_, in.args[0]) > 0) {
       const uint64_t* words = wide_.at(in.args[0]).data() + size_t(in.imm) * w_;
       for (size_t t = 0; t < w_; ++t)
         if (m[t]) r[t] = words[t];

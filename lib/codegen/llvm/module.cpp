@@ -182,11 +182,7 @@ Status Writer::write() {
   unsigned allocaSpace = m_.getDataLayout().getAllocaAddrSpace();
   for (size_t i = 0; i < k_.vars.size(); ++i)
     vars_.push_back(b_.CreateAlloca(type(k_.vars[i]), allocaSpace, nullptr, "var" + std::to_string(i)));
-  if (waitForPrevious_) {
-    auto* wait = llvm::InlineAsm::get(llvm::FunctionType::get(b_.getVoidTy(), false), "griddepcontrol.wait;",
-                                      "~{memory}", /*hasSideEffects=*/true);
-    b_.CreateCall(wait);
-  }
+  if (waitForPrevious_) inlineAsm("griddepcontrol.wait;", b_.getVoidTy(), "~{memory}", {});
   if (auto s = block(k_.body); !s) return s;
   b_.CreateRetVoid();
   return ok();
