@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Here: writes the attention benchmark graphs (one Attention eqn each, f32)
+# Here: writes the attention benchmark graphs (one Attention eqn each, f32 unless ATTN_DTYPE says)
 # and compiles each for targets/nvidia-h200.yaml (PTX) into OUT_DIR/NAME.plan
 # and, for the cases marked vk (all of them here), for
 # targets/nvidia-h200-vulkan.yaml (SPIR-V) into OUT_DIR/NAME.vk.plan. Beside
 # them: cases.tsv (one line a case: name, form, B, Hq, Hkv, Lq, Lk, Dk, Dv,
-# shared key width, vk, param), each plan's schedule line
+# shared key width, vk, param, dtype), each plan's schedule line
 # (NAME.schedule.txt and NAME.vk.schedule.txt, from --remarks) and a copy of
 # the poot binary, for run_h200.sh on the GPU host.
 #
@@ -20,8 +20,11 @@
 # forms a traced prefill); window (causal with a sliding window of PARAM
 # keys, as Mistral's).
 # PTX_PROFILE names another PTX profile (the H200's without its
-# matrix_multiply line, say, for the SIMT prefill).
-# Usage: [PTX_PROFILE=FILE] bench/attention/make_plans.sh BUILD OUT_DIR
+# matrix_multiply line, say, for the SIMT prefill). ATTN_DTYPE=bf16 makes q,
+# the keys, the values and the output bf16 (as a bf16 model keeps them; no
+# Vulkan plans then: the Vulkan targets refuse bf16 storage); ATTN_FORMS
+# (forms, space separated) keeps only those cases.
+# Usage: [PTX_PROFILE=FILE] [ATTN_DTYPE=f32|bf16] [ATTN_FORMS="FORM ..."] bench/attention/make_plans.sh BUILD OUT_DIR
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 BUILD OUT_DIR" >&2
@@ -33,6 +36,8 @@ out=$(cd "$2" && pwd)
 ptx_profile=$(realpath "${PTX_PROFILE:-$(dirname "$0")/../../targets/nvidia-h200.yaml}")
 cd "$(dirname "$0")/../.."
 pootc=$build/tools/pootc/pootc
+dt=${ATTN_DTYPE:-f32}
+case $dt in f32|bf16) ;; *) echo "$0: ATTN_DTYPE is f32 or bf16, not $dt" >&2; exit 2 ;; esac
 : >"$out/cases.tsv"
 
 dims() { local IFS=,; echo "[$*]"; }
@@ -40,27 +45,29 @@ dims() { local IFS=,; echo "[$*]"; }
 # case NAME FORM B HQ HKV LQ LK DK DV DS VK [PARAM]
 case_() {
   local name=$1 form=$2 B=$3 Hq=$4 Hkv=$5 Lq=$6 Lk=$7 Dk=$8 Dv=$9 Ds=${10} vk=${11} param=${12:-0}
+  [ -z "${ATTN_FORMS:-}" ] || [[ " $ATTN_FORMS " == *" $form "* ]] || return 0
+  [ "$dt" = f32 ] || vk=-
   local nrep=$((Hq / Hkv)) key=dense mask=none bound=capacity ops="%q, %k" g=$out/$name.pg
   local scale
   scale=$(awk -v d="$Dk" 'BEGIN { printf "%.17g", 1 / sqrt(d) }')
   {
     echo "graph attention_$name"
-    echo "input %q : f32$(dims "$B" "$Hq" "$Lq" "$Dk")"
+    echo "input %q : $dt$(dims "$B" "$Hq" "$Lq" "$Dk")"
     case $form in
       paged)
-        echo "weight %k : f32$(dims $((B * Lk)) "$Hkv" "$Dk")"
-        echo "weight %v : f32$(dims $((B * Lk)) "$Hkv" "$Dv")"
+        echo "weight %k : $dt$(dims $((B * Lk)) "$Hkv" "$Dk")"
+        echo "weight %v : $dt$(dims $((B * Lk)) "$Hkv" "$Dv")"
         echo "slot %read : i32$(dims "$B" "$Lk") range [0, $((B * Lk - 1))]"
         key=paged ;;
       mla)
-        echo "weight %k : f32$(dims "$B" "$Hkv" "$Lk" $((Dk - Ds)))"
-        echo "weight %k_shared : f32$(dims "$B" 1 "$Lk" "$Ds")"
-        echo "weight %v : f32$(dims "$B" "$Hkv" "$Lk" "$Dv")"
+        echo "weight %k : $dt$(dims "$B" "$Hkv" "$Lk" $((Dk - Ds)))"
+        echo "weight %k_shared : $dt$(dims "$B" 1 "$Lk" "$Ds")"
+        echo "weight %v : $dt$(dims "$B" "$Hkv" "$Lk" "$Dv")"
         ops+=", %k_shared"
         key=split ;;
       *)
-        echo "weight %k : f32$(dims "$B" "$Hkv" "$Lk" "$Dk")"
-        echo "weight %v : f32$(dims "$B" "$Hkv" "$Lk" "$Dv")" ;;
+        echo "weight %k : $dt$(dims "$B" "$Hkv" "$Lk" "$Dk")"
+        echo "weight %v : $dt$(dims "$B" "$Hkv" "$Lk" "$Dv")" ;;
     esac
     ops+=", %v"
     [ "$form" = paged ] && ops+=", %read"
@@ -75,11 +82,11 @@ case_() {
       ops+=", %len"
       bound=live
     fi
-    echo "%out = Attention($ops) {scale=$scale, n_rep=$nrep, key=$key, mask=$mask, bound=$bound} : f32$(dims "$B" "$Hq" "$Lq" "$Dv")"
+    echo "%out = Attention($ops) {scale=$scale, n_rep=$nrep, key=$key, mask=$mask, bound=$bound} : $dt$(dims "$B" "$Hq" "$Lq" "$Dv")"
     echo "output %out"
   } >"$g"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$form" "$B" "$Hq" "$Hkv" "$Lq" "$Lk" "$Dk" "$Dv" "$Ds" "$vk" \
-    "$param" >>"$out/cases.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$form" "$B" "$Hq" "$Hkv" "$Lq" "$Lk" "$Dk" "$Dv" "$Ds" "$vk" \
+    "$param" "$dt" >>"$out/cases.tsv"
   "$pootc" compile "$g" --device "$ptx_profile" -o "$out/$name.plan" --remarks 2>&1 </dev/null |
     sed -n 's/^.*remark: \[planner\] %out: //p' >"$out/$name.schedule.txt"
   echo "$name: $(cut -c1-150 "$out/$name.schedule.txt" | head -n 1)"

@@ -10,7 +10,9 @@ below the diagonal, -inf above; a sliding window's also -inf at and past
 `param` keys below the diagonal), writes the keys and values as
 DATA_DIR/NAME/kv.safetensors for `poot run --weights` and the rest as
 DATA_DIR/NAME/OPERAND.npy for `poot run --input`,
-computes the reference output in float64, and times PyTorch on the same case:
+computes the reference output in float64, and times PyTorch on the same case
+(a bf16 case, ATTN_DTYPE=bf16 in make_plans.sh, draws the same way and rounds
+to bf16, writes its floats as bf16 and counts its K/V bytes as 2 each):
 scaled_dot_product_attention in f32 with the math backend (enable_gqa) and the
 memory-efficient backend (K/V repeated to every query head beforehand), and in
 bf16 with the flash and cuDNN backends (K/V repeated likewise), each a median
@@ -40,9 +42,9 @@ def cases(plan_dir):
     out = []
     with open(os.path.join(plan_dir, "cases.tsv")) as f:
         for line in f:
-            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk, param = line.rstrip("\n").split("\t")
+            n, form, B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds, vk, param, dtype = line.rstrip("\n").split("\t")
             out.append(dict(name=n, form=form, B=int(B), Hq=int(Hq), Hkv=int(Hkv), Lq=int(Lq), Lk=int(Lk),
-                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk", param=int(param)))
+                            Dk=int(Dk), Dv=int(Dv), Ds=int(Ds), vk=vk == "vk", param=int(param), dtype=dtype))
     return out
 
 
@@ -73,12 +75,15 @@ def ceiling():
 
 
 def operands(c, seed):
-    """The case's operands (f32 / i32 on the GPU) and the dense views torch uses."""
+    """The case's operands (f32 / i32 on the GPU; for a bf16 case the f32
+    values rounded to bf16, so every side computes on the same values) and
+    the dense views torch uses."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     B, Hq, Hkv, Lq, Lk, Dk, Dv, Ds = (c[k] for k in ("B", "Hq", "Hkv", "Lq", "Lk", "Dk", "Dv", "Ds"))
-    rnd = lambda *s: torch.randn(*s, device="cuda", generator=g)
+    rounded = (lambda t: t.bfloat16().float()) if c["dtype"] == "bf16" else (lambda t: t)
+    rnd = lambda *s: rounded(torch.randn(*s, device="cuda", generator=g))
     ops = {"q": rnd(B, Hq, Lq, Dk)}
     mask = None
     if c["form"] == "paged":
@@ -170,11 +175,16 @@ def prepare(plan_dir, data_dir):
         # The keys and values as the weights of kv.safetensors (the plans
         # declare them so: bound once, not sent again every step), the rest
         # as NAME.npy.
-        kv = {n: t.cpu().contiguous() for n, t in ops.items() if n in ("k", "k_shared", "v")}
+        # A bf16 case's floats go as bf16: the safetensors dtype BF16, and
+        # the .npy as 2-byte voids ('|V2', which poot reads as bf16).
+        stored = (lambda t: t.bfloat16() if t.is_floating_point() else t) if c["dtype"] == "bf16" else (lambda t: t)
+        kv = {n: stored(t).cpu().contiguous() for n, t in ops.items() if n in ("k", "k_shared", "v")}
         save_file(kv, os.path.join(d, "kv.safetensors"))
         for n, t in ops.items():
             if n not in kv:
-                np.save(os.path.join(d, n + ".npy"), t.cpu().numpy())
+                t = stored(t)
+                a = t.view(torch.int16).cpu().numpy().view("V2") if t.dtype == torch.bfloat16 else t.cpu().numpy()
+                np.save(os.path.join(d, n + ".npy"), a)
         del kv
         ref = reference(c, ops["q"], k, v, mask)
         np.save(os.path.join(d, "ref.npy"), ref.cpu().numpy())
@@ -201,7 +211,17 @@ def kv_bytes(c):
     if c["form"] == "live":
         keys = c["B"] * c["Lk"] * 3 // 4  # the lengths' expectation; the exact sum is printed
     width = c["Hkv"] * (c["Dk"] - c["Ds"] + c["Dv"]) + c["Ds"]
-    return keys * width * 4
+    return keys * width * (2 if c["dtype"] == "bf16" else 4)
+
+
+def load_out(path):
+    """poot's output as f32: a bf16 .npy ('|V2') widened."""
+    import numpy as np
+
+    a = np.load(path)
+    if a.dtype.kind == "V":
+        a = (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return a
 
 
 def pairs(c):
@@ -233,7 +253,7 @@ def report(plan_dir, data_dir, poot_tsv, csv_path=None):
         bytes_ = kv_bytes(c)
         if c["form"] == "live":
             lens = np.load(os.path.join(d, "len.npy"))
-            bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * 4
+            bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * (2 if c["dtype"] == "bf16" else 4)
         flops = 4 * c["B"] * c["Hq"] * c["Dk"] * pairs(c)
         t = tj["cases"][c["name"]]
         for backend, sub in (("cuda", ""), ("vulkan", "vk")):
@@ -243,8 +263,8 @@ def report(plan_dir, data_dir, poot_tsv, csv_path=None):
                 sched = f.read().split(":")[0].strip()
             ms = poot.get((c["name"], backend))
             out = os.path.join(d, sub, "out.npy")
-            err = float(np.abs(np.load(out) - ref).max() / np.abs(ref).max()) if os.path.exists(out) and ms else None
-            rows.append(dict(case=c["name"], backend=backend, poot_ms=ms, err=err, sched=sched, bytes=bytes_,
+            err = float(np.abs(load_out(out) - ref).max() / np.abs(ref).max()) if os.path.exists(out) and ms else None
+            rows.append(dict(case=c["name"], dtype=c["dtype"], backend=backend, poot_ms=ms, err=err, sched=sched, bytes=bytes_,
                              flops=flops, decode=c["Lq"] == 1, **{k: t.get(k) for k in
                                                                ("math_f32", "efficient_f32", "flash_bf16", "cudnn_bf16",
                                                                 "math_f32_err")}))
@@ -260,7 +280,8 @@ def report(plan_dir, data_dir, poot_tsv, csv_path=None):
                ("math_f32", "efficient_f32", "flash_bf16", "cudnn_bf16")]
         err = "-" if r["err"] is None else "%.1e" % r["err"]
         terr = "-" if r["math_f32_err"] is None else "%.1e" % r["math_f32_err"]
-        print(f"| {r['case']} | {r['backend']} | {fmt(r['poot_ms'], 4)} | {fmt(pr, 2)} | {pct} | " + " | ".join(tor) +
+        name = r["case"] + (" (bf16)" if r["dtype"] == "bf16" else "")
+        print(f"| {name} | {r['backend']} | {fmt(r['poot_ms'], 4)} | {fmt(pr, 2)} | {pct} | " + " | ".join(tor) +
               f" | {err} | {terr} | {r['sched']} |")
     if csv_path:
         with open(csv_path, "w", newline="") as f:

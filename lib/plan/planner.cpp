@@ -200,9 +200,14 @@ class Planner {
     int64_t Ds = key == "split" ? g_.type(e.operands[2]).shape[3] : 0;
     auto lanes = lanesFor(e, "attention", Dv);
     if (!lanes) return lanes.error();
-    AttentionDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, d_);
+    // The dtype q, keys and values share (loads of 16 bytes of it; the
+    // matrix op takes them as they are), F32 where they differ.
+    DType shared = g_.type(e.operands[0]).dtype;
+    for (size_t o = 1; o <= (key == "split" ? 3u : 2u); ++o)
+      if (g_.type(e.operands[o]).dtype != shared) shared = DType::F32;
+    AttentionDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, shared, d_);
     if (!decode.schedule && Lq > 1) {
-      AttentionDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, d_);
+      AttentionDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, shared, d_);
       std::string why = decode.reason + "; " + prefill.reason;
       if (prefill.schedule) {
         int64_t blocks = B * (Hq / nrep) * ceilDiv(Lq, prefill.schedule->tileM / nrep);
@@ -220,7 +225,7 @@ class Planner {
     // A decode that leaves most units idle shares each head's rows out over
     // row groups, when the decode schedule takes their fewer rows.
     int64_t rowGroups = decode.schedule ? chooseRowGroups(groups * split.splits, packed, d_) : 1;
-    if (AttentionDecision fewer = rowGroups > 1 ? chooseDecode(packed / rowGroups, Dk - Ds, Ds, Dv, d_)
+    if (AttentionDecision fewer = rowGroups > 1 ? chooseDecode(packed / rowGroups, Dk - Ds, Ds, Dv, shared, d_)
                                                 : AttentionDecision{};
         fewer.schedule) {
       first = *fewer.schedule;

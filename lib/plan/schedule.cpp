@@ -49,8 +49,8 @@ SplitDecision chooseSplits(int64_t groups, int64_t packed, int64_t lq, int64_t l
                  str(s) + " splits"};
 }
 
-int64_t widestLoad(std::initializer_list<int64_t> widths) {
-  int64_t w = 4;
+int64_t widestLoad(std::initializer_list<int64_t> widths, int64_t most) {
+  int64_t w = most;
   auto divides = [&] {
     for (int64_t x : widths)
       if (x % w) return false;
@@ -75,24 +75,36 @@ int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv) {
 }
 
 PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv) {
-  return {ceilDiv(dk, 8) * 8 + 4, ceilDiv(dk, 8) * 8 + 4, ceilDiv(dv, 8) * 8 + 4, s.tileN + 4};
+  if (matrixShape(*matrixOpNamed(s.matrix)).k == 8)
+    return {ceilDiv(dk, 8) * 8 + 4, ceilDiv(dk, 8) * 8 + 4, ceilDiv(dv, 8) * 8 + 4, s.tileN + 4, 4, ceilDiv(dk, 8) * 8};
+  int64_t dk16 = ceilDiv(dk, 16) * 16;
+  return {dk16 + 8, dk16 + 8, 2 * (ceilDiv(dv, 8) * 8 + 8), 2 * s.tileN + 8, 2, dk16};
 }
 
-int64_t prefillMmaWords(const Schedule& s, int64_t dk, int64_t dv) {
+int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv) {
   PrefillMmaLayout l = prefillMmaLayout(s, dk, dv);
-  return s.tileM * std::max(l.qStride, l.pStride) + s.tileN * (l.kStride + l.vStride) + 4;
+  int64_t valueRows = l.elemBytes == 4 ? s.tileN : s.tileN / 2;
+  return l.elemBytes * (s.tileM * std::max(l.qStride, l.pStride) + s.tileN * l.kStride + valueRows * l.vStride) + 16;
 }
 
 namespace {
-// The tensor-core prefill, where the profile and the widths allow it.
-std::optional<Schedule> prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
-  Schedule s{"prefill-mma", 128, 1, 128, 0};
-  s.tileM = 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv});
-  s.workgroupMemory = 4 * prefillMmaWords(s, dh + ds, dv);
-  if (!d.hasMatrix(MatrixOp::M16N8K8Tf32) || nrep > s.tileM || dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth ||
-      s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
-    return std::nullopt;
-  return s;
+// The tensor-core prefill, where the profile and the widths allow it: the
+// first warp op of the profile's list that takes the operands.
+std::optional<Schedule> prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands,
+                                   const DeviceProfile& d) {
+  for (MatrixOp op : d.matrix_ops) {
+    const MatrixShape& m = matrixShape(op);
+    if (m.threads != 32 || (op != MatrixOp::M16N8K8Tf32 && m.operand != operands)) continue;
+    Schedule s{"prefill-mma", 128, 1, 128, 0};
+    s.tileM = 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv}, m.k == 16 ? 8 : 4);
+    s.matrix = m.name;
+    s.workgroupMemory = prefillMmaBytes(s, dh + ds, dv);
+    if (nrep > s.tileM || dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth ||
+        s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
+      return std::nullopt;
+    return s;
+  }
+  return std::nullopt;
 }
 }  // namespace
 
@@ -103,10 +115,14 @@ struct PrefillTile {
 };
 constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 2}, {16, 16, 4, 4}};
 
-AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
-  if (auto s = prefillMma(nrep, dh, ds, dv, d))
-    return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on tf32 " +
-                   "matrix multiplies (three a product), against tiles of 64 keys in workgroup memory"};
+AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands,
+                                const DeviceProfile& d) {
+  if (auto s = prefillMma(nrep, dh, ds, dv, operands, d))
+    return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on " +
+                   s->matrix +
+                   (s->matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
+                                                : " matrix multiplies (the weights rounded to its dtype)") +
+                   ", against tiles of 64 keys in workgroup memory"};
   for (const PrefillTile& t : kPrefillTiles) {
     if (t.m < nrep) continue;
     Schedule s{"prefill", 0, 1, (t.m / t.tm) * (t.n / t.tn), 0};
@@ -142,11 +158,12 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv) {
   return s.kLanes * decodePlane(s, packed) + packed * s.tileK + slices * packed * (dv + 2);
 }
 
-AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d) {
+AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands,
+                               const DeviceProfile& d) {
   if (packed > kMaxPackedRows)
     return {std::nullopt, str(packed) + " query rows a KV head (n_rep * Lq) are more than the decode schedule's " +
                               str(kMaxPackedRows)};
-  int64_t w = widestLoad({dh, ds, dv}), dk = dh + ds;
+  int64_t w = widestLoad({dh, ds, dv}, 16 / dtypeBytes(operands)), dk = dh + ds;
   // A key thread keeps its runs of every row's q in registers (runs j, j +
   // kLanes, ... of each key segment), a value thread every row's sums of its
   // value runs: at most 64 floats each (past that the compiler spills them).
@@ -455,7 +472,8 @@ std::string printSchedule(const Schedule& s) {
            " warp=" + str(s.threadM) + "x" + str(s.threadN) + " matrix=" + s.matrix;
   if (s.kind == "decode")
     out += " rows=" + str(s.tileM) + " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
-  if (s.kind == "prefill-mma") out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector);
+  if (s.kind == "prefill-mma")
+    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " matrix=" + s.matrix;
   if (s.kind == "prefill")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " thread=" + str(s.threadM) +
            "x" + str(s.threadN);

@@ -54,9 +54,10 @@ SplitDecision chooseSplits(int64_t groups, int64_t packed, int64_t lq, int64_t l
 // Bytes of the split-KV partial state: rows * splits * (dv + 2) f32.
 inline int64_t partialStateBytes(int64_t rows, int64_t splits, int64_t dv) { return rows * splits * laneStateBytes(dv); }
 
-// The widest load, 4, 2 or 1 elements, that divides every width given (so
-// every row of those widths, and every run of it, stays aligned to it).
-int64_t widestLoad(std::initializer_list<int64_t> widths);
+// The widest load, `most` (a power of two), ..., 2 or 1 elements, that
+// divides every width given (so every row of those widths, and every run of
+// it, stays aligned to it).
+int64_t widestLoad(std::initializer_list<int64_t> widths, int64_t most = 4);
 
 // The GQA-packed decode schedule ("decode", plan.h): one workgroup per (batch
 // row, KV head[, split][, row group]) serves `packed` query rows of that head
@@ -64,10 +65,13 @@ int64_t widestLoad(std::initializer_list<int64_t> widths);
 // each key and value row. Its fields: workgroupSize
 // (= lanes) threads; kLanes threads share each key's dot products (q held in
 // their registers, a slice each); `vector` elements a wide load; tileK keys a
-// tile. A tile's value rows are shared by decodeValueLanes threads each, so
-// workgroupSize / decodeValueLanes key slices run the online softmax side by
-// side and fold at the end. chooseDecode gives no schedule (and says why)
-// past kMaxPackedRows rows or when no workgroup fits the device.
+// tile (16 bytes of the dtype q, the keys and the values share: 4 f32 or
+// 8 two-byte elements, fewer where a width needs it; `operands` is F32
+// where they differ). A tile's value rows are shared by decodeValueLanes
+// threads each, so workgroupSize / decodeValueLanes key slices run the
+// online softmax side by side and fold at the end. chooseDecode gives no
+// schedule (and says why) past kMaxPackedRows rows or when no workgroup
+// fits the device.
 constexpr int64_t kMaxPackedRows = 8;
 // An attention schedule rule's answer (chooseDecode, choosePrefill): the
 // schedule, or none, and why.
@@ -75,7 +79,8 @@ struct AttentionDecision {
   std::optional<Schedule> schedule;
   std::string reason;
 };
-AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
+AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands,
+                               const DeviceProfile& d);
 // Row groups: when the decode's (group, split) workgroups would keep at most
 // a quarter of the compute units busy, a KV head's `packed` query rows are
 // shared out over R workgroups that each read the same keys (together, so
@@ -101,15 +106,21 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 // scores and threadM rows of the output in registers; `vector` elements a
 // load. choosePrefill takes the largest of the 64 x 64 (4 x 4 a thread),
 // 32 x 32 (4 x 2) and 16 x 16 (4 x 4) tiles that fits the device and holds
-// n_rep rows, or gives no schedule and says why.
-AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, const DeviceProfile& d);
-// Where the profile has a tf32 warp matrix multiply (matrix_multiply), a
-// prefill first tries the tensor-core form of the same schedule
-// ("prefill-mma"): tileM = 64 rows a workgroup, 16 a warp (so 128 threads),
-// tileN = 64 keys a tile, scores and output in the warps' matrix fragments,
+// n_rep rows, or gives no schedule and says why. `operands` is the dtype q,
+// k and v share (F32 where they differ).
+AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands,
+                                const DeviceProfile& d);
+// Where the profile has a warp matrix multiply a prefill can use, a prefill
+// first tries the tensor-core form of the same schedule ("prefill-mma"):
+// tileM = 64 rows a workgroup, 16 a warp (so 128 threads), tileN = 64 keys
+// a tile, scores and output in the warps' matrix fragments, for key and
+// value widths up to kMaxMmaHeadWidth (the output fragment is Dv / 2
+// registers a thread). `matrix` names the op: the first of the profile's
+// list that is a warp's (not a warpgroup's) and takes the operands as they
+// are: m16n8k16.bf16 (or .f16) where q, k and v are all bf16 (f16), the
+// weights rounded to that dtype for the value product; else m16n8k8.tf32,
 // each product of f32 operands taken as three tf32 products (the operands
-// split into a head and a remainder), for key and value widths up to
-// kMaxMmaHeadWidth (the output fragment is Dv / 2 registers a thread).
+// split into a head and a remainder).
 constexpr int64_t kMaxMmaHeadWidth = 256;
 // The staged tiles' row strides in words (docs/codegen.md says why each):
 // q and the weights tileM + 4 (one row a key dim or a key), keys tileN + 1
@@ -126,17 +137,25 @@ PrefillLayout prefillLayout(const Schedule& s, int64_t dk, int64_t dv);
 // but one).
 int64_t prefillSharedWords(const Schedule& s, int64_t dk, int64_t dv);
 int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
-// "prefill-mma"'s row strides: q and keys (one row a query row or key) the
-// key width rounded up to 8 (a matrix step) plus 4, values likewise, and the
-// weights (one row a query row, spilled over the q tile only on a tile with
-// a non-finite value) tileN + 4; its workgroup memory in words: the q tile
-// (or the weights, the larger), the key tile, the value tile and one flag
-// word (4, so the arrays stay 16-byte aligned).
+// "prefill-mma"'s tiles, strides in elements of the operand type (f32 for
+// tf32, else the two-byte dtype). On tf32: q and keys (one row a query row
+// or key) the key width rounded up to 8 (a matrix step) plus 4, values (one
+// row a key) likewise, the weights (one row a query row, spilled over the q
+// tile only on a tile with a non-finite value) tileN + 4. On the two-byte
+// ops: q and keys the key width rounded up to 16 plus 8, the weights tileN
+// + 8, and the values a row for each pair of keys, the two keys' elements
+// of a column side by side (so a B fragment's two keys are one word), the
+// value width rounded up to 8 plus 8, twice. (Each keeps a warp's fragment
+// loads off shared banks: docs/codegen.md.) Bytes: the q tile (or the
+// weights, the larger), the key tile, the value tile and 16 bytes of flag
+// words.
 struct PrefillMmaLayout {
   int64_t qStride, kStride, vStride, pStride;
+  int64_t elemBytes;  // 4 or 2
+  int64_t dkStep;     // the key width rounded up to the op's k: 8 or 16
 };
 PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv);
-int64_t prefillMmaWords(const Schedule& s, int64_t dk, int64_t dv);
+int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv);
 
 // The schedules themselves.
 Schedule streamingSchedule(int64_t lanes, int64_t dv);

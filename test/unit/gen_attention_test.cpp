@@ -48,7 +48,19 @@ struct Case {
   int64_t window = 0;         // with causal: the window, 0 for none
   bool live = false;
   double softcap = 0;         // 0: none
+  std::string dtype = "f32";  // q, k, v and the output's
 };
+
+// An output element x's distance from the oracle's: kTol, and for two-byte
+// outputs one unit in the last place of x more (at most 2^-7 |x| in bf16,
+// 2^-10 |x| in f16): the kernel's output is within kTol of the exact one
+// (the two-byte ops take each weight as a head and a remainder, 16 bits or
+// more), and it and the oracle's round to the dtype apart where a rounding
+// boundary falls between them.
+struct Tol {
+  double abs, rel;
+};
+Tol tolerance(const Case& c) { return {kTol, c.dtype == "f32" ? 0 : c.dtype == "bf16" ? 0x1p-7 : 0x1p-10}; }
 
 std::string dims(std::vector<int64_t> d) {
   std::string s = "[";
@@ -61,23 +73,23 @@ int64_t poolSlots(const Case& c) { return c.S ? c.S : c.B * c.Lk + 5; }
 std::string graphText(const Case& c) {
   int64_t Hkv = c.Hq / c.nrep;
   bool paged = c.key == "paged", split = c.key == "split";
-  std::string s = "graph t\ninput %q : f32" + dims({c.B, c.Hq, c.Lq, c.Dk}) + "\n", ops = "%q, %k";
+  std::string s = "graph t\ninput %q : " + c.dtype + dims({c.B, c.Hq, c.Lq, c.Dk}) + "\n", ops = "%q, %k";
   if (paged) {
-    s += "input %k : f32" + dims({poolSlots(c), Hkv, c.Dk}) + "\n";
-    s += "input %v : f32" + dims({poolSlots(c), Hkv, c.Dv}) + "\n";
+    s += "input %k : " + c.dtype + dims({poolSlots(c), Hkv, c.Dk}) + "\n";
+    s += "input %v : " + c.dtype + dims({poolSlots(c), Hkv, c.Dv}) + "\n";
     s += "slot %read : i32" + dims({c.B, c.Lk}) + " range [0, " + std::to_string(poolSlots(c) - 1) + "]\n";
   } else {
-    s += "input %k : f32" + dims({c.B, Hkv, c.Lk, c.Dk - (split ? c.Ds : 0)}) + "\n";
-    s += "input %v : f32" + dims({c.B, Hkv, c.Lk, c.Dv}) + "\n";
+    s += "input %k : " + c.dtype + dims({c.B, Hkv, c.Lk, c.Dk - (split ? c.Ds : 0)}) + "\n";
+    s += "input %v : " + c.dtype + dims({c.B, Hkv, c.Lk, c.Dv}) + "\n";
   }
   if (split) {
-    s += "input %k_shared : f32" + dims({c.B, 1, c.Lk, c.Ds}) + "\n";
+    s += "input %k_shared : " + c.dtype + dims({c.B, 1, c.Lk, c.Ds}) + "\n";
     ops += ", %k_shared";
   }
   ops += ", %v";
   if (paged) ops += ", %read";
   if (c.Hm) {
-    s += "input %mask : f32" + dims({c.B, c.Hm, c.Lq, c.Lk}) + "\n";
+    s += "input %mask : " + c.dtype + dims({c.B, c.Hm, c.Lq, c.Lk}) + "\n";
     ops += ", %mask";
   }
   if (c.causal) {
@@ -93,7 +105,7 @@ std::string graphText(const Case& c) {
   s += "%out = Attention(" + ops + ") {scale=" + std::to_string(1 / std::sqrt(double(c.Dk)));
   if (c.softcap) s += ", softcap=" + std::to_string(c.softcap);
   s += ", n_rep=" + std::to_string(c.nrep) + ", key=" + c.key + ", mask=" + mask +
-       ", bound=" + (c.live ? "live" : "capacity") + "} : f32" + dims({c.B, c.Hq, c.Lq, c.Dv}) + "\n";
+       ", bound=" + (c.live ? "live" : "capacity") + "} : " + c.dtype + dims({c.B, c.Hq, c.Lq, c.Dv}) + "\n";
   return s + "output %out\n";
 }
 
@@ -143,14 +155,14 @@ const std::vector<std::string> kSplit = {"split-kv-partials", "split-kv-combine"
 const std::vector<std::string> kDecodeSplit = {"decode", "split-kv-combine"};
 
 // An executor's output against the oracle's: NaN where it is NaN, else
-// within kTol.
-void compare(const Tensor& a, const Tensor& b) {
+// within tol.
+void compare(const Tensor& a, const Tensor& b, Tol tol) {
   REQUIRE(a.type == b.type);
   int64_t bad = 0;
   double worst = 0;
   for (int64_t i = 0; i < a.size(); ++i) {
     double x = a.get(i), y = b.get(i);
-    bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= kTol;
+    bool ok = std::isnan(x) || std::isnan(y) ? std::isnan(x) && std::isnan(y) : std::fabs(x - y) <= tol.abs + tol.rel * std::fabs(x);
     if (!std::isnan(x) && !std::isnan(y)) worst = std::max(worst, std::fabs(x - y));
     if (!ok && ++bad <= 3) FAIL_CHECK("element " << i << ": " << y << " vs the oracle's " << x);
   }
@@ -159,7 +171,7 @@ void compare(const Tensor& a, const Tensor& b) {
 
 // The plan on the KIR interpreter and, unless told, on lavapipe (SPIR-V
 // through the runtime) against the oracle on `params`.
-void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params,
+void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, Tensor>& params, Tol tol = {kTol, 0},
            bool onLavapipe = true) {
   auto want = evaluate(g, params);
   REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
@@ -168,13 +180,13 @@ void check(const Graph& g, const DeviceProfile& d, const std::map<std::string, T
   REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
   {
     INFO("kir");
-    compare(a, kir->outputs.at("out"));
+    compare(a, kir->outputs.at("out"), tol);
   }
   if (!onLavapipe || d.target != Target::Spirv || !testing::kGeneratorsOnLavapipe) return;
   auto vulkan = testing::runOnVulkan(g, d, params);
   REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
   INFO("lavapipe");
-  compare(a, vulkan->outputs.at("out"));
+  compare(a, vulkan->outputs.at("out"), tol);
 }
 
 // Fresh parameters for c, with `tweak(c, params, seed)` applied before the
@@ -193,7 +205,7 @@ void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& 
   REQUIRE(got == kinds);
   auto params = completeParams(g, {}, seed);
   tweak(c, params, seed);
-  check(g, d, params);
+  check(g, d, params, tolerance(c));
 }
 void run(const Case& c, const DeviceProfile& d, const std::vector<std::string>& kinds) {
   run(c, d, kinds, [](const Case&, Params&, uint64_t) {});
@@ -215,7 +227,7 @@ void runBoth(Case c, const DeviceProfile& d, Tweak tweak) {
   {
     INFO("prefill");
     int64_t ds = c.key == "split" ? c.Ds : 0;
-    bool tiles = bool(choosePrefill(c.nrep, c.Dk - ds, ds, c.Dv, d).schedule);
+    bool tiles = bool(choosePrefill(c.nrep, c.Dk - ds, ds, c.Dv, DType::F32, d).schedule);
     run(c, d, tiles ? kPrefill : kStreaming, tweak);
   }
   INFO("streaming");
@@ -306,17 +318,20 @@ TEST_CASE("attention gen: decode packs n_rep 1 to 8 query heads, key widths 32 t
     int64_t nrep, Lq, Dk, Dv, Lk;
   };
   // Key lengths that are no multiple of a tile, a pass or a slice; value
-  // widths unlike the key's; widths that load 4, 2 or 1 elements at a time.
+  // widths unlike the key's; widths that load 4, 2 or 1 elements at a time
+  // (in bf16 also 8: 16 bytes).
   for (Shape sh : {Shape{1, 1, 32, 32, 77}, Shape{2, 1, 64, 48, 131}, Shape{4, 1, 128, 128, 300},
                    Shape{8, 1, 96, 80, 70}, Shape{3, 1, 40, 24, 65}, Shape{4, 2, 64, 64, 99},
                    Shape{1, 1, 256, 256, 45}, Shape{2, 1, 512, 64, 40}, Shape{1, 1, 34, 18, 93},
                    Shape{2, 1, 33, 17, 129}})
-    for (const DeviceProfile* d : {&lavapipe(), &small()}) {
-      Case c;
-      c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
-      CAPTURE(d->name);
-      run(c, *d, kDecode);
-    }
+    for (const DeviceProfile* d : {&lavapipe(), &small()})
+      for (const char* dtype : {"f32", "bf16"}) {
+        Case c;
+        c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
+        c.dtype = dtype;
+        CAPTURE(d->name);
+        run(c, *d, kDecode);
+      }
 }
 
 TEST_CASE("attention gen: masks and softcap") {
@@ -445,7 +460,7 @@ TEST_CASE("attention gen: prefill value columns in runs of 4, 2 and 1, on every 
       c.B = 1, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = 8 / sh.nrep + 3, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = 70;
       CAPTURE(graphText(c));
       DeviceProfile d = big ? withMemory(131072, 1) : lavapipe();
-      auto tile = choosePrefill(c.nrep, c.Dk, 0, c.Dv, d).schedule;
+      auto tile = choosePrefill(c.nrep, c.Dk, 0, c.Dv, DType::F32, d).schedule;
       REQUIRE(tile);
       CAPTURE(tile->tileM);
       if (big) CHECK(tile->tileM == 64);
@@ -453,7 +468,7 @@ TEST_CASE("attention gen: prefill value columns in runs of 4, 2 and 1, on every 
       REQUIRE(kindsOf(g, d) == kPrefill);
       uint64_t seed = freshSeed();
       CAPTURE(seed);
-      check(g, d, completeParams(g, {}, seed), !big);
+      check(g, d, completeParams(g, {}, seed), {kTol, 0}, !big);
     }
 }
 
@@ -488,11 +503,13 @@ TEST_CASE("attention gen: tensor-core prefill, widths and row blocks") {
   };
   for (Shape sh : {Shape{1, 70, 32, 32, 77}, Shape{2, 37, 64, 48, 131}, Shape{4, 17, 128, 128, 70},
                    Shape{8, 9, 96, 80, 70}, Shape{3, 23, 40, 24, 65}, Shape{1, 9, 256, 256, 45},
-                   Shape{2, 9, 33, 17, 40}}) {
-    Case c;
-    c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
-    run(c, h200(), kPrefillMma);
-  }
+                   Shape{2, 9, 33, 17, 40}})
+    for (const char* dtype : {"f32", "bf16", "f16"}) {
+      Case c;
+      c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
+      c.dtype = dtype;
+      run(c, h200(), kPrefillMma);
+    }
   // Past 256 wide the output fragment would not fit the registers: the SIMT
   // tile.
   Case wide;
@@ -510,31 +527,60 @@ TEST_CASE("attention gen: tensor-core prefill, every form") {
   SUBCASE("live, paged") { c.key = "paged", c.live = true; }
   SUBCASE("causal") { c.causal = true; }
   SUBCASE("causal window, split key, live") { c.causal = true, c.window = 23, c.key = "split", c.Ds = 8, c.live = true; }
-  CAPTURE(graphText(c));
-  run(c, h200(), kPrefillMma, [](const Case& c, Params& p, uint64_t) {
-    if (c.causal)
-      setPositions(c, p, [&](int64_t b, int64_t i) -> int64_t { return b == 0 ? 20 + i : i == 0 ? -1 : c.Lk - 1 - i; });
-    if (c.live) {
-      setLens(p, {50, c.Lk});
-      poisonPastLen(c, p);
-    }
-    if (c.causal) poisonHidden(c, p);
-  });
+  for (const char* dtype : {"f32", "bf16"}) {
+    c.dtype = dtype;
+    CAPTURE(graphText(c));
+    run(c, h200(), kPrefillMma, [](const Case& c, Params& p, uint64_t) {
+      if (c.causal)
+        setPositions(c, p, [&](int64_t b, int64_t i) -> int64_t { return b == 0 ? 20 + i : i == 0 ? -1 : c.Lk - 1 - i; });
+      if (c.live) {
+        setLens(p, {50, c.Lk});
+        poisonPastLen(c, p);
+      }
+      if (c.causal) poisonHidden(c, p);
+    });
+  }
 }
 
-// With q, k and v in bf16 (or f16), which tf32 holds exactly, the kernel
-// drops the products of their (zero) remainders: a score slice takes one
-// mma instead of three and an output slice two, so the kernel holds between
-// a third and two thirds of the f32 kernel's mma; its values are checked
-// against the oracle by "gen: tiny bf16 prefills" (gen_prim_test.cpp).
-TEST_CASE("attention gen: tensor-core prefill on two-byte inputs takes one product a score") {
+// Two-byte q, k and v take the m16n8k16 op of their dtype, every Mma of the
+// kernel: two-byte operands as they are, 16 key dims a score product and 16
+// keys a value product.
+TEST_CASE("attention gen: tensor-core prefill on two-byte inputs runs the op of their dtype") {
   Case c;
   c.B = 1, c.Hq = 4, c.nrep = 2, c.Lq = 40, c.Lk = 90, c.Dk = 64, c.Dv = 64;
-  auto mmas = [](const std::string& text) {
-    auto p = planGraph(testing::parse(text), h200());
+  for (auto [dtype, op] : {std::pair{"bf16", MatrixOp::M16N8K16Bf16}, {"f16", MatrixOp::M16N8K16F16}}) {
+    c.dtype = dtype;
+    auto p = planGraph(testing::parse(graphText(c)), h200());
+    REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+    CHECK(p->kernels.at(0).request.schedule.matrix == matrixShape(op).name);
+    auto ks = generateKir(*p, h200());
+    REQUIRE_MESSAGE(bool(ks), (ks ? "" : ks.error().str()));
+    int64_t mmas = 0;
+    for (const kir::Inst& in : ks->at(0).insts)
+      if (in.op == kir::Opc::Mma) {
+        CHECK(MatrixOp(in.ref) == op);
+        ++mmas;
+      }
+    // Scores: 2 unrolled steps of 8 slices; values: 4 groups of 16 keys
+    // over 8 slices of value columns, two products each.
+    CHECK(mmas == 2 * 8 + 2 * 4 * 8);
+  }
+}
+
+// On a profile with tf32 alone, q, k and v in bf16 (or f16), which tf32
+// holds exactly, the kernel drops the products of their (zero) remainders:
+// a score slice takes one mma instead of three and an output slice two, so
+// the kernel holds between a third and two thirds of the f32 kernel's mma.
+TEST_CASE("attention gen: tf32 prefill on two-byte inputs takes one product a score") {
+  Case c;
+  c.B = 1, c.Hq = 4, c.nrep = 2, c.Lq = 40, c.Lk = 90, c.Dk = 64, c.Dv = 64;
+  DeviceProfile tf32 = h200();
+  tf32.matrix_ops = {MatrixOp::M16N8K8Tf32};
+  auto mmas = [&](const std::string& text) {
+    auto p = planGraph(testing::parse(text), tf32);
     REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
     REQUIRE(p->kernels.at(0).request.schedule.kind == "prefill-mma");
-    auto ks = generateKir(*p, h200());
+    auto ks = generateKir(*p, tf32);
     REQUIRE_MESSAGE(bool(ks), (ks ? "" : ks.error().str()));
     return std::count_if(ks->at(0).insts.begin(), ks->at(0).insts.end(),
                          [](const kir::Inst& in) { return in.op == kir::Opc::Mma; });
@@ -553,7 +599,10 @@ TEST_CASE("attention gen: tensor-core prefill, -inf keys with NaN values and a f
   Case c;
   c.B = 2, c.Hq = 2, c.Lq = 40, c.Lk = 90, c.Dk = 32, c.Dv = 32, c.Hm = 1;
   // hideKeys' tiles take the exact path (a non-finite value in the tile).
-  run(c, h200(), kPrefillMma, hideKeys);
+  for (const char* dtype : {"f32", "bf16"}) {
+    c.dtype = dtype;
+    run(c, h200(), kPrefillMma, hideKeys);
+  }
 }
 
 // The split-KV forms on both schedules: c's query heads packed over its KV

@@ -173,27 +173,27 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   // 8-dim slices, 8 threads a key.
   CHECK(printSchedule(attentionSchedule(plan(attention(1, 4, 1, 4096, 128), h200))) ==
         "decode lanes=256 splits=16 workgroup=256 memory=5568 rows=1 k_lanes=4 vector=4 tile_k=64");
-  CHECK(chooseDecode(8, 64, 0, 128, h200).schedule->kLanes == 8);
+  CHECK(chooseDecode(8, 64, 0, 128, DType::F32, h200).schedule->kLanes == 8);
   // Eight rows of 512-wide heads: 64 threads a key (8 dims of q a row each)
   // and one 4-wide value run a value thread keep q and the sums at 64 floats
   // a thread; 16 keys a tile stage 64 floats a thread. 64 planes of 129
   // words, 8 * 16 scores, 2 slices of 8 * 514.
-  AttentionDecision wide = chooseDecode(8, 512, 0, 512, h200);
+  AttentionDecision wide = chooseDecode(8, 512, 0, 512, DType::F32, h200);
   REQUIRE(wide.schedule);
   CHECK(printSchedule(*wide.schedule) ==
         "decode lanes=256 splits=1 workgroup=256 memory=66432 rows=8 k_lanes=64 vector=4 tile_k=16");
   // 256-wide heads: 32 keys a tile (64 would stage 128 floats a thread).
-  CHECK(chooseDecode(2, 256, 0, 256, h200).schedule->tileK == 32);
+  CHECK(chooseDecode(2, 256, 0, 256, DType::F32, h200).schedule->tileK == 32);
   // Eight rows of 4096-wide heads would keep 128 floats of q a key thread and
   // 128 sums a value thread even with 256 of each.
-  AttentionDecision huge = chooseDecode(8, 4096, 0, 4096, h200);
+  AttentionDecision huge = chooseDecode(8, 4096, 0, 4096, DType::F32, h200);
   CHECK(!huge.schedule);
   CHECK(huge.reason == "8 query rows of a 4096-wide key and a 4096-wide value keep 128 floats of q a key thread and "
                        "128 running sums a value thread of 256, more than the decode schedule's 64");
   // An odd value width loads one element at a time.
   CHECK(attentionSchedule(plan(attention(1, 8, 1, 4096, 37, 2), h200)).vector == 1);
   // More than 8 query rows a KV head stream, one workgroup a row.
-  AttentionDecision many = chooseDecode(16, 64, 0, 64, h200);
+  AttentionDecision many = chooseDecode(16, 64, 0, 64, DType::F32, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8");
   CHECK(attentionSchedule(plan(attention(1, 16, 1, 4096, 128, 16), h200)).kind == "split-kv-partials");
@@ -204,19 +204,19 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   // threads a workgroup, or too little memory for 32, streams.
   Synth s;
   s.lds = 16384;
-  CHECK(chooseDecode(4, 64, 0, 64, s.make()).schedule->workgroupSize == 128);
+  CHECK(chooseDecode(4, 64, 0, 64, DType::F32, s.make()).schedule->workgroupSize == 128);
   s.lds = 8192;
-  CHECK(chooseDecode(4, 64, 0, 64, s.make()).schedule->workgroupSize == 64);
+  CHECK(chooseDecode(4, 64, 0, 64, DType::F32, s.make()).schedule->workgroupSize == 64);
   s.lds = 4096;
-  CHECK(printSchedule(*chooseDecode(4, 64, 0, 64, s.make()).schedule) ==
+  CHECK(printSchedule(*chooseDecode(4, 64, 0, 64, DType::F32, s.make()).schedule) ==
         "decode lanes=32 splits=1 workgroup=32 memory=2880 rows=4 k_lanes=4 vector=4 tile_k=8");
   s.lds = 2048;
-  AttentionDecision none = chooseDecode(4, 64, 0, 64, s.make());
+  AttentionDecision none = chooseDecode(4, 64, 0, 64, DType::F32, s.make());
   CHECK(!none.schedule);
   CHECK(none.reason == "no decode workgroup of 32 threads or more fits the device's 2048 bytes of workgroup memory");
   s.lds = 32768;
   s.maxwg = 16;
-  CHECK(!chooseDecode(1, 64, 0, 64, s.make()).schedule);
+  CHECK(!chooseDecode(1, 64, 0, 64, DType::F32, s.make()).schedule);
 }
 
 TEST_CASE("plan: a decode that leaves most units idle shares a KV head's rows out over row groups") {
@@ -263,7 +263,7 @@ TEST_CASE("plan: a prefill tiles its query rows and keys") {
   // A tile holds every query head of a KV head: 32 heads of one KV head need
   // the 32-row tile at least; 65 fit none.
   CHECK(attentionSchedule(plan(attention(1, 32, 16, 256, 64, 32), h200)).tileM == 64);
-  AttentionDecision many = choosePrefill(65, 64, 0, 64, h200);
+  AttentionDecision many = choosePrefill(65, 64, 0, 64, DType::F32, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "no prefill tile of 65 rows or more fits the device's workgroup (1024 threads, 232448 bytes)");
   CHECK(attentionSchedule(plan(attention(1, 65, 16, 256, 64, 65), h200)).kind == "streaming");
@@ -276,19 +276,47 @@ TEST_CASE("plan: a prefill takes the tensor-core tile where the profile has tf32
   Plan p = plan(attention(1, 32, 512, 512, 128, 4), h200);
   CHECK(printSchedule(attentionSchedule(p)) == "prefill-mma lanes=128 splits=1 workgroup=128 memory=" +
                                                    std::to_string(4 * (64 * 68 + 64 * (68 + 132) + 4)) +
-                                                   " tile=64x64 vector=4");
+                                                   " tile=64x64 vector=4 matrix=m16n8k8.tf32");
   CHECK(p.dispatches[0].grid[0] == 8 * 32);
-  AttentionDecision d = choosePrefill(4, 128, 0, 128, h200);
+  AttentionDecision d = choosePrefill(4, 128, 0, 128, DType::F32, h200);
   CHECK(d.reason ==
-        "16 query positions of 4 heads a workgroup, 16 rows a warp on tf32 matrix multiplies (three a product), "
-        "against tiles of 64 keys in workgroup memory");
+        "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k8.tf32 matrix multiplies (three a "
+        "product of f32 operands), against tiles of 64 keys in workgroup memory");
   // Widths pad to whole steps of 8; a narrow key's q rows still hold a row
   // of weights (64 + 4 words).
-  CHECK(choosePrefill(2, 33, 0, 17, h200).schedule->workgroupMemory == 4 * (64 * 68 + 64 * 44 + 64 * 28 + 4));
+  CHECK(choosePrefill(2, 33, 0, 17, DType::F32, h200).schedule->workgroupMemory == 4 * (64 * 68 + 64 * 44 + 64 * 28 + 4));
   // Past 256 wide, or past 64 query heads a KV head, the SIMT tile.
-  CHECK(choosePrefill(1, 512, 0, 512, h200).schedule->kind == "prefill");
-  CHECK(choosePrefill(1, 64, 0, 512, h200).schedule->kind == "prefill");
-  CHECK(!choosePrefill(65, 64, 0, 64, h200).schedule);
+  CHECK(choosePrefill(1, 512, 0, 512, DType::F32, h200).schedule->kind == "prefill");
+  CHECK(choosePrefill(1, 64, 0, 512, DType::F32, h200).schedule->kind == "prefill");
+  CHECK(!choosePrefill(65, 64, 0, 64, DType::F32, h200).schedule);
+}
+
+TEST_CASE("plan: a two-byte prefill takes the profile's first warp op of its dtype") {
+  DeviceProfile h200 = target("nvidia-h200");
+  // bf16 q, keys and values: m16n8k16.bf16 (the warpgroup op before it in
+  // the profile's list is not a warp's). q and keys 64 rows of 128 + 8
+  // elements, values 32 rows of two keys' 2 * (128 + 8), 16 flag bytes.
+  AttentionDecision b = choosePrefill(4, 128, 0, 128, DType::BF16, h200);
+  REQUIRE(b.schedule);
+  CHECK(printSchedule(*b.schedule) == "prefill-mma lanes=128 splits=1 workgroup=128 memory=" +
+                                          std::to_string(2 * (64 * 136 + 64 * 136 + 32 * 272) + 16) +
+                                          " tile=64x64 vector=8 matrix=m16n8k16.bf16");
+  CHECK(b.reason ==
+        "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k16.bf16 matrix multiplies (the weights "
+        "rounded to its dtype), against tiles of 64 keys in workgroup memory");
+  CHECK(choosePrefill(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m16n8k16.f16");
+  // Widths pad to 16 (key) and 8 (value); the weights' rows (64 heads and
+  // remainders, + 8) are wider than a narrow q's; single loads where 33
+  // allows no more.
+  Schedule narrow = *choosePrefill(2, 33, 0, 18, DType::BF16, h200).schedule;
+  CHECK(narrow.workgroupMemory == 2 * (64 * 136 + 64 * 56 + 32 * 2 * 32) + 16);
+  CHECK(narrow.vector == 1);
+  // Without the two-byte op in the profile, tf32 (two-byte values are exact
+  // in it).
+  h200.matrix_ops = {MatrixOp::M16N8K8Tf32};
+  CHECK(choosePrefill(4, 128, 0, 128, DType::BF16, h200).schedule->matrix == "m16n8k8.tf32");
+  h200.matrix_ops = {MatrixOp::M16N8K16F16};
+  CHECK(choosePrefill(4, 128, 0, 128, DType::BF16, h200).schedule->kind == "prefill");
 }
 
 TEST_CASE("plan: split-KV decode on the H200 and on lavapipe") {

@@ -5,29 +5,37 @@
 // at position rr / n_rep (rows past the block's are computed on a clamped
 // row and never stored), and it walks the keys any of its rows can see in
 // tiles of tileN. Here warp w owns rows 16w .. 16w + 15 and does all their
-// arithmetic in m16n8k8.tf32 Mma fragments (kir.h): lane (g = lane / 4, t = lane % 4)
-// holds the scores and output of rows 16w + g and 16w + g + 8, at keys
-// (columns) 8j + 2t and 8j + 2t + 1 of each slice j of 8.
+// arithmetic in the schedule's matrix op's fragments (kir.h): lane (g =
+// lane / 4, t = lane % 4) holds the scores and output of rows 16w + g and
+// 16w + g + 8, at keys (columns) 8j + 2t and 8j + 2t + 1 of each slice j of 8.
 //
-// Each f32 product goes through the tf32 multiplier as three: x = X + x'
-// with X = tf32(x) and x' = tf32(x - X) (x - X is exact, tf32 truncates),
-// and a * b ~ A * B' + A' * B + A * B (the small products first). What is
-// dropped (A' * B' and the bits past X + x') is under 3 * 2^-20 of |a * b|,
-// and the multiplier's sums round as f32 does, so a score or output over n
-// products stays within (3 * 2^-20 + n * 2^-22) of the sum of their
-// magnitudes: about what f32 fused multiply-adds keep. Where q, k and v are
-// bf16 or f16, tf32 holds them exactly (x' = 0): a score is one product,
-// A * B, exact, and an output two, A * B + A' * B (the weights are f32).
+// On m16n8k8.tf32 each f32 product goes through the tf32 multiplier as
+// three: x = X + x' with X = tf32(x) and x' = tf32(x - X) (x - X is exact,
+// tf32 truncates), and a * b ~ A * B' + A' * B + A * B (the small products
+// first). What is dropped (A' * B' and the bits past X + x') is under
+// 3 * 2^-20 of |a * b|, and the multiplier's sums round as f32 does, so a
+// score or output over n products stays within (3 * 2^-20 + n * 2^-22) of
+// the sum of their magnitudes: about what f32 fused multiply-adds keep.
+// Where q, k and v are bf16 or f16, tf32 holds them exactly (x' = 0): a
+// score is one product, A * B, exact, and an output two, A * B + A' * B
+// (the weights are f32).
+// On the two-byte ops (m16n8k16.bf16 and .f16, q, k and v all of that
+// dtype) the tiles hold the values as they are and a step takes 16 key dims
+// or 16 keys: a score is the exact products summed in f32, and each weight
+// w enters the value product as head h = dtype(w) and remainder dtype(w -
+// h), two products (the remainders' first), so within 2^-16 of w (bf16).
 //
-// Workgroup memory: the q tile (row-major, the key width padded to whole
-// steps of 8 with zeros; on a tile with a non-finite value it holds the
-// weights for a while), the key tile (row-major, padded likewise), the
-// value tile (row-major) and two flag words. A key past the bound is read
+// Workgroup memory (schedule.h, prefillMmaLayout): the q tile (row-major,
+// the key width padded to whole steps of the op's k with zeros; on a tile
+// with a non-finite value it holds the weights for a while), the key tile
+// (row-major, padded likewise), the value tile (row-major; on the two-byte
+// ops a row a pair of keys, their elements of a column side by side) and
+// two flag words. A key past the bound is read
 // at the last key in it and scores -inf. Each tile:
 //  1. the key tile loaded and stored; barrier;
 //  2. each warp's 16 x tileN scores: for each step of 8 key dims, its q
 //     fragment and every slice's key fragment (split), three Mmas a
-//     slice; scale, softcap and mask (maskedScore); the rows'
+//     slice (two-byte: steps of 16, one Mma a slice); scale, softcap and mask (maskedScore); the rows'
 //     maxima over the lane's 16 keys, then over the 4 lanes sharing the row
 //     (ShuffleXor 1 and 2, so the 4 agree exactly); the rescale of the
 //     running output and denominator share, and the weights exp(s - m)
@@ -37,7 +45,9 @@
 //  4. output += weights x values: the score fragment of slice j is the A
 //     fragment of 8 keys taken in the order 2t, 2t + 1 (k-index t stands for
 //     key 8j + 2t, t + 4 for key 8j + 2t + 1, and the value fragment is read
-//     at the same keys), so the weights never leave the registers. A -inf
+//     at the same keys), so the weights never leave the registers (on the
+//     two-byte ops slices 2i and 2i + 1 are the A fragment of 16 keys,
+//     keys 2t, 2t + 1, 2t + 8, 2t + 9 of it in their k-index order). A -inf
 //     key's value must not be used (the oracle never reads it), so where the
 //     tile's flag is up the warps instead spill their weights over the q
 //     tile (barrier), each lane adds its outputs' weight * value one key at
@@ -109,21 +119,31 @@ std::array<V, 4> mma3(Builder& b, const Split<4>& a, const Split<2>& x, std::arr
 kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
+  const MatrixOp op = *matrixOpNamed(s.matrix);
+  // k16: the two-byte ops, q, k and v staged and multiplied as the dtype
+  // they are; else tf32 on f32 tiles.
+  const bool k16 = matrixShape(op).k == 16;
+  const kir::Scalar tt = k16 ? kir::mmaOperand(op) : kir::Scalar::F32;
   const int64_t BM = s.tileM, BN = s.tileN, W = s.vector, T = s.workgroupSize, RW = s.threadM;
   const int64_t Mq = BM / f.nrep, blocks = ceilDiv(f.Lq, Mq), count = f.B * f.Hkv * blocks;
-  const int64_t DK8 = ceilDiv(f.Dk, 8) * 8, NS = BN / 8, NV = ceilDiv(f.Dv, 8), KS = DK8 / 8;
   const PrefillMmaLayout lay = prefillMmaLayout(s, f.Dk, f.Dv);
-  // q, k and v all bf16 or f16: their fragments are exact in tf32.
+  const int64_t DKS = lay.dkStep, KSTEP = k16 ? 16 : 8, NS = BN / 8, NV = ceilDiv(f.Dv, 8), KS = DKS / KSTEP;
+  // tf32 only: q, k and v all bf16 or f16, their fragments exact in tf32.
   const bool twoByte = std::all_of(r.operands.begin(), r.operands.begin() + 3, [](const Type& t) {
     return t.dtype == DType::BF16 || t.dtype == DType::F16;
   });
   Builder b(in.entry, T, in.grid[0]);
   declareOperands(b, r, f);
   int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
-  int32_t qs = b.shared("q_tile_or_weights", kir::Scalar::F32, BM * std::max(lay.qStride, lay.pStride));
-  int32_t ks = b.shared("k_tile", kir::Scalar::F32, BN * lay.kStride);
-  int32_t vs = b.shared("v_tile", kir::Scalar::F32, BN * lay.vStride);
+  int32_t qs = b.shared("q_tile_or_weights", tt, BM * std::max(lay.qStride, lay.pStride));
+  int32_t ks = b.shared("k_tile", tt, BN * lay.kStride);
+  int32_t vs = b.shared("v_tile", tt, (k16 ? BN / 2 : BN) * lay.vStride);
   int32_t flag = b.shared("nonfinite_values", kir::Scalar::F32, 4);
+  const V zero = b.convert(b.f32(0), tt);
+  // Runs of the operands as the tiles keep them.
+  auto loadRun = [&](int32_t buffer, V at, int64_t w) {
+    return k16 ? b.loadVecStored(buffer, at, w) : b.loadVec(buffer, at, w);
+  };
   V wg = b.workgroupId(), tid = b.local();
   b.ifThen(b.lt(wg, b.i32(count)), [&] {
     PrefillBlock pb = prefillBlock(b, f, wg, Mq);
@@ -134,24 +154,30 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     const std::array<V, 2> rows{row0, b.add(row0, b.i32(8))};
     // Where the lane's fragment reads start; each read is one of these plus
     // a constant (so the address is one register and an offset, not a
-    // register of its own that the compiler would keep for the whole loop):
-    // q at its rows and column t, keys at key g and column t, values at key
-    // 2t and column g, the spilled weights at its rows and key 2t.
-    const std::array<V, 2> qBase{b.add(b.mul(rows[0], b.i32(lay.qStride)), tq),
-                                 b.add(b.mul(rows[1], b.i32(lay.qStride)), tq)};
-    V kBase = b.add(b.mul(gq, b.i32(lay.kStride)), tq);
-    V vBase = b.add(b.mul(tq, b.i32(2 * lay.vStride)), gq);
-    const std::array<V, 2> pBase{b.add(b.mul(rows[0], b.i32(lay.pStride)), b.mul(tq, b.i32(2))),
-                                 b.add(b.mul(rows[1], b.i32(lay.pStride)), b.mul(tq, b.i32(2)))};
+    // register of its own that the compiler would keep for the whole loop).
+    // tf32: q at its rows and column t, keys at key g and column t, values
+    // at key 2t and column g; two-byte: q at its rows and column 2t, keys at
+    // key g and column 2t, values at the pair of keys t (keys 2t and 2t + 1)
+    // and column g. The spilled weights at its rows and key 2t.
+    V lanesCol = k16 ? b.mul(tq, b.i32(2)) : tq;
+    const std::array<V, 2> qBase{b.add(b.mul(rows[0], b.i32(lay.qStride)), lanesCol),
+                                 b.add(b.mul(rows[1], b.i32(lay.qStride)), lanesCol)};
+    V kBase = b.add(b.mul(gq, b.i32(lay.kStride)), lanesCol);
+    V vBase = k16 ? b.add(b.mul(tq, b.i32(lay.vStride)), b.mul(gq, b.i32(2)))
+                  : b.add(b.mul(tq, b.i32(2 * lay.vStride)), gq);
+    // A spilled weight is ws elements: f32, or two-byte head and remainder.
+    const int64_t ws = k16 ? 2 : 1;
+    const std::array<V, 2> pBase{b.add(b.mul(rows[0], b.i32(lay.pStride)), b.mul(tq, b.i32(2 * ws))),
+                                 b.add(b.mul(rows[1], b.i32(lay.pStride)), b.mul(tq, b.i32(2 * ws)))};
 
-    // Zeros in columns Dk .. DK8 of `rowsOf` rows of an array.
+    // Zeros in columns Dk .. DKS of `rowsOf` rows of an array.
     auto zeroPad = [&](int32_t array, int64_t rowsOf, int64_t stride) {
-      const int64_t pad = DK8 - f.Dk;
+      const int64_t pad = DKS - f.Dk;
       for (int64_t e0 = 0; e0 < rowsOf * pad; e0 += T) {
         V e = b.add(tid, b.i32(e0));
         b.ifThen(b.lt(e, b.i32(rowsOf * pad)), [&] {
           b.sharedStore(array, b.add(b.mul(b.div(e, b.i32(pad)), b.i32(stride)), b.add(b.i32(f.Dk), b.rem(e, b.i32(pad)))),
-                        b.f32(0));
+                        zero);
         });
       }
     };
@@ -164,37 +190,34 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         V e = b.add(tid, b.i32(e0));
         b.ifThen(b.lt(e, b.i32(BM * qRuns)), [&] {
           V rr = b.div(e, b.i32(qRuns)), d = b.mul(b.rem(e, b.i32(qRuns)), b.i32(W));
-          std::vector<V> x = b.loadVec(f.q, b.add(b.mul(pb.resultRow(b, rr), b.i32(f.Dk)), d), W);
+          std::vector<V> x = loadRun(f.q, b.add(b.mul(pb.resultRow(b, rr), b.i32(f.Dk)), d), W);
           b.sharedStoreVec(qs, b.add(b.mul(rr, b.i32(lay.qStride)), d), x);
         });
       }
-      if (DK8 > f.Dk) zeroPad(qs, BM, lay.qStride);
+      if (DKS > f.Dk) zeroPad(qs, BM, lay.qStride);
     };
     stageQ();
-    if (DK8 > f.Dk) zeroPad(ks, BN, lay.kStride);  // the copies write columns 0 .. Dk only
+    if (DKS > f.Dk) zeroPad(ks, BN, lay.kStride);  // the copies write columns 0 .. Dk only
 
     // The key and value tiles: each thread moves runs tid, tid + T, ... of
     // each segment (k, then k_shared, then v), run e being run e % per of key
-    // e / per (a key past the bound is read at the last key in it).
+    // e / per (a key past the bound is read at the last key in it); on the
+    // two-byte ops a value run is one of the pair of keys e / per, both keys'
+    // runs, their elements interleaved.
     const std::vector<TileSegment> segs = tileSegments(f);
     struct Run {
       size_t seg;
-      V key, at, active;  // tile key; element offset in the segment's row; whether the run exists
+      V key, at, active;  // tile key (two-byte values: pair); element offset in the segment's row; whether the run exists
     };
     std::vector<Run> runs;
     for (size_t si = 0; si < segs.size(); ++si) {
-      int64_t per = segs[si].width / W, total = BN * per;
+      int64_t per = segs[si].width / W, total = (k16 && segs[si].value ? BN / 2 : BN) * per;
       for (int64_t e0 = 0; e0 < total; e0 += T) {
         V e = b.add(tid, b.i32(e0));
         runs.push_back(Run{si, b.div(e, b.i32(per)), b.mul(b.rem(e, b.i32(per)), b.i32(W)),
                            e0 + T <= total ? b.boolean(true) : b.lt(e, b.i32(total))});
       }
     }
-    // Where run `run` goes in its tile.
-    auto dst = [&](const Run& run) {
-      const TileSegment& sg = segs[run.seg];
-      return b.add(b.mul(run.key, b.i32(sg.value ? lay.vStride : lay.kStride)), b.add(run.at, b.i32(sg.offset)));
-    };
     // Tile t0's keys (values false) or values (true) into their array; a
     // value run with a non-finite element raises flag word `flagAt`.
     auto stage = [&](V t0, bool values, V flagAt) {
@@ -202,13 +225,29 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         const TileSegment& sg = segs[run.seg];
         if (sg.value != values) continue;
         b.ifThen(run.active, [&] {
-          V t = b.min(b.add(t0, run.key), last);
-          V base = segmentRow(b, f, sg, bi, g, t);
-          std::vector<V> x = b.loadVec(sg.buffer, b.add(base, run.at), W);
-          b.sharedStoreVec(values ? vs : ks, dst(run), x);
+          std::vector<V> x;
+          V at;
+          if (k16 && values) {
+            V t = b.add(t0, b.mul(run.key, b.i32(2)));
+            std::vector<V> even = loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, b.min(t, last)), run.at), W);
+            std::vector<V> odd =
+                loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, b.min(b.add(t, b.i32(1)), last)), run.at), W);
+            for (int64_t c = 0; c < W; ++c) x.insert(x.end(), {even[size_t(c)], odd[size_t(c)]});
+            at = b.add(b.mul(run.key, b.i32(lay.vStride)), b.mul(run.at, b.i32(2)));
+          } else {
+            V t = b.min(b.add(t0, run.key), last);
+            x = loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, t), run.at), W);
+            at = b.add(b.mul(run.key, b.i32(sg.value ? lay.vStride : lay.kStride)), b.add(run.at, b.i32(sg.offset)));
+          }
+          for (size_t c = 0; c < x.size(); c += 8)
+            b.sharedStoreVec(values ? vs : ks, b.add(at, b.i32(int64_t(c))),
+                             {x.begin() + ptrdiff_t(c), x.begin() + ptrdiff_t(std::min(x.size(), c + 8))});
           if (!values) return;
           V bad = b.boolean(false);
-          for (V v : x) bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(v, v), b.f32(0)));
+          for (V v : x) {
+            V w = b.convert(v, kir::Scalar::F32);
+            bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(w, w), b.f32(0)));
+          }
           b.ifThen(bad, [&] { b.sharedStore(flag, flagAt, b.f32(1)); });
         });
       }
@@ -233,6 +272,12 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     auto setAll = [&](const std::array<int32_t, 4>& vars, const std::array<V, 4>& x) {
       for (size_t e = 0; e < 4; ++e) b.set(vars[e], x[e]);
     };
+    // Two-byte ops: a weight w as head h = w rounded to the dtype and
+    // remainder w - h (exact in f32) rounded likewise.
+    auto headAndRest = [&](V w) {
+      V h = b.convert(w, tt);
+      return std::pair{h, b.convert(b.sub(w, b.convert(h, kir::Scalar::F32)), tt)};
+    };
     std::vector<std::array<int32_t, 4>> acc(static_cast<size_t>(NS));
     for (auto& a : acc)
       for (int32_t& x : a) x = b.var(kir::Scalar::F32, b.f32(0));
@@ -251,10 +296,27 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
       for (auto& a : acc)
         for (int32_t x : a) b.set(x, b.f32(0));
       b.forUnrolled(KS, kUnrollSteps, [&](V step) {
-        V d = b.mul(step, b.i32(8));
+        V d = b.mul(step, b.i32(KSTEP));
+        V kAt = b.add(kBase, d);
+        if (k16) {
+          // A's pairs (kir.h): rows g and g + 8 at columns 2t, then 2t + 8;
+          // B's: key 8j + g at columns 2t and 2t + 8.
+          auto pair = [&](int32_t array, V at, int64_t plus) { return b.sharedLoadVec(array, b.add(at, b.i32(plus)), 2); };
+          std::vector<V> qa;
+          for (auto [i, plus] : {std::pair{0, 0}, {1, 0}, {0, 8}, {1, 8}}) {
+            std::vector<V> x = pair(qs, b.add(qBase[size_t(i)], d), plus);
+            qa.insert(qa.end(), x.begin(), x.end());
+          }
+          for (int64_t j = 0; j < NS; ++j) {
+            int64_t at = 8 * j * lay.kStride;
+            std::vector<V> kb = pair(ks, kAt, at), hi8 = pair(ks, kAt, at + 8);
+            kb.insert(kb.end(), hi8.begin(), hi8.end());
+            setAll(acc[size_t(j)], b.mma(op, qa, kb, getAll(acc[size_t(j)])));
+          }
+          return;
+        }
         auto qAt = [&](size_t i, int64_t plus) { return b.sharedLoad(qs, b.add(b.add(qBase[i], d), b.i32(plus))); };
         Split<4> qa = split<4>(b, {qAt(0, 0), qAt(1, 0), qAt(0, 4), qAt(1, 4)}, twoByte);
-        V kAt = b.add(kBase, d);
         for (int64_t j = 0; j < NS; ++j) {
           int64_t at = 8 * j * lay.kStride;
           Split<2> kb = split<2>(
@@ -301,18 +363,35 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
           [&] {
             for (size_t i = 0; i < 2; ++i)
               for (int64_t j = 0; j < NS; ++j)
-                for (int64_t e = 0; e < 2; ++e) b.sharedStore(qs, b.add(pBase[i], b.i32(8 * j + e)), p[i][size_t(j * 2 + e)]);
+                for (int64_t e = 0; e < 2; ++e) {
+                  V at = b.add(pBase[i], b.i32(ws * (8 * j + e))), w = p[i][size_t(j * 2 + e)];
+                  if (!k16) {
+                    b.sharedStore(qs, at, w);
+                    continue;
+                  }
+                  auto [h, rest] = headAndRest(w);
+                  b.sharedStore(qs, at, h);
+                  b.sharedStore(qs, b.add(at, b.i32(1)), rest);
+                }
             b.barrier();
-            // Key k's weight of row i, at pBase[i] - 2t + k; value column
-            // 2t + 8n + e of key k, at k * vStride + 2t + 8n + e.
+            // Key k's weight of row i, at pBase[i] - ws (2t - k) (a dropped
+            // key's head is -0.0); value column 2t + 8n + e of key k, at
+            // k * vStride + 2t + 8n + e (two-byte: at (k / 2) * vStride +
+            // k % 2 + 2 (2t + 8n + e)).
             b.forRange(b.i32(0), b.i32(BN), 1, [&](V key) {
-              V vAt = b.add(b.mul(key, b.i32(lay.vStride)), b.mul(tq, b.i32(2)));
+              V vAt = k16 ? b.add(b.add(b.mul(b.div(key, b.i32(2)), b.i32(lay.vStride)), b.rem(key, b.i32(2))),
+                                  b.mul(tq, b.i32(4)))
+                          : b.add(b.mul(key, b.i32(lay.vStride)), b.mul(tq, b.i32(2)));
+              const int64_t colStep = k16 ? 2 : 1;
               for (size_t i = 0; i < 2; ++i) {
-                V w = b.sharedLoad(qs, b.add(b.sub(pBase[i], b.mul(tq, b.i32(2))), key));
+                V at = b.add(b.sub(pBase[i], b.mul(tq, b.i32(2 * ws))), b.mul(key, b.i32(ws)));
+                V w = b.convert(b.sharedLoad(qs, at), kir::Scalar::F32);
                 V dropped = b.eq(b.bitcast(w, kir::Scalar::I32), b.i32(INT32_MIN));
+                if (k16) w = b.add(w, b.convert(b.sharedLoad(qs, b.add(at, b.i32(1))), kir::Scalar::F32));
                 for (int64_t n = 0; n < NV; ++n)
                   for (int64_t e = 0; e < 2; ++e) {
-                    V v = b.select(dropped, b.f32(0), b.sharedLoad(vs, b.add(vAt, b.i32(8 * n + e))));
+                    V v = b.convert(b.sharedLoad(vs, b.add(vAt, b.i32(colStep * (8 * n + e)))), kir::Scalar::F32);
+                    v = b.select(dropped, b.f32(0), v);
                     int32_t o = ov[size_t(n)][i * 2 + size_t(e)];
                     b.set(o, b.fma(w, v, b.get(o)));
                   }
@@ -322,6 +401,33 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             stageQ();
           },
           [&] {
+            if (k16) {
+              // Keys 16jj .. 16jj + 15 at once: the A fragment's pairs
+              // (kir.h) are rows g and g + 8 at keys 2t, 2t + 1 (slice 2jj's
+              // weights), then at keys 2t + 8, 2t + 9 (slice 2jj + 1's); the
+              // value fragment's pairs are keys 2t, 2t + 1 and 2t + 8, 2t + 9
+              // of column 8n + g, one word each in the pair rows. Two
+              // products a fragment: the weights' remainders, then their
+              // heads.
+              for (int64_t jj = 0; jj < NS / 2; ++jj) {
+                std::vector<V> heads, rests;
+                for (size_t e = 0; e < 8; ++e) {  // A's element e: p[row][4jj + key]
+                  size_t row = (e / 2) % 2, key = size_t(4 * jj) + e % 2 + 2 * (e / 4);
+                  auto [h, rest] = headAndRest(p[row][key]);
+                  heads.push_back(h);
+                  rests.push_back(rest);
+                }
+                for (int64_t n = 0; n < NV; ++n) {
+                  V vAt = b.add(vBase, b.i32(8 * jj * lay.vStride + 16 * n));
+                  std::vector<V> vb = b.sharedLoadVec(vs, vAt, 2),
+                                 hi8 = b.sharedLoadVec(vs, b.add(vAt, b.i32(4 * lay.vStride)), 2);
+                  vb.insert(vb.end(), hi8.begin(), hi8.end());
+                  std::array<V, 4> o = b.mma(op, rests, vb, getAll(ov[size_t(n)]));
+                  setAll(ov[size_t(n)], b.mma(op, heads, vb, o));
+                }
+              }
+              return;
+            }
             // Slice j's weights as the A fragment of keys 8j + 2t (k-index
             // t) and 8j + 2t + 1 (t + 4); the value fragment at those keys,
             // column 8n + g.
