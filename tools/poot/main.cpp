@@ -176,6 +176,22 @@ int main(int argc, char** argv) {
   kernels->add_flag("--allow-other-device", kopts.allowOtherDevice,
                     "build a plan made for another device of the same target");
 
+  poot::TokenizeOptions topts;
+  CLI::App* tokenize = app.add_subcommand("tokenize", "encode lines of text to token ids, or decode ids to text, with a "
+                                                      "model's tokenizer.json");
+  tokenize->footer("Reads standard input line by line and writes one line for each: the line's token ids separated by\n"
+                   "spaces, or with --decode the text of a line of ids. Encoding follows Hugging Face tokenizers'\n"
+                   "encode(text) with add_special_tokens: the post-processor's template tokens (a Llama-3 bos) are\n"
+                   "added unless --no-special. Reads byte-level BPE tokenizers (Llama-3, Qwen2/3, DeepSeek; docs/text.md\n"
+                   "says which components); others are refused with exit 3, naming the component.\n"
+                   "Examples:\n"
+                   "  echo 'Hello, world' | poot tokenize models/llama-3-8b\n"
+                   "  echo '9906 11 1917' | poot tokenize models/llama-3-8b --decode");
+  tokenize->add_option("MODEL", topts.model, "a model directory holding tokenizer.json, or the file")->required();
+  tokenize->add_flag("--decode", topts.decode, "decode lines of token ids to text");
+  tokenize->add_flag("--no-special", topts.noSpecial,
+                     "encoding: leave out the template's special tokens; decoding: leave out special tokens");
+
   std::string version = std::string("poot ") + POOT_VERSION + " (plan format " + std::to_string(poot::rt::kPlanVersion) + ")";
   if (auto code = poot::parseCommandLine(app, argc, argv, version)) return *code;
   if (*run && ropts.noReplay && ropts.backend == "vulkan")
@@ -189,6 +205,7 @@ int main(int argc, char** argv) {
     if (*gen) return poot::runGenerate(gopts);
     if (*probe) return poot::runProbe(popts);
     if (*kernels) return poot::runKernels(kopts);
+    if (*tokenize) return poot::runTokenize(topts);
     return 2;
   });
   return code ? *code : poot::report(code.error());

@@ -58,6 +58,14 @@ struct ProbeOptions {
 
 int runProbe(const ProbeOptions& opts);
 
+struct TokenizeOptions {
+  std::string model;       // a tokenizer.json or the directory holding it
+  bool decode = false;     // lines of ids to text (else lines of text to ids)
+  bool noSpecial = false;  // encode: no template tokens; decode: special tokens left out
+};
+
+int runTokenize(const TokenizeOptions& opts);
+
 struct KernelsOptions {
   std::string plan;
   std::string backend = "vulkan";

