@@ -60,6 +60,7 @@ KvResult<int64_t> Batcher::submit(std::vector<int32_t> prompt, uint64_t identity
                                                  std::to_string(cache_.pool().size())};
   prompts_.push_back(std::move(prompt));
   outputs_.emplace_back();
+  done_.push_back(false);
   identities_.push_back(identity);
   ++unfinished_[identity];
   queue_.push_back(int64_t(prompts_.size()) - 1);
@@ -162,6 +163,7 @@ KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sam
     if (config_.eos.count(token) || int32_t(outputs_[request].size()) >= config_.maxNew) {
       if (auto f = cache_.finish(seq); !f) return f.error();
       live_.erase(seq);
+      done_[size_t(request)] = true;
       ++finished_;
       if (--unfinished_[identities_[request]] == 0) unfinished_.erase(identities_[request]);
       continue;

@@ -81,6 +81,8 @@ class Batcher {
   // any, its weights are still needed, even after its adapter was reloaded.
   int64_t unfinished(uint64_t identity) const;
   int64_t finished() const { return finished_; }
+  // Whether request r has generated its last token.
+  bool finished(int64_t r) const { return done_[size_t(r)]; }
   int64_t requests() const { return int64_t(prompts_.size()); }
   // Each request's generated tokens (complete once done()).
   const std::vector<std::vector<int32_t>>& outputs() const { return outputs_; }
@@ -96,6 +98,7 @@ class Batcher {
   BatchConfig config_;
   std::vector<std::vector<int32_t>> prompts_, outputs_;
   std::vector<uint64_t> identities_;  // per request
+  std::vector<bool> done_;            // per request
   std::map<uint64_t, int64_t> unfinished_;  // identity -> requests not done
   uint64_t lastIdentity_ = 0;         // the last planned step's
   std::deque<int64_t> queue_;

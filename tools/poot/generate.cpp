@@ -24,6 +24,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "ir/io.h"
@@ -229,6 +231,49 @@ std::string perSecond(int64_t n, double seconds) {
 
 }  // namespace
 
+// The generated text on standard output, prompt by prompt in order: the
+// first unfinished prompt's text as its tokens come (whole UTF-8 characters
+// only), then, once it finishes, the next one's (what it has so far at
+// once), each prompt's text ended by a newline. Without a tokenizer, nothing.
+class TextStream {
+ public:
+  TextStream(const kv::Batcher& b, const text::Tokenizer* t) : b_(b), t_(t) {}
+  Status flush() {
+    if (!t_) return ok();
+    while (at_ < b_.requests()) {
+      if (size_t(at_) >= texts_.size()) texts_.emplace_back(), detok_.emplace_back(*t_, false), sent_.push_back(0);
+      const std::vector<int32_t>& out = b_.outputs()[size_t(at_)];
+      for (size_t& k = sent_[size_t(at_)]; k < out.size(); ++k) {
+        auto piece = detok_[size_t(at_)].push(out[k]);
+        if (!piece) return makeError(ErrorKind::Range, {}, piece.error().message);
+        emit(*piece);
+      }
+      if (!b_.finished(at_)) return ok();
+      emit(detok_[size_t(at_)].finish() + "\n");
+      ++at_;
+    }
+    return ok();
+  }
+  // Prompt i's text (without the newline).
+  std::string text(size_t i) const {
+    std::string s = texts_.at(i);
+    return s.empty() ? s : s.substr(0, s.size() - 1);
+  }
+
+ private:
+  void emit(const std::string& piece) {
+    texts_[size_t(at_)] += piece;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  }
+  const kv::Batcher& b_;
+  const text::Tokenizer* t_;
+  int64_t at_ = 0;
+  std::vector<std::string> texts_;
+  std::vector<text::Detokenizer> detok_;
+  std::vector<size_t> sent_;
+};
+
 int runGenerate(const GenerateOptions& o) {
   auto adapterDirs = adapterArgs(o.adapters);
   if (!adapterDirs) return report(adapterDirs.error());
@@ -245,7 +290,19 @@ int runGenerate(const GenerateOptions& o) {
   if (auto f = fitTogether(*p, *d, o.decodePlan); !f) return report(f.error());
   auto eos = eosIds(o);
   if (!eos) return report(eos.error());
-  auto prompts = readPrompts(o.prompts, p->vocab, adapterNames);
+  std::optional<text::Tokenizer> tokenizer;
+  if (!o.tokenizer.empty()) {
+    auto t = text::Tokenizer::load(o.tokenizer);
+    if (!t) {
+      const text::TextError& e = t.error();
+      return report(makeError(e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
+                              : e.kind == text::TextErrorKind::Io        ? ErrorKind::Io
+                                                                         : ErrorKind::Format,
+                              {}, e.message));
+    }
+    tokenizer = std::move(*t);
+  }
+  auto prompts = readPrompts(o.prompts, p->vocab, adapterNames, tokenizer ? &*tokenizer : nullptr);
   if (!prompts) return report(prompts.error());
   if (!o.output.empty()) {
     // Refused now, not after the whole run: a folder that is not there.
@@ -287,6 +344,7 @@ int runGenerate(const GenerateOptions& o) {
   Bound prefill{prefillSession.take()}, decode{decodeSession.take()};
   int64_t rebinds = 0;
 
+  TextStream stream(batcher, tokenizer ? &*tokenizer : nullptr);
   std::vector<Sampler> samplers;
   for (int64_t i = 0; i < batcher.requests(); ++i) samplers.emplace_back(SampleOptions{o.temperature, o.topP, o.seed}, i);
   rt::Session* owner = prefill.session.get();  // the session whose pools are current (both start as zeros)
@@ -348,6 +406,7 @@ int runGenerate(const GenerateOptions& o) {
     }
     int64_t finishedBefore = batcher.finished();
     if (auto c = batcher.complete(step, sampled); !c) return report(kvError(c.error()));
+    if (auto s = stream.flush(); !s) return report(s.error());
     if (batcher.finished() != finishedBefore || elapsed() - lastProgress >= 5) {
       lastProgress = elapsed();
       progress("generate: " + std::to_string(batcher.finished()) + " of " + std::to_string(batcher.requests()) +
@@ -357,22 +416,25 @@ int runGenerate(const GenerateOptions& o) {
   }
   double seconds = elapsed();
 
+  // With a tokenizer the text went to standard output; the report goes to
+  // standard error.
+  FILE* rep = tokenizer ? stderr : stdout;
   const kv::BatchStats& st = batcher.stats();
-  if (o.noPrefixCache) std::printf("prefix cache: off\n");
+  if (o.noPrefixCache) std::fprintf(rep, "prefix cache: off\n");
   else
-    std::printf("prefix cache: %lld of %lld prompts hit, %lld prefill tokens skipped\n", (long long)st.hits,
+    std::fprintf(rep, "prefix cache: %lld of %lld prompts hit, %lld prefill tokens skipped\n", (long long)st.hits,
                 (long long)batcher.requests(), (long long)st.skippedTokens);
-  std::printf("peak kv blocks in use: %d of %d\n", st.peakBlocks, cache.pool().size());
-  std::printf("generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill and %lld decode steps)\n",
+  std::fprintf(rep, "peak kv blocks in use: %d of %d\n", st.peakBlocks, cache.pool().size());
+  std::fprintf(rep, "generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill and %lld decode steps)\n",
               (long long)st.generated, (long long)batcher.requests(), seconds, perSecond(st.generated, seconds).c_str(),
               (long long)st.prefillSteps, (long long)st.decodeSteps);
   if (!adapterNames.empty())
-    std::printf("adapters: %zu, weights rebound %lld times\n", adapterNames.size(), (long long)rebinds);
+    std::fprintf(rep, "adapters: %zu, weights rebound %lld times\n", adapterNames.size(), (long long)rebinds);
   if (st.decodeSteps > 0)
-    std::printf("decode steps used %.2f of %lld rows on average\n", double(st.decodeRowsUsed) / double(st.decodeSteps),
+    std::fprintf(rep, "decode steps used %.2f of %lld rows on average\n", double(st.decodeRowsUsed) / double(st.decodeSteps),
                 (long long)d->rows);
   if (deviceTimed)
-    std::printf("device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s)\n",
+    std::fprintf(rep, "device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s)\n",
                 devicePrefill + deviceDecode, seconds, devicePrefill, deviceDecode);
   if (!o.output.empty()) {
     std::ostringstream out;
@@ -381,7 +443,9 @@ int runGenerate(const GenerateOptions& o) {
       if (!(*prompts)[i].adapter.empty()) out << ", \"adapter\": \"" << (*prompts)[i].adapter << '"';
       out << ", \"tokens\": [";
       for (size_t k = 0; k < batcher.outputs()[i].size(); ++k) out << (k ? ", " : "") << batcher.outputs()[i][k];
-      out << "]}\n";
+      out << "]";
+      if (tokenizer) out << ", \"text\": " << nlohmann::json(stream.text(i)).dump();
+      out << "}\n";
     }
     if (auto w = writeFileAtomic(o.output, out.str()); !w) return report(w.error());
   }

@@ -84,9 +84,9 @@ int main(int argc, char** argv) {
       "generate", "generate tokens for a file of prompts over a paged prefill plan and a paged decode plan");
   gen->footer("Both plans come from one model: pootc trace --kv paged, --phase prefill (any --tokens) and\n"
               "--phase decode, the same --capacity and pool, compiled for the device (docs/runtime.md,\n"
-              "'Generating tokens'). Each prompt line is token ids separated by spaces. Prompts run as the plans'\n"
-              "batch rows; a new one is admitted as soon as another finishes and the pool can hold it to its\n"
-              "last token. The rows of one step share a position, so each step serves the prompts furthest behind.\n"
+              "'Generating tokens'). Each prompt line is token ids separated by spaces (text with --tokenizer).\n"
+              "Prompts run as the plans' batch rows; a new one is admitted as soon as another finishes and the\n"
+              "pool can hold it to its last token. The rows of one step share a position, so each step serves the prompts furthest behind.\n"
               "A prompt stops after --max-new tokens or at an end-of-sequence id (kept in its output): --eos, else\n"
               "eos_token_id of --config, else of generation_config.json or config.json in a --weights directory.\n"
               "A line may start with @NAME: that prompt runs on the base weights merged with the adapter\n"
@@ -111,8 +111,13 @@ int main(int argc, char** argv) {
   gen->add_option("PREFILL_PLAN", gopts.prefillPlan, "paged prefill plan")->required();
   gen->add_option("DECODE_PLAN", gopts.decodePlan, "paged decode plan (one token a row)")->required();
   gen->add_option("--prompts", gopts.prompts,
-                  "the prompts: one a line, token ids separated by spaces, optionally after @NAME (an --adapter)")
+                  "the prompts: one a line, token ids separated by spaces (text with --tokenizer), optionally after "
+                  "@NAME (an --adapter)")
       ->required();
+  gen->add_option("--tokenizer", gopts.tokenizer,
+                  "a model directory with tokenizer.json (or the file): the prompts are text, encoded as 'poot "
+                  "tokenize' does, and the generated text streams to stdout prompt by prompt (the report then goes to "
+                  "stderr); --output's lines gain \"text\"");
   gen->add_option("--weights", gopts.weights,
                   "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
   gen->add_option("--adapter", gopts.adapters,

@@ -15,7 +15,7 @@
 namespace poot {
 
 Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
-                                          const std::set<std::string>& adapters) {
+                                          const std::set<std::string>& adapters, const text::Tokenizer* tokenizer) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return makeError(ErrorKind::Io, {path}, "cannot read the prompts file");
   std::stringstream buf;
@@ -29,6 +29,39 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
     std::string_view row(text.data() + at, end - at);
     if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
     Prompt p{{}, line, {}};
+    // @NAME: the adapter the line runs on; an error where none is given.
+    auto takeAdapter = [&](std::string_view word, Loc loc) -> Status {
+      p.adapter = word.substr(1);
+      if (p.adapter.empty()) return makeError(ErrorKind::Syntax, loc, "'@' names no adapter (write @NAME)");
+      if (!adapters.count(p.adapter)) {
+        std::string known;
+        for (const std::string& a : adapters) known += (known.empty() ? "" : ", ") + a;
+        return makeError(ErrorKind::Usage, loc, "no adapter '" + p.adapter + "' (--adapter " + p.adapter +
+                                                    "=DIR); " + (known.empty() ? "none is given" : "given: " + known));
+      }
+      return ok();
+    };
+    if (tokenizer) {
+      std::string_view rest = row;
+      if (!row.empty() && row[0] == '@') {
+        size_t j = row.find_first_of(" \t");
+        if (auto a = takeAdapter(row.substr(0, j), {path, line, 1}); !a) return a.error();
+        rest = j == std::string_view::npos ? std::string_view() : row.substr(j + 1);
+      }
+      int column = int(row.size() - rest.size()) + 1;
+      auto ids = tokenizer->encode(rest, true);
+      if (!ids) return makeError(ErrorKind::Syntax, {path, line, column}, ids.error().message);
+      for (int32_t id : *ids)
+        if (id >= vocab)
+          return makeError(ErrorKind::Range, {path, line, column},
+                           "the tokenizer gives token id " + std::to_string(id) + ", outside the model's vocabulary [0, " +
+                               std::to_string(vocab) + ")");
+      if (ids->empty()) return makeError(ErrorKind::Syntax, {path, line, column}, "an empty prompt (no text)");
+      p.tokens = std::move(*ids);
+      prompts.push_back(std::move(p));
+      at = end + 1;
+      continue;
+    }
     size_t i = 0;
     while (i < row.size()) {
       if (row[i] == ' ' || row[i] == '\t') { ++i; continue; }
@@ -37,14 +70,7 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
       std::string_view word = row.substr(i, j - i);
       Loc loc{path, line, int(i) + 1};
       if (word[0] == '@' && p.tokens.empty() && p.adapter.empty()) {
-        p.adapter = word.substr(1);
-        if (p.adapter.empty()) return makeError(ErrorKind::Syntax, loc, "'@' names no adapter (write @NAME)");
-        if (!adapters.count(p.adapter)) {
-          std::string known;
-          for (const std::string& a : adapters) known += (known.empty() ? "" : ", ") + a;
-          return makeError(ErrorKind::Usage, loc, "no adapter '" + p.adapter + "' (--adapter " + p.adapter +
-                                                      "=DIR); " + (known.empty() ? "none is given" : "given: " + known));
-        }
+        if (auto a = takeAdapter(word, loc); !a) return a.error();
         i = j;
         continue;
       }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/diag.h"
+#include "text/tokenizer.h"
 
 namespace poot {
 
@@ -26,9 +27,13 @@ struct Prompt {
 // is not a decimal integer (an @NAME past the first word among them) or an
 // id outside [0, vocab) is a Syntax or Range error at its line and column,
 // and so is an @NAME not in `adapters` (a Usage error there); a file with no
-// prompt is an error too.
+// prompt is an error too. With a tokenizer each line (after an optional
+// @NAME and the one space or tab after it) is text, encoded with the
+// template's special tokens; text the tokenizer refuses (not UTF-8) or an
+// id it gives outside [0, vocab) is an error at its line.
 Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
-                                          const std::set<std::string>& adapters);
+                                          const std::set<std::string>& adapters,
+                                          const text::Tokenizer* tokenizer = nullptr);
 
 // The eos_token_id of a config file; none when the file has no such key.
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath);

@@ -32,7 +32,8 @@ int runRun(const RunOptions& opts);
 
 struct GenerateOptions {
   std::string prefillPlan, decodePlan;  // paged plans of one model (pootc trace --kv paged)
-  std::string prompts;                  // one prompt a line, token ids separated by spaces
+  std::string prompts;                  // one prompt a line, token ids separated by spaces (text with a tokenizer)
+  std::string tokenizer;                // a tokenizer.json or its directory: text prompts, text out
   std::string weights;                  // a checkpoint (file, index or directory), optional
   std::string config;                   // a config.json or generation_config.json for eos_token_id
   std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
