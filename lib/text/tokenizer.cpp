@@ -75,7 +75,11 @@ std::vector<std::string> characters(const std::string& s) {
 }  // namespace
 
 struct Tokenizer::Impl {
-  std::vector<std::unique_ptr<Regex>> splits;  // the pre-tokenizers' patterns, in order
+  struct Split {
+    std::unique_ptr<Regex> re;
+    bool mergedWithPrevious;  // a match joins the piece before it (else it is a piece of its own)
+  };
+  std::vector<Split> splits;  // the pre-tokenizers' patterns, in order
 };
 
 namespace {
@@ -150,12 +154,13 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
   auto mtype = typeOf(m, "model");
   if (!mtype) return mtype.error();
   if (*mtype != "BPE") return unsupported("model.type " + *mtype + " (poot reads BPE)");
-  if (m.value("byte_fallback", false)) return unsupported("model.byte_fallback true (SentencePiece-style BPE)");
   if (m.contains("dropout") && !m["dropout"].is_null()) return unsupported("model.dropout (BPE dropout)");
   for (const char* f : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (m.contains(f) && m[f].is_string() && !m[f].get<std::string>().empty())
       return unsupported(std::string("model.") + f);
   t.ignoreMerges_ = m.value("ignore_merges", false);
+  t.byteFallback_ = m.value("byte_fallback", false);
+  t.fuseUnk_ = m.value("fuse_unk", false);
   auto vocab = get<std::map<std::string, int32_t>>(m, "vocab", file + ": model");
   if (!vocab) return vocab.error();
   int32_t most = -1;
@@ -213,6 +218,21 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
   std::stable_sort(t.addedByText_.begin(), t.addedByText_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 
+  if (m.contains("unk_token") && m["unk_token"].is_string()) {
+    auto u = t.vocab_.find(m["unk_token"].get<std::string>());
+    for (const auto& [text, id] : t.addedByText_)
+      if (u == t.vocab_.end() && text == m["unk_token"].get<std::string>()) t.unk_ = id;
+    if (u != t.vocab_.end()) t.unk_ = u->second;
+    if (t.unk_ < 0) return error(TextErrorKind::Format, file + ": model.unk_token is not a token");
+  }
+  // Byte fallback's tokens <0x00> .. <0xFF>, where the vocabulary has them.
+  t.byteTokens_.assign(256, -1);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    if (auto it = t.vocab_.find(name); it != t.vocab_.end()) t.byteTokens_[size_t(b)] = it->second;
+  }
+
   // Merges: "a b" strings or [a, b] pairs; rank = position.
   if (!m.contains("merges") || !m["merges"].is_array()) return error(TextErrorKind::Format, file + ": model.merges is not a list");
   for (size_t r = 0; r < m["merges"].size(); ++r) {
@@ -236,15 +256,34 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
     t.merges_.emplace(std::pair{ia->second, ib->second}, std::pair{int32_t(r), ic->second});
   }
 
-  // Normalizer: NFC or none.
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    auto n = typeOf(j["normalizer"], "normalizer");
-    if (!n) return n.error();
-    if (*n != "NFC") return unsupported("normalizer " + *n + " (poot reads NFC or none)");
-    t.nfc_ = true;
+  // Normalizers: NFC, Prepend, Replace of a string, in order.
+  auto norms = stages(j, "normalizer", "normalizers", file);
+  if (!norms) return norms.error();
+  for (size_t i = 0; i < norms->size(); ++i) {
+    const json& n = (*norms)[i];
+    std::string where = "normalizer[" + std::to_string(i) + "]";
+    auto nt = typeOf(n, where);
+    if (!nt) return nt.error();
+    if (*nt == "NFC") {
+      t.normalizers_.push_back({Normalize::Nfc, "", ""});
+    } else if (*nt == "Prepend") {
+      auto with = get<std::string>(n, "prepend", file + ": " + where);
+      if (!with) return with.error();
+      t.normalizers_.push_back({Normalize::Prepend, *with, ""});
+    } else if (*nt == "Replace") {
+      auto from = n.contains("pattern") && n["pattern"].contains("String") && n["pattern"]["String"].is_string()
+                      ? n["pattern"]["String"].get<std::string>()
+                      : std::string();
+      auto to = get<std::string>(n, "content", file + ": " + where);
+      if (from.empty()) return unsupported(where + ": a Replace of anything but a non-empty String");
+      if (!to) return to.error();
+      t.normalizers_.push_back({Normalize::Replace, from, *to});
+    } else {
+      return unsupported(where + ": normalizer " + *nt + " (poot reads NFC, Prepend and Replace)");
+    }
   }
-  // Pre-tokenizers: regex splits (Isolated) and byte-level mapping.
-  bool byteLevel = false;
+  // Pre-tokenizers: regex splits and byte-level mapping.
+  bool& byteLevel = t.byteLevel_;
   auto pres = stages(j, "pre_tokenizer", "pretokenizers", file);
   if (!pres) return pres.error();
   for (size_t i = 0; i < pres->size(); ++i) {
@@ -258,11 +297,12 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
       if (pre.value("use_regex", true)) {
         auto r = compile(kByteLevelPattern, file + ": " + where);
         if (!r) return r.error();
-        impl->splits.push_back(std::move(*r));
+        impl->splits.push_back({std::move(*r), false});
       }
     } else if (*pt == "Split") {
-      if (pre.value("behavior", std::string()) != "Isolated" || pre.value("invert", false))
-        return unsupported(where + ": a Split other than behavior Isolated, invert false");
+      std::string behavior = pre.value("behavior", std::string());
+      if ((behavior != "Isolated" && behavior != "MergedWithPrevious") || pre.value("invert", false))
+        return unsupported(where + ": a Split other than behavior Isolated or MergedWithPrevious, invert false");
       const json& pat = pre.contains("pattern") ? pre["pattern"] : json();
       std::string pattern;
       if (pat.contains("Regex") && pat["Regex"].is_string()) {
@@ -275,17 +315,32 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
       }
       auto r = compile(pattern, file + ": " + where);
       if (!r) return r.error();
-      impl->splits.push_back(std::move(*r));
+      impl->splits.push_back({std::move(*r), behavior == "MergedWithPrevious"});
     } else {
       return unsupported(where + ": pre-tokenizer " + *pt + " (poot reads Split and ByteLevel)");
     }
   }
-  if (!byteLevel) return unsupported("no ByteLevel pre-tokenizer (poot reads byte-level BPE)");
-  // Decoder: byte-level (or none).
-  if (j.contains("decoder") && !j["decoder"].is_null()) {
-    auto d = typeOf(j["decoder"], "decoder");
-    if (!d) return d.error();
-    if (*d != "ByteLevel") return unsupported("decoder " + *d + " (poot reads ByteLevel)");
+  if (byteLevel && t.byteFallback_) return unsupported("model.byte_fallback with a ByteLevel pre-tokenizer");
+  // Decoder: ByteLevel, or SentencePiece's Replace, ByteFallback, Fuse and
+  // Strip (of the text's start).
+  auto decs = stages(j, "decoder", "decoders", file);
+  if (!decs) return decs.error();
+  for (size_t i = 0; i < decs->size(); ++i) {
+    const json& d = (*decs)[i];
+    std::string where = "decoder[" + std::to_string(i) + "]";
+    auto dt = typeOf(d, where);
+    if (!dt) return dt.error();
+    bool fits = *dt == (byteLevel ? "ByteLevel" : "Fuse") || (!byteLevel && *dt == "ByteFallback");
+    if (!byteLevel && *dt == "Replace" && d.contains("pattern") && d["pattern"].contains("String") &&
+        d["pattern"]["String"].is_string() && d.contains("content") && d["content"].is_string()) {
+      t.decodeFrom_ = d["pattern"]["String"].get<std::string>(), t.decodeTo_ = d["content"].get<std::string>();
+      fits = !t.decodeFrom_.empty();
+    }
+    if (!byteLevel && *dt == "Strip" && d.value("content", std::string()) == " " && d.value("stop", 0) == 0) {
+      t.stripStart_ = d.value("start", 0);
+      fits = true;
+    }
+    if (!fits) return unsupported(where + ": decoder " + *dt + " here");
   }
   // Post-processor: ByteLevel (nothing to add), TemplateProcessing (its
   // single-sequence template), or a Sequence of those.
@@ -318,7 +373,7 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
     }
   }
   // Every byte's character must be a token.
-  for (int b = 0; b < 256; ++b)
+  for (int b = 0; b < 256 && byteLevel; ++b)
     if (!t.vocab_.count(alphabet().of[b]))
       return error(TextErrorKind::Format, file + ": model.vocab lacks the byte-level token of byte " + std::to_string(b));
   t.impl_ = std::move(impl);
@@ -331,7 +386,19 @@ std::vector<int32_t> Tokenizer::bpe(const std::string& mapped) const {
     if (whole != vocab_.end()) return {whole->second};
   }
   std::vector<int32_t> sym;
-  for (const std::string& c : characters(mapped)) sym.push_back(vocab_.at(c));  // load checked every byte's
+  for (const std::string& c : characters(mapped)) {
+    if (auto it = vocab_.find(c); it != vocab_.end()) {
+      sym.push_back(it->second);  // every byte-level character is (load checked it)
+      continue;
+    }
+    bool bytes = byteFallback_;
+    for (unsigned char b : c) bytes = bytes && byteTokens_[b] >= 0;
+    if (bytes) {
+      for (unsigned char b : c) sym.push_back(byteTokens_[b]);
+    } else if (!(fuseUnk_ && !sym.empty() && sym.back() == unk_ && unk_ >= 0)) {
+      sym.push_back(unk_);  // -1 without an unk token: encode refuses it
+    }
+  }
   for (;;) {
     int32_t bestRank = INT32_MAX, merged = -1;
     size_t at = 0;
@@ -349,20 +416,33 @@ TextResult<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, bool a
   if (size_t bad = invalidUtf8(utf8); bad != std::string_view::npos)
     return error(TextErrorKind::BadInput, "the text is not UTF-8 (byte " + std::to_string(bad) + ")");
   std::vector<int32_t> out;
+  bool unknown = false;  // a character with no token, no byte tokens and no unk token
   if (addSpecial) out = prefix_;
   // A run of text between added tokens.
   auto run = [&](std::string_view raw) {
     if (raw.empty()) return;
     std::string s(raw);
-    if (nfc_) {
-      utf8proc_uint8_t* n = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(s.c_str()));
-      s = reinterpret_cast<char*>(n);
-      free(n);
+    for (const Normalize& n : normalizers_) {
+      if (n.kind == Normalize::Nfc) {
+        utf8proc_uint8_t* c = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(s.c_str()));
+        s = reinterpret_cast<char*>(c);
+        free(c);
+      } else if (n.kind == Normalize::Prepend) {
+        if (!s.empty()) s = n.a + s;
+      } else {
+        std::string r;
+        for (size_t i = 0; i < s.size();) {
+          if (s.compare(i, n.a.size(), n.a) == 0) r += n.b, i += n.a.size();
+          else r += s[i++];
+        }
+        s = std::move(r);
+      }
     }
+    if (s.empty()) return;
     if (prefixSpace_ && s[0] != ' ') s = " " + s;
     std::vector<std::string> pieces{s};
     pcre2_match_data* md = nullptr;
-    for (const auto& re : impl_->splits) {
+    for (const auto& [re, merged] : impl_->splits) {
       md = pcre2_match_data_create_from_pattern(re->code, nullptr);
       std::vector<std::string> next;
       for (const std::string& p : pieces) {
@@ -377,8 +457,12 @@ TextResult<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, bool a
             while (from < p.size() && (uint8_t(p[from]) & 0xC0) == 0x80) ++from;
             continue;
           }
-          if (ov[0] > gap) next.push_back(p.substr(gap, ov[0] - gap));
-          next.push_back(p.substr(ov[0], ov[1] - ov[0]));
+          if (merged) {  // the match ends the piece that runs up to it
+            next.push_back(p.substr(gap, ov[1] - gap));
+          } else {
+            if (ov[0] > gap) next.push_back(p.substr(gap, ov[0] - gap));
+            next.push_back(p.substr(ov[0], ov[1] - ov[0]));
+          }
           gap = from = ov[1];
         }
         if (gap < p.size()) next.push_back(p.substr(gap));
@@ -388,8 +472,10 @@ TextResult<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, bool a
     }
     for (const std::string& p : pieces) {
       std::string mapped;
-      for (unsigned char c : p) mapped += alphabet().of[c];
-      std::vector<int32_t> ids = bpe(mapped);
+      if (byteLevel_)
+        for (unsigned char c : p) mapped += alphabet().of[c];
+      std::vector<int32_t> ids = bpe(byteLevel_ ? mapped : p);
+      if (std::count(ids.begin(), ids.end(), -1)) unknown = true;
       out.insert(out.end(), ids.begin(), ids.end());
     }
   };
@@ -407,6 +493,7 @@ TextResult<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, bool a
     out.push_back(id);
     at = best + size_t(len);
   }
+  if (unknown) return error(TextErrorKind::BadInput, "the text has a character the vocabulary has no token for (and no unk_token)");
   if (addSpecial) out.insert(out.end(), suffix_.begin(), suffix_.end());
   return out;
 }
@@ -416,7 +503,20 @@ TextResult<std::string> Tokenizer::tokenBytes(int32_t id, bool skipSpecial) cons
     return error(TextErrorKind::BadInput, "token id " + std::to_string(id) + " is not in the vocabulary (0 to " +
                                               std::to_string(size() - 1) + ")");
   const std::string& tok = tokens_[size_t(id)];
-  if (added_[size_t(id)]) return skipSpecial && special_[size_t(id)] ? std::string() : tok;
+  if (added_[size_t(id)] && skipSpecial && special_[size_t(id)]) return std::string();
+  if (added_[size_t(id)] && byteLevel_) return tok;
+  if (!byteLevel_) {
+    // A byte token gives its byte; the rest (added tokens too) the
+    // decoder's replacement.
+    if (auto b = std::find(byteTokens_.begin(), byteTokens_.end(), id); b != byteTokens_.end())
+      return std::string(1, char(b - byteTokens_.begin()));
+    std::string out;
+    for (size_t i = 0; i < tok.size();) {
+      if (!decodeFrom_.empty() && tok.compare(i, decodeFrom_.size(), decodeFrom_) == 0) out += decodeTo_, i += decodeFrom_.size();
+      else out += tok[i++];
+    }
+    return out;
+  }
   std::string out;
   for (const std::string& c : characters(tok)) {
     utf8proc_int32_t cp;
@@ -479,6 +579,15 @@ TextResult<std::string> Detokenizer::push(int32_t id) {
   auto bytes = t_.tokenBytes(id, skip_);
   if (!bytes) return bytes.error();
   pending_ += *bytes;
+  // The decoder's Strip: up to stripStart spaces off the text's start.
+  while (strip_ > 0 && !pending_.empty()) {
+    if (pending_[0] != ' ') {
+      strip_ = 0;
+      break;
+    }
+    pending_.erase(0, 1);
+    --strip_;
+  }
   size_t n = completePrefix(pending_);
   std::string out = valid(pending_.substr(0, n));
   pending_.erase(0, n);

@@ -1,15 +1,16 @@
 // Hugging Face tokenizers as published: a model directory's tokenizer.json
 // read as the `tokenizers` library reads it, for the byte-level BPE family
-// (GPT-2's scheme as Llama-3, Qwen2/3 and DeepSeek use it). docs/text.md
-// lists the components read and the ones refused (each a typed Unsupported
-// error naming the field: SentencePiece-style BPE with byte fallback, other
-// normalizers and pre-tokenizers, BPE dropout).
+// (GPT-2's scheme as Llama-3, Qwen2/3 and DeepSeek use it) and the
+// SentencePiece-style BPE with byte fallback (Llama-2, Mistral, Gemma).
+// docs/text.md lists the components read and the ones refused (each a typed
+// Unsupported error naming the field).
 //
 // Encoding, as `tokenizers`' encode(text, add_special_tokens): the text is
 // split at added tokens (leftmost, then longest), each other run normalized
-// (NFC or none), split by the pre-tokenizers (regex splits, PCRE2 with
-// Unicode properties), mapped byte by byte to GPT-2's printable alphabet and
-// merged by BPE rank (lowest rank first, leftmost among equals; with
+// (NFC, Prepend, Replace), split by the pre-tokenizers (regex splits, PCRE2
+// with Unicode properties), mapped byte by byte to GPT-2's printable alphabet
+// (byte-level; else a character with no token becomes its bytes' <0xXX>
+// tokens, or unk) and merged by BPE rank (lowest rank first, leftmost among equals; with
 // ignore_merges a piece the vocabulary holds whole is one token); with
 // addSpecial the post-processor's template adds its special tokens.
 // Decoding maps tokens back to bytes (added tokens as their text); a
@@ -52,7 +53,20 @@ class Tokenizer {
   std::vector<bool> added_, special_;
   std::map<std::pair<int32_t, int32_t>, std::pair<int32_t, int32_t>> merges_;  // pair -> (rank, merged id)
   std::vector<std::pair<std::string, int32_t>> addedByText_;  // matched in the raw text
-  bool ignoreMerges_ = false, nfc_ = false, prefixSpace_ = false;
+  struct Normalize {
+    enum Kind { Nfc, Prepend, Replace } kind;
+    std::string a, b;  // Prepend: a; Replace: a by b
+  };
+  std::vector<Normalize> normalizers_;
+  bool ignoreMerges_ = false, prefixSpace_ = false;
+  bool byteLevel_ = false;     // GPT-2's byte alphabet (else BPE on the characters, SentencePiece-style)
+  bool byteFallback_ = false;  // a character with no token becomes its bytes' <0xXX> tokens
+  bool fuseUnk_ = false;
+  int32_t unk_ = -1;
+  std::vector<int32_t> byteTokens_;  // <0xXX> of each byte, -1 where absent
+  std::string decodeFrom_, decodeTo_;  // SentencePiece decoding: a token's replacement (U+2581 by a space)
+  int stripStart_ = 0;                 // spaces the decoder strips off the text's start
+  friend class Detokenizer;
   std::vector<int32_t> prefix_, suffix_;  // the template's special tokens around the sequence
   std::shared_ptr<const Impl> impl_;
 };
@@ -62,13 +76,14 @@ class Tokenizer {
 // that completes them); finish gives what is left (invalid bytes as U+FFFD).
 class Detokenizer {
  public:
-  Detokenizer(const Tokenizer& t, bool skipSpecial) : t_(t), skip_(skipSpecial) {}
+  Detokenizer(const Tokenizer& t, bool skipSpecial) : t_(t), skip_(skipSpecial), strip_(t.stripStart_) {}
   TextResult<std::string> push(int32_t id);
   std::string finish();
 
  private:
   const Tokenizer& t_;
   bool skip_;
+  int strip_;
   std::string pending_;
 };
 

@@ -1,7 +1,8 @@
 // Unit tests of lib/text's tokenizer on small tokenizer.json files written
 // here: BPE by merge rank, ignore_merges, added tokens (leftmost, longest),
 // the template's special tokens, NFC, byte-level decoding and its streaming
-// form, and every refusal typed and naming its field. The published
+// form, SentencePiece-style BPE with byte fallback, and every refusal typed
+// and naming its field. The published
 // tokenizers are checked token for token against a reference by
 // test/text/published.sh.
 #include <doctest/doctest.h>
@@ -166,6 +167,66 @@ TEST_CASE("tokenizer: streaming holds a UTF-8 sequence until its last byte") {
   CHECK(*d.push(0x80) == "\xEF\xBF\xBD");
 }
 
+// SentencePiece-style BPE as Llama-2 publishes it: "▁" prepended and put
+// for spaces, BPE on characters, <0xXX> tokens for a character the
+// vocabulary lacks, and a decoder that puts spaces back and strips the
+// first.
+json sentencePieceJson() {
+  const std::string s = "\xE2\x96\x81";  // U+2581
+  json vocab = json{{"<unk>", 0}, {"<s>", 1}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 2 + b;
+  }
+  int next = 258;
+  for (const std::string& t : {s, std::string("a"), std::string("b"), s + "a", s + "ab", std::string("ab")}) vocab[t] = next++;
+  return json{{"added_tokens", json::array({json{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                           json{{"id", 1}, {"content", "<s>"}, {"special", true}}})},
+              {"normalizer", json{{"type", "Sequence"},
+                                  {"normalizers", json::array({json{{"type", "Prepend"}, {"prepend", s}},
+                                                               json{{"type", "Replace"},
+                                                                    {"pattern", json{{"String", " "}}},
+                                                                    {"content", s}}})}}},
+              {"pre_tokenizer", nullptr},
+              {"post_processor", nullptr},
+              {"decoder", json{{"type", "Sequence"},
+                               {"decoders", json::array({json{{"type", "Replace"},
+                                                             {"pattern", json{{"String", s}}},
+                                                             {"content", " "}},
+                                                        json{{"type", "ByteFallback"}}, json{{"type", "Fuse"}},
+                                                        json{{"type", "Strip"}, {"content", " "}, {"start", 1},
+                                                             {"stop", 0}}})}}},
+              {"model", json{{"type", "BPE"},
+                             {"vocab", vocab},
+                             {"merges", json::array({s + " a", "a b", s + "a b"})},
+                             {"unk_token", "<unk>"},
+                             {"byte_fallback", true},
+                             {"fuse_unk", true}}}};
+}
+
+TEST_CASE("tokenizer: SentencePiece-style BPE with byte fallback") {
+  Tokenizer t = load(sentencePieceJson());
+  // "ab ab": "▁ab▁ab"; ▁+a (rank 0) at both, then ▁a+b (rank 2).
+  CHECK(ids(t, "ab ab") == std::vector<int32_t>{262, 262});
+  CHECK(ids(t, "b") == std::vector<int32_t>{258, 260});
+  // é has no token: its two bytes' tokens; at the text's start "▁" first.
+  CHECK(ids(t, "\xC3\xA9") == std::vector<int32_t>{258, 2 + 0xC3, 2 + 0xA9});
+  // Decoding puts the spaces back and strips the one the normalizer added.
+  CHECK(*t.decode(ids(t, "ab ab"), false) == "ab ab");
+  CHECK(*t.decode(ids(t, " b \xC3\xA9 a"), false) == " b \xC3\xA9 a");
+  // Without byte tokens or an unk a character cannot be encoded; with unk
+  // (and fuse_unk) a run of them is one unk.
+  json k = sentencePieceJson();
+  k["model"]["byte_fallback"] = false;
+  Tokenizer u = load(k);
+  CHECK(ids(u, "\xC3\xA9\xC3\xA9" "b") == std::vector<int32_t>{258, 0, 260});
+  k["model"].erase("unk_token");
+  auto none = load(k).encode("\xC3\xA9", false);
+  REQUIRE(!none);
+  CHECK(none.error().kind == TextErrorKind::BadInput);
+}
+
 TEST_CASE("tokenizer: bad input and bad files are typed errors naming the field") {
   Tokenizer t = load(tokenizerJson({}));
   auto bad = t.encode("ok \xFF", false);
@@ -187,9 +248,11 @@ TEST_CASE("tokenizer: bad input and bad files are typed errors naming the field"
     CHECK_MESSAGE(e.message.find(says) != std::string::npos, e.message);
   };
   refused("unigram", TextErrorKind::Unsupported, "model.type Unigram", [](json& k) { k["model"]["type"] = "Unigram"; });
-  refused("byte fallback", TextErrorKind::Unsupported, "model.byte_fallback",
+  refused("byte fallback", TextErrorKind::Unsupported, "model.byte_fallback with a ByteLevel pre-tokenizer",
           [](json& k) { k["model"]["byte_fallback"] = true; });
-  refused("normalizer", TextErrorKind::Unsupported, "normalizer Lowercase",
+  refused("decoder", TextErrorKind::Unsupported, "decoder[0]: decoder WordPiece",
+          [](json& k) { k["decoder"] = json{{"type", "WordPiece"}}; });
+  refused("normalizer", TextErrorKind::Unsupported, "normalizer[0]: normalizer Lowercase",
           [](json& k) { k["normalizer"] = json{{"type", "Lowercase"}}; });
   refused("metaspace", TextErrorKind::Unsupported, "pre_tokenizer[0]: pre-tokenizer Metaspace",
           [](json& k) { k["pre_tokenizer"] = json{{"type", "Metaspace"}}; });

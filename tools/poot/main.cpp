@@ -187,8 +187,9 @@ int main(int argc, char** argv) {
   tokenize->footer("Reads standard input line by line and writes one line for each: the line's token ids separated by\n"
                    "spaces, or with --decode the text of a line of ids. Encoding follows Hugging Face tokenizers'\n"
                    "encode(text) with add_special_tokens: the post-processor's template tokens (a Llama-3 bos) are\n"
-                   "added unless --no-special. Reads byte-level BPE tokenizers (Llama-3, Qwen2/3, DeepSeek; docs/text.md\n"
-                   "says which components); others are refused with exit 3, naming the component.\n"
+                   "added unless --no-special. Reads byte-level BPE tokenizers (Llama-3, Qwen2/3, DeepSeek) and\n"
+                   "SentencePiece-style BPE (Llama-2, Gemma; docs/text.md says which components); others are refused\n"
+                   "with exit 3, naming the component.\n"
                    "Examples:\n"
                    "  echo 'Hello, world' | poot tokenize models/llama-3-8b\n"
                    "  echo '9906 11 1917' | poot tokenize models/llama-3-8b --decode");
