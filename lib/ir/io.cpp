@@ -7,12 +7,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <unistd.h>
 
 namespace poot {
 
 Expected<std::string> readFile(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream buf;
+    buf << std::cin.rdbuf();
+    if (std::cin.bad()) return makeError(ErrorKind::Io, {path}, "cannot read standard input");
+    return buf.str();
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return makeError(ErrorKind::Io, {path}, std::string("cannot open file: ") + std::strerror(EISDIR));
@@ -25,6 +32,11 @@ Expected<std::string> readFile(const std::string& path) {
 }
 
 Status writeFileAtomic(const std::string& path, const std::string& bytes) {
+  if (path == "-") {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
+      return makeError(ErrorKind::Io, {path}, "cannot write standard output");
+    return ok();
+  }
   namespace fs = std::filesystem;
   std::error_code ec;
   // A symlink is followed: its target is replaced and the link kept. An

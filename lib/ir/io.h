@@ -11,10 +11,12 @@
 
 namespace poot {
 
-// A directory is refused as a file that cannot be opened.
+// A directory is refused as a file that cannot be opened. "-" reads standard
+// input to its end (diagnostics name it <stdin>).
 Expected<std::string> readFile(const std::string& path);
 // An output path that is a symlink writes its target (the link stays); one
-// that is a directory, device, FIFO or socket is refused, untouched.
+// that is a directory, device, FIFO or socket is refused, untouched. "-"
+// writes standard output (all at once, at the end, as a file would be).
 Status writeFileAtomic(const std::string& path, const std::string& bytes);
 
 // Text read from an input file, fit to quote in a diagnostic: every byte

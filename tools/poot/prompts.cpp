@@ -12,15 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/io.h"
+
 namespace poot {
 
 Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
                                           const std::set<std::string>& adapters, const text::Tokenizer* tokenizer) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError(ErrorKind::Io, {path}, "cannot read the prompts file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
+  auto read = readFile(path);  // "-": standard input
+  if (!read) return makeError(ErrorKind::Io, {path}, "cannot read the prompts file (" + read.error().message + ")");
+  const std::string& text = *read;
   std::vector<Prompt> prompts;
   size_t at = 0;
   for (int line = 1; at < text.size(); ++line) {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "codegen/codegen.h"
 #include "codegen/kir/print.h"
 #include "driver.h"
@@ -163,8 +165,10 @@ int runCompile(const CompileOptions& opts) {
     return report(usage("--print-after: unknown pass '" + opts.printAfter + "' (passes: " + passNames() + ", or all)"));
   if (!opts.stopAfter.empty() && !findPass(opts.stopAfter))
     return report(usage("--stop-after: unknown pass '" + opts.stopAfter + "' (passes: " + passNames() + ")"));
-  if (opts.emit == "plan" && (opts.output.empty() || opts.output == "-"))
-    return report(usage("--emit=plan writes a binary plan file: name it with -o FILE.plan (or use --emit=plan-text)"));
+  // A binary plan goes to a file, or with -o - into a pipe, never onto a terminal.
+  if (opts.emit == "plan" && (opts.output.empty() || (opts.output == "-" && isatty(STDOUT_FILENO))))
+    return report(usage("--emit=plan writes a binary plan file: name it with -o FILE.plan, or -o - into a pipe (or use "
+                        "--emit=plan-text)"));
   if (!opts.dumpKernels.empty() && opts.emit != "plan" && opts.emit != "plan-text")
     return report(usage("--dump-kernels writes the kernels of a plan: use it with --emit=plan or plan-text"));
   // What they print is text for a person; JSON mode prints nothing else on stderr.
@@ -208,11 +212,7 @@ int emitGraph(const Graph& g, const std::string& output) {
 }
 
 int emitBytes(const std::string& bytes, const std::string& output) {
-  if (output.empty() || output == "-") {
-    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-    return 0;
-  }
-  if (auto s = writeFileAtomic(output, bytes); !s) return report(s.error());
+  if (auto s = writeFileAtomic(output.empty() ? "-" : output, bytes); !s) return report(s.error());
   return 0;
 }
 
