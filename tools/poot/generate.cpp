@@ -353,6 +353,8 @@ int runGenerate(const GenerateOptions& o) {
   double lastProgress = 0;
   std::vector<float> logits;                     // the sampled rows' logits, kept across steps
   double devicePrefill = 0, deviceDecode = 0;  // the steps' device time, where the backend measures it
+  double firstPrefill = -1, firstDecode = -1;    // each plan's first step, wall time
+  int64_t firstTokens = 0;                       // the tokens those steps sampled
   bool deviceTimed = true;
   for (;;) {
     auto planned = batcher.next();
@@ -381,8 +383,13 @@ int runGenerate(const GenerateOptions& o) {
     inputs["pos"] = i32({}, {pos});
     inputs["read"] = i32({m.rows, m.capacity}, m.read);
     inputs["write"] = i32({m.rows * m.tokens}, m.write);
+    double stepStart = elapsed();
     auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
     if (!result) return report(result.error());
+    // A plan's first step: where the driver builds kernels on first use.
+    double& first = step.prefill ? firstPrefill : firstDecode;
+    bool firstOfPlan = first < 0;
+    if (firstOfPlan) first = elapsed() - stepStart;
     if (result->deviceSeconds) (step.prefill ? devicePrefill : deviceDecode) += *result->deviceSeconds;
     else deviceTimed = false;
     // The logits of the positions sampled (f32: pagedShape checked it), into
@@ -404,8 +411,9 @@ int runGenerate(const GenerateOptions& o) {
       }
       sampled[r] = samplers[step.requests[r]].next(std::span<const float>(logits).subspan(offset, vocab));
     }
-    int64_t finishedBefore = batcher.finished();
+    int64_t finishedBefore = batcher.finished(), generatedBefore = batcher.stats().generated;
     if (auto c = batcher.complete(step, sampled); !c) return report(kvError(c.error()));
+    if (firstOfPlan) firstTokens += batcher.stats().generated - generatedBefore;
     if (auto s = stream.flush(); !s) return report(s.error());
     if (batcher.finished() != finishedBefore || elapsed() - lastProgress >= 5) {
       lastProgress = elapsed();
@@ -436,6 +444,13 @@ int runGenerate(const GenerateOptions& o) {
   if (deviceTimed)
     std::fprintf(rep, "device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s)\n",
                 devicePrefill + deviceDecode, seconds, devicePrefill, deviceDecode);
+  // Some drivers (lavapipe) compile a kernel when it first runs, not when
+  // the plan is loaded: the first steps carry that, once.
+  double firsts = std::max(0.0, firstPrefill) + std::max(0.0, firstDecode);
+  std::fprintf(rep, "first steps: prefill %.3f s, decode %.3f s (a driver that builds kernels on first use does it "
+                    "there); the rest: %s tokens/s\n",
+               std::max(0.0, firstPrefill), std::max(0.0, firstDecode),
+               perSecond(st.generated - firstTokens, std::max(0.0, seconds - firsts)).c_str());
   if (!o.output.empty()) {
     std::ostringstream out;
     for (size_t i = 0; i < batcher.outputs().size(); ++i) {

@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
               "  adapters: A, weights rebound W times   (with --adapter: identity changes of a session)\n"
               "  decode steps used U of D rows on average   (the decode plan's D rows; sequences at other positions wait)\n"
               "  device time: T s of the X s (...)   (where the backend times the device: the rest is the host's)\n"
+              "  first steps: prefill F s, decode G s (...); the rest: Q tokens/s   (a driver may build kernels on\n"
+              "    their first run, as lavapipe does: the rate without those steps)\n"
               "Weights not in --weights come from the generator with seed 0, as 'poot run' and 'pootc eval' draw them.\n"
               "Bad input (the plans, the prompts file, a prompt too long for the capacity or the pool) is refused\n"
               "before anything runs, and --output is written only when every prompt is done.\n"
