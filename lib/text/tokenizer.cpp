@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace poot::text {
 
@@ -308,8 +308,12 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
       if (pat.contains("Regex") && pat["Regex"].is_string()) {
         pattern = pat["Regex"].get<std::string>();
       } else if (pat.contains("String") && pat["String"].is_string()) {
-        // A literal: every character quoted.
-        for (char c : pat["String"].get<std::string>()) pattern += std::isalnum(uint8_t(c)) ? std::string(1, c) : std::string("\\") + c;
+        // A literal, quoted whole (\Q...\E; a "\E" inside it ends and restarts the quote).
+        std::string lit = pat["String"].get<std::string>();
+        pattern = "\\Q";
+        for (size_t i = 0; i < lit.size(); ++i)
+          pattern += lit.compare(i, 2, "\\E") == 0 ? (++i, std::string("\\E\\\\E\\Q")) : std::string(1, lit[i]);
+        pattern += "\\E";
       } else {
         return error(TextErrorKind::Format, file + ": " + where + ".pattern is neither Regex nor String");
       }

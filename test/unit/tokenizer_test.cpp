@@ -123,6 +123,17 @@ TEST_CASE("tokenizer: ignore_merges takes a whole piece the vocabulary holds") {
   CHECK(ids(load(j), "abcd") == std::vector<int32_t>{300});
 }
 
+TEST_CASE("tokenizer: a String split is a literal, not a pattern") {
+  json j = tokenizerJson({{"a", "b"}, {"a", "."}});
+  j["pre_tokenizer"]["pretokenizers"][0] = json{{"type", "Split"}, {"pattern", json{{"String", "."}}},
+                                                {"behavior", "Isolated"}, {"invert", false}};
+  Tokenizer t = load(j);
+  CHECK(ids(t, "ab") == std::vector<int32_t>{256});           // "." is no wildcard: "ab" stays one piece
+  CHECK(ids(t, "a.b") == std::vector<int32_t>{'a', '.', 'b'});  // split at the ".": "a." never merges
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithPrevious";
+  CHECK(ids(load(j), "a.b") == std::vector<int32_t>{257, 'b'});  // the "." ends the piece before it
+}
+
 TEST_CASE("tokenizer: added tokens match in the raw text, leftmost then longest") {
   Tokenizer t = load(tokenizerJson({{"a", "b"}}));
   int32_t s = 257, sx = 258;
