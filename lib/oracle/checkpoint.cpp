@@ -174,6 +174,8 @@ struct Checkpoint::Impl {
 };
 
 Expected<Checkpoint> Checkpoint::open(const std::string& path) {
+  if (path == "-")
+    return makeError(ErrorKind::Io, {path}, "a checkpoint is mapped from files: name a file or directory, not standard input");
   auto impl = std::make_shared<Impl>();
   impl->path = path;
   std::error_code ec;
