@@ -38,6 +38,14 @@ struct EvalOptions {
 
 int runEval(const EvalOptions& opts);
 
+struct WeightsOptions {
+  std::string graph;
+  std::string output;  // the .safetensors file to write
+  uint64_t seed = 0;
+};
+
+int runWeights(const WeightsOptions& opts);
+
 struct TraceOptions {
   std::string config;
   std::string phase = "decode";  // decode | prefill

@@ -75,6 +75,20 @@ int main(int argc, char** argv) {
   eval->add_option("--output-dir", eopts.outputDir, "where to write one NAME.npy per output (default: .)");
   eval->add_option("--seed", eopts.seed, "seed of the generator for unnamed parameters (default: 0)");
 
+  poot::WeightsOptions wopts;
+  CLI::App* weights = app.add_subcommand(
+      "weights", "write a checkpoint of a graph's weights drawn by the seeded generator (a model with no checkpoint)");
+  weights->footer("Every weight the graph declares, drawn as 'poot run' and 'pootc eval' draw the parameters no one\n"
+                  "names (the same --seed gives the same values), written as one .safetensors file under the\n"
+                  "weights' own names and dtypes. A plan of the graph run with --weights FILE computes what it\n"
+                  "computes without --weights at that seed.\n"
+                  "Examples:\n"
+                  "  pootc trace examples/models/tiny-llama.json --phase decode -o d.pg\n"
+                  "  pootc weights d.pg -o tiny-llama.safetensors --seed 5");
+  weights->add_option("GRAPH", wopts.graph, "graph file (.pg or .pgb)")->required();
+  weights->add_option("-o,--output", wopts.output, "the .safetensors file to write")->required();
+  weights->add_option("--seed", wopts.seed, "seed of the generator (default: 0)");
+
   poot::TraceOptions topts;
   CLI::App* trace = app.add_subcommand("trace", "trace a model config (a Hugging Face config.json) into a graph");
   trace->footer("Examples:\n"
@@ -123,6 +137,7 @@ int main(int argc, char** argv) {
     if (*compile) return poot::runCompile(copts);
     if (*inspect) return poot::runInspect(iopts);
     if (*eval) return poot::runEval(eopts);
+    if (*weights) return poot::runWeights(wopts);
     if (*trace) return poot::runTrace(topts);
     return 2;
   });
