@@ -483,14 +483,20 @@ TextResult<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, bool a
       out.insert(out.end(), ids.begin(), ids.end());
     }
   };
+  // Each added token's next occurrence at or past `at`, searched again only
+  // once `at` passes it (so the text is scanned once a token, not once a
+  // token for every added token found).
+  std::vector<size_t> next;
+  for (const auto& added : addedByText_) next.push_back(utf8.find(added.first));
   size_t at = 0;
   while (at < utf8.size()) {
     // The leftmost added token, the longest there.
     size_t best = std::string_view::npos;
     int32_t id = -1, len = 0;
-    for (const auto& [text, aid] : addedByText_) {
-      size_t f = utf8.find(text, at);
-      if (f < best) best = f, id = aid, len = int32_t(text.size());
+    for (size_t k = 0; k < addedByText_.size(); ++k) {
+      const auto& [text, aid] = addedByText_[k];
+      if (next[k] < at) next[k] = utf8.find(text, at);
+      if (next[k] < best) best = next[k], id = aid, len = int32_t(text.size());
     }
     run(utf8.substr(at, best == std::string_view::npos ? std::string_view::npos : best - at));
     if (best == std::string_view::npos) break;
