@@ -121,7 +121,7 @@ AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv
     return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on " +
                    s->matrix +
                    (s->matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
-                                                : " matrix multiplies (the weights rounded to its dtype)") +
+                                                : " matrix multiplies (each weight a head and a remainder in its dtype)") +
                    ", against tiles of 64 keys in workgroup memory"};
   for (const PrefillTile& t : kPrefillTiles) {
     if (t.m < nrep) continue;

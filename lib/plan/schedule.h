@@ -117,10 +117,10 @@ AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv
 // value widths up to kMaxMmaHeadWidth (the output fragment is Dv / 2
 // registers a thread). `matrix` names the op: the first of the profile's
 // list that is a warp's (not a warpgroup's) and takes the operands as they
-// are: m16n8k16.bf16 (or .f16) where q, k and v are all bf16 (f16), the
-// weights rounded to that dtype for the value product; else m16n8k8.tf32,
-// each product of f32 operands taken as three tf32 products (the operands
-// split into a head and a remainder).
+// are: m16n8k16.bf16 (or .f16) where q, k and v are all bf16 (f16), each
+// weight a head and a remainder of that dtype (two value products); else
+// m16n8k8.tf32, each product of f32 operands taken as three tf32 products
+// (the operands split into a head and a remainder).
 constexpr int64_t kMaxMmaHeadWidth = 256;
 // The staged tiles' row strides in words (docs/codegen.md says why each):
 // q and the weights tileM + 4 (one row a key dim or a key), keys tileN + 1
@@ -142,8 +142,8 @@ int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 // or key) the key width rounded up to 8 (a matrix step) plus 4, values (one
 // row a key) likewise, the weights (one row a query row, spilled over the q
 // tile only on a tile with a non-finite value) tileN + 4. On the two-byte
-// ops: q and keys the key width rounded up to 16 plus 8, the weights tileN
-// + 8, and the values a row for each pair of keys, the two keys' elements
+// ops: q and keys the key width rounded up to 16 plus 8, the weights (a
+// head and a remainder each) 2 tileN + 8, and the values a row for each pair of keys, the two keys' elements
 // of a column side by side (so a B fragment's two keys are one word), the
 // value width rounded up to 8 plus 8, twice. (Each keeps a warp's fragment
 // loads off shared banks: docs/codegen.md.) Bytes: the q tile (or the

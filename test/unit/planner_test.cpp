@@ -302,8 +302,8 @@ TEST_CASE("plan: a two-byte prefill takes the profile's first warp op of its dty
                                           std::to_string(2 * (64 * 136 + 64 * 136 + 32 * 272) + 16) +
                                           " tile=64x64 vector=8 matrix=m16n8k16.bf16");
   CHECK(b.reason ==
-        "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k16.bf16 matrix multiplies (the weights "
-        "rounded to its dtype), against tiles of 64 keys in workgroup memory");
+        "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k16.bf16 matrix multiplies (each weight a "
+        "head and a remainder in its dtype), against tiles of 64 keys in workgroup memory");
   CHECK(choosePrefill(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m16n8k16.f16");
   // Widths pad to 16 (key) and 8 (value); the weights' rows (64 heads and
   // remainders, + 8) are wider than a narrow q's; single loads where 33
