@@ -219,10 +219,12 @@ TextResult<Tokenizer> Tokenizer::load(const std::string& path) {
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
-    auto u = t.vocab_.find(m["unk_token"].get<std::string>());
-    for (const auto& [text, id] : t.addedByText_)
-      if (u == t.vocab_.end() && text == m["unk_token"].get<std::string>()) t.unk_ = id;
-    if (u != t.vocab_.end()) t.unk_ = u->second;
+    // A vocabulary token, else an added one.
+    const std::string name = m["unk_token"].get<std::string>();
+    if (auto u = t.vocab_.find(name); u != t.vocab_.end()) t.unk_ = u->second;
+    else
+      for (const auto& [text, id] : t.addedByText_)
+        if (text == name) t.unk_ = id;
     if (t.unk_ < 0) return error(TextErrorKind::Format, file + ": model.unk_token is not a token");
   }
   // Byte fallback's tokens <0x00> .. <0xFF>, where the vocabulary has them.

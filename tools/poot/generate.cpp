@@ -240,38 +240,42 @@ class TextStream {
   TextStream(const kv::Batcher& b, const text::Tokenizer* t) : b_(b), t_(t) {}
   Status flush() {
     if (!t_) return ok();
-    while (at_ < b_.requests()) {
-      if (size_t(at_) >= texts_.size()) texts_.emplace_back(), detok_.emplace_back(*t_, false), sent_.push_back(0);
+    while (int64_t(prompts_.size()) < b_.requests()) prompts_.push_back({{}, text::Detokenizer(*t_, false), 0});
+    for (; at_ < b_.requests(); ++at_) {
+      Prompt& p = prompts_[size_t(at_)];
       const std::vector<int32_t>& out = b_.outputs()[size_t(at_)];
-      for (size_t& k = sent_[size_t(at_)]; k < out.size(); ++k) {
-        auto piece = detok_[size_t(at_)].push(out[k]);
+      for (; p.sent < out.size(); ++p.sent) {
+        auto piece = p.detok.push(out[p.sent]);
         if (!piece) return makeError(ErrorKind::Range, {}, piece.error().message);
-        emit(*piece);
+        emit(p, *piece);
       }
       if (!b_.finished(at_)) return ok();
-      emit(detok_[size_t(at_)].finish() + "\n");
-      ++at_;
+      emit(p, p.detok.finish());
+      write("\n");
     }
     return ok();
   }
-  // Prompt i's text (without the newline).
-  std::string text(size_t i) const {
-    std::string s = texts_.at(i);
-    return s.empty() ? s : s.substr(0, s.size() - 1);
-  }
+  // Prompt i's text.
+  const std::string& text(size_t i) const { return prompts_.at(i).text; }
 
  private:
-  void emit(const std::string& piece) {
-    texts_[size_t(at_)] += piece;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  struct Prompt {
+    std::string text;
+    text::Detokenizer detok;
+    size_t sent;  // tokens pushed to detok
+  };
+  static void write(const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);
+  }
+  void emit(Prompt& p, const std::string& piece) {
+    p.text += piece;
+    write(piece);
   }
   const kv::Batcher& b_;
   const text::Tokenizer* t_;
-  int64_t at_ = 0;
-  std::vector<std::string> texts_;
-  std::vector<text::Detokenizer> detok_;
-  std::vector<size_t> sent_;
+  int64_t at_ = 0;  // the prompt streaming now
+  std::vector<Prompt> prompts_;
 };
 
 int runGenerate(const GenerateOptions& o) {
@@ -293,13 +297,7 @@ int runGenerate(const GenerateOptions& o) {
   std::optional<text::Tokenizer> tokenizer;
   if (!o.tokenizer.empty()) {
     auto t = text::Tokenizer::load(o.tokenizer);
-    if (!t) {
-      const text::TextError& e = t.error();
-      return report(makeError(e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
-                              : e.kind == text::TextErrorKind::Io        ? ErrorKind::Io
-                                                                         : ErrorKind::Format,
-                              {}, e.message));
-    }
+    if (!t) return report(textError(t.error()));
     tokenizer = std::move(*t);
   }
   auto prompts = readPrompts(o.prompts, p->vocab, adapterNames, tokenizer ? &*tokenizer : nullptr);

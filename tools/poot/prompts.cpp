@@ -94,6 +94,14 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
   return prompts;
 }
 
+Error textError(const text::TextError& e, const std::string& where) {
+  ErrorKind kind = e.kind == text::TextErrorKind::Io            ? ErrorKind::Io
+                   : e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
+                   : e.kind == text::TextErrorKind::BadInput    ? ErrorKind::Bind
+                                                                 : ErrorKind::Format;
+  return makeError(kind, {}, (where.empty() ? "" : where + ": ") + e.message);
+}
+
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath) {
   std::ifstream in(configPath, std::ios::binary);
   if (!in) return makeError(ErrorKind::Io, {configPath}, "cannot read the model config");

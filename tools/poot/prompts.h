@@ -3,7 +3,8 @@
 // a line whose first word is @NAME runs on the adapter --adapter NAME=DIR
 // named, the others on the base model)
 // and the end-of-sequence ids of a model config (`eos_token_id` of a
-// config.json or generation_config.json: an integer or a list of them).
+// config.json or generation_config.json: an integer or a list of them),
+// and the tokenizer's errors as diagnostics.
 // Errors name the file, and the line and column where there is one.
 #pragma once
 
@@ -34,6 +35,12 @@ struct Prompt {
 Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
                                           const std::set<std::string>& adapters,
                                           const text::Tokenizer* tokenizer = nullptr);
+
+// A text-layer error (lib/text) as a diagnostic, its message after
+// `where` when given: an unsupported component is a capability refusal
+// (exit 3), a file that cannot be read Io, text or an id the tokenizer
+// refuses Bind, a malformed file Format.
+Error textError(const text::TextError& e, const std::string& where = {});
 
 // The eos_token_id of a config file; none when the file has no such key.
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath);

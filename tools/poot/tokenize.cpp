@@ -5,26 +5,14 @@
 #include <sstream>
 #include <string>
 
-#include "text/tokenizer.h"
+#include "prompts.h"
 #include "tool.h"
 
 namespace poot {
 
-namespace {
-// A text-layer error as a diagnostic: an unsupported component is a
-// capability refusal (exit 3), the rest are about the input (exit 1).
-int reportText(const text::TextError& e, const std::string& where = {}) {
-  ErrorKind kind = e.kind == text::TextErrorKind::Io            ? ErrorKind::Io
-                   : e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
-                   : e.kind == text::TextErrorKind::BadInput    ? ErrorKind::Bind
-                                                                 : ErrorKind::Format;
-  return report(makeError(kind, {}, (where.empty() ? "" : where + ": ") + e.message));
-}
-}  // namespace
-
 int runTokenize(const TokenizeOptions& opts) {
   auto tok = text::Tokenizer::load(opts.model);
-  if (!tok) return reportText(tok.error());
+  if (!tok) return report(textError(tok.error()));
   std::string line;
   int64_t n = 0;
   // Output is written line by line as input comes (a pipe sees each answer
@@ -34,7 +22,7 @@ int runTokenize(const TokenizeOptions& opts) {
     std::string where = "standard input, line " + std::to_string(n);
     if (!opts.decode) {
       auto ids = tok->encode(line, !opts.noSpecial);
-      if (!ids) return reportText(ids.error(), where);
+      if (!ids) return report(textError(ids.error(), where));
       for (size_t i = 0; i < ids->size(); ++i) std::cout << (i ? " " : "") << (*ids)[i];
       std::cout << '\n' << std::flush;
       continue;
@@ -55,7 +43,7 @@ int runTokenize(const TokenizeOptions& opts) {
       ids.push_back(int32_t(v));
     }
     auto text = tok->decode(ids, opts.noSpecial);
-    if (!text) return reportText(text.error(), where);
+    if (!text) return report(textError(text.error(), where));
     std::cout << *text << '\n' << std::flush;
   }
   return 0;
