@@ -59,6 +59,18 @@ size_t invalidUtf8(std::string_view s) {
   return std::string_view::npos;
 }
 
+// s with every occurrence of `from` (left to right, not overlapping) by
+// `to`; s itself where `from` is empty.
+std::string replaceAll(const std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, from.size(), from) == 0) out += to, i += from.size();
+    else out += s[i++];
+  }
+  return out;
+}
+
 // The UTF-8 characters of s.
 std::vector<std::string> characters(const std::string& s) {
   std::vector<std::string> out;
@@ -436,20 +448,14 @@ TextResult<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, bool a
       } else if (n.kind == Normalize::Prepend) {
         if (!s.empty()) s = n.a + s;
       } else {
-        std::string r;
-        for (size_t i = 0; i < s.size();) {
-          if (s.compare(i, n.a.size(), n.a) == 0) r += n.b, i += n.a.size();
-          else r += s[i++];
-        }
-        s = std::move(r);
+        s = replaceAll(s, n.a, n.b);
       }
     }
     if (s.empty()) return;
     if (prefixSpace_ && s[0] != ' ') s = " " + s;
     std::vector<std::string> pieces{s};
-    pcre2_match_data* md = nullptr;
     for (const auto& [re, merged] : impl_->splits) {
-      md = pcre2_match_data_create_from_pattern(re->code, nullptr);
+      pcre2_match_data* md = pcre2_match_data_create_from_pattern(re->code, nullptr);
       std::vector<std::string> next;
       for (const std::string& p : pieces) {
         size_t from = 0, gap = 0;
@@ -522,12 +528,7 @@ TextResult<std::string> Tokenizer::tokenBytes(int32_t id, bool skipSpecial) cons
     // decoder's replacement.
     if (auto b = std::find(byteTokens_.begin(), byteTokens_.end(), id); b != byteTokens_.end())
       return std::string(1, char(b - byteTokens_.begin()));
-    std::string out;
-    for (size_t i = 0; i < tok.size();) {
-      if (!decodeFrom_.empty() && tok.compare(i, decodeFrom_.size(), decodeFrom_) == 0) out += decodeTo_, i += decodeFrom_.size();
-      else out += tok[i++];
-    }
-    return out;
+    return replaceAll(tok, decodeFrom_, decodeTo_);
   }
   std::string out;
   for (const std::string& c : characters(tok)) {
