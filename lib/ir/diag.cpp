@@ -6,8 +6,13 @@
 
 namespace poot {
 
+namespace {
+// How a diagnostic names a file: standard input ("-") as <stdin>.
+std::string fileName(const std::string& file) { return file == "-" ? "<stdin>" : file; }
+}  // namespace
+
 std::string Loc::str() const {
-  std::string out = file == "-" ? "<stdin>" : file;
+  std::string out = fileName(file);
   if (line > 0) {
     out += ":" + std::to_string(line);
     if (col > 0) out += ":" + std::to_string(col);
@@ -54,7 +59,7 @@ std::string Error::json() const {
   using json = nlohmann::ordered_json;
   json figs = json::object();
   for (const Figure& f : figures) std::visit([&](const auto& v) { figs[f.name] = v; }, f.value);
-  json j = {{"file", loc.file == "-" ? "<stdin>" : loc.file},      {"line", loc.line}, {"column", loc.col},   {"item", loc.item},
+  json j = {{"file", fileName(loc.file)},      {"line", loc.line}, {"column", loc.col},   {"item", loc.item},
             {"severity", severityName(severity)}, {"kind", kindStr()}, {"message", message}, {"figures", figs}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -7,7 +7,6 @@
 #include <charconv>
 #include <cstdint>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
