@@ -351,7 +351,7 @@ int runGenerate(const GenerateOptions& o) {
   double lastProgress = 0;
   std::vector<float> logits;                     // the sampled rows' logits, kept across steps
   double devicePrefill = 0, deviceDecode = 0;  // the steps' device time, where the backend measures it
-  double firstPrefill = -1, firstDecode = -1;    // each plan's first step, wall time
+  std::optional<double> firstPrefill, firstDecode;  // each plan's first step, wall time
   int64_t firstTokens = 0;                       // the tokens those steps sampled
   bool deviceTimed = true;
   for (;;) {
@@ -385,8 +385,8 @@ int runGenerate(const GenerateOptions& o) {
     auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
     if (!result) return report(result.error());
     // A plan's first step: where the driver builds kernels on first use.
-    double& first = step.prefill ? firstPrefill : firstDecode;
-    bool firstOfPlan = first < 0;
+    std::optional<double>& first = step.prefill ? firstPrefill : firstDecode;
+    bool firstOfPlan = !first;
     if (firstOfPlan) first = elapsed() - stepStart;
     if (result->deviceSeconds) (step.prefill ? devicePrefill : deviceDecode) += *result->deviceSeconds;
     else deviceTimed = false;
@@ -444,11 +444,11 @@ int runGenerate(const GenerateOptions& o) {
                 devicePrefill + deviceDecode, seconds, devicePrefill, deviceDecode);
   // Some drivers (lavapipe) compile a kernel when it first runs, not when
   // the plan is loaded: the first steps carry that, once.
-  double firsts = std::max(0.0, firstPrefill) + std::max(0.0, firstDecode);
+  double prefillFirst = firstPrefill.value_or(0), decodeFirst = firstDecode.value_or(0);
   std::fprintf(rep, "first steps: prefill %.3f s, decode %.3f s (a driver that builds kernels on first use does it "
                     "there); the rest: %s tokens/s\n",
-               std::max(0.0, firstPrefill), std::max(0.0, firstDecode),
-               perSecond(st.generated - firstTokens, std::max(0.0, seconds - firsts)).c_str());
+               prefillFirst, decodeFirst,
+               perSecond(st.generated - firstTokens, std::max(0.0, seconds - prefillFirst - decodeFirst)).c_str());
   if (!o.output.empty()) {
     std::ostringstream out;
     for (size_t i = 0; i < batcher.outputs().size(); ++i) {
