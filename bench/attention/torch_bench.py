@@ -206,12 +206,17 @@ def prepare(plan_dir, data_dir):
         json.dump(result, f, indent=1)
 
 
+def elem_bytes(c):
+    """Bytes of one K/V element as the case stores it."""
+    return 2 if c["dtype"] == "bf16" else 4
+
+
 def kv_bytes(c):
     keys = c["B"] * c["Lk"]
     if c["form"] == "live":
         keys = c["B"] * c["Lk"] * 3 // 4  # the lengths' expectation; the exact sum is printed
     width = c["Hkv"] * (c["Dk"] - c["Ds"] + c["Dv"]) + c["Ds"]
-    return keys * width * (2 if c["dtype"] == "bf16" else 4)
+    return keys * width * elem_bytes(c)
 
 
 def load_out(path):
@@ -253,7 +258,7 @@ def report(plan_dir, data_dir, poot_tsv, csv_path=None):
         bytes_ = kv_bytes(c)
         if c["form"] == "live":
             lens = np.load(os.path.join(d, "len.npy"))
-            bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * (2 if c["dtype"] == "bf16" else 4)
+            bytes_ = int(lens.sum()) * c["Hkv"] * (c["Dk"] + c["Dv"]) * elem_bytes(c)
         flops = 4 * c["B"] * c["Hq"] * c["Dk"] * pairs(c)
         t = tj["cases"][c["name"]]
         for backend, sub in (("cuda", ""), ("vulkan", "vk")):
