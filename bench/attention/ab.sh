@@ -33,7 +33,7 @@ while IFS=$'\t' read -r name _; do
         continue
       fi
       ms=$(sed -n 's/^median device time: \([0-9.]*\) ms.*$/\1/p' "$data/ab.log")
-      err=$(python3 -c "import numpy as n; o = n.load('$out/out.npy').astype('f8'); r = n.load('$data/$name/ref.npy'); print('%.2g' % (abs(o - r).max() / abs(r).max()))")
+      err=$(cd "$here" && python3 -c "import numpy as n, torch_bench as t; o = t.load_out('$out/out.npy').astype('f8'); r = n.load('$data/$name/ref.npy'); print('%.2g' % (abs(o - r).max() / abs(r).max()))")
       echo "$name $dir round $round: $ms ms, rel err $err"
     done
   done

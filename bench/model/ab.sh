@@ -12,7 +12,10 @@
 # AB_PLANS: the plan names (default: decode-b1 decode-b1-bf16 decode-b8
 # prefill-512); AB_ITERS: steps a run (default 50); AB_POS: the positions,
 # one run of every plan at each (default 0; a decode at pos P reads P + 1
-# keys of a drawn cache); the lines then also name the position.
+# keys of a drawn cache); the lines then also name the position. AB_SIDE=bf16
+# takes the bf16 set instead (make_plans.sh ... bf16): weights prepared by
+# bf16_side.py and read as stored by every plan, plans named as that set
+# names them (bf16-decode-b32 reads 32 tokens).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 WORK DIR..." >&2; exit 2; }
 work=$1
@@ -21,16 +24,22 @@ here=$(dirname "$0")
 poot=$1/poot
 mkdir -p "$work"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 "$here/hf_side.py" prepare "$1" "$work"
+side=${AB_SIDE:-f32}
+case $side in
+  f32) python3 "$here/hf_side.py" prepare "$1" "$work" ;;
+  bf16) first=$(cd "$1" && pwd) at=$(cd "$work" && pwd) && (cd "$here" && python3 bf16_side.py prepare "$first" "$at") ;;
+  *) echo "$0: AB_SIDE is f32 or bf16, not $side" >&2; exit 2 ;;
+esac
 for pos in ${AB_POS:-0}; do
 for name in ${AB_PLANS:-decode-b1 decode-b1-bf16 decode-b8 prefill-512}; do
-  case $name in
-    *-bf16) weights=$work/bf16 ;;
+  case $side:$name in
+    bf16:* | *-bf16) weights=$work/bf16 ;;
     *) weights=$work/model.safetensors ;;
   esac
   case $name in
-    decode-b8) tok=8 ;;
-    prefill-*) tok=${name#prefill-} ;;
+    *decode-b8) tok=8 ;;
+    *decode-b32) tok=32 ;;
+    *prefill-*) tok=${name##*prefill-} ;;
     *) tok=1 ;;
   esac
   for round in 1 2; do

@@ -37,6 +37,10 @@ namespace poot {
 //                        read of the keys; with splits > 1 it writes the
 //                        Scratch as the partials do and a combine follows
 //                        (schedule.h, chooseDecode, chooseRowGroups)
+//   "decode-mma"         the decode on a warp matrix op (bf16/f16 q, k, v):
+//                        one workgroup per (batch row, KV head, split),
+//                        tileM rows, warps of tileK keys a step, `matrix`
+//                        the op (schedule.h, decodeMma)
 //   "prefill"            Attention with many query rows: one workgroup per
 //                        (batch row, KV head, block of tileM / n_rep query
 //                        positions), key tiles of tileN in workgroup memory,
@@ -95,7 +99,8 @@ struct Schedule {
                                                      // a tile
   int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns; prefill: rows x keys;
                                                      // gemm-mma: a warp's
-  std::string matrix;                                // gemm-mma: the matrix op (ir/matrix.h) by name
+  std::string matrix;                                // gemm-mma, prefill-mma, decode-mma: the matrix op
+                                                     // (ir/matrix.h) by name
   bool operator==(const Schedule&) const = default;
 };
 

@@ -205,7 +205,17 @@ class Planner {
     DType shared = g_.type(e.operands[0]).dtype;
     for (size_t o = 1; o <= (key == "split" ? 3u : 2u); ++o)
       if (g_.type(e.operands[o]).dtype != shared) shared = DType::F32;
-    AttentionDecision decode = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, shared, d_);
+    // The tensor-core decode first, where the profile has its op; then the
+    // SIMT one.
+    std::string mask = symAttr(e, "mask");
+    int64_t Hkv = Hq / nrep;
+    AttentionDecision decode = decodeMma(nrep * Lq, Dk - Ds, Ds, Dv, shared,
+                                         mask == "none" || (mask == "causal" && Lq == 1), B * Hkv, Lq, Lk, d_);
+    if (!decode.schedule) {
+      AttentionDecision simt = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, shared, d_);
+      if (!decode.reason.empty()) simt.reason = decode.reason + "; " + simt.reason;
+      decode = simt;
+    }
     if (!decode.schedule && Lq > 1) {
       AttentionDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, shared, d_);
       std::string why = decode.reason + "; " + prefill.reason;
@@ -219,12 +229,14 @@ class Planner {
       decode.reason = why;
     }
     int64_t groups = decode.schedule ? B * (Hq / nrep) : B * Hq, packed = decode.schedule ? nrep * Lq : 1;
-    SplitDecision split = chooseSplits(groups, packed, Lq, Lk, Dv, d_);
+    // The tensor-core decode has chosen its splits.
+    bool mma = decode.schedule && decode.schedule->kind == "decode-mma";
+    SplitDecision split = mma ? SplitDecision{decode.schedule->splits, ""} : chooseSplits(groups, packed, Lq, Lk, Dv, d_);
     Schedule first = decode.schedule ? *decode.schedule : streamingSchedule(*lanes, Dv);
-    std::string why = decode.reason + "; " + split.reason;
+    std::string why = mma ? decode.reason : decode.reason + "; " + split.reason;
     // A decode that leaves most units idle shares each head's rows out over
     // row groups, when the decode schedule takes their fewer rows.
-    int64_t rowGroups = decode.schedule ? chooseRowGroups(groups * split.splits, packed, d_) : 1;
+    int64_t rowGroups = decode.schedule && !mma ? chooseRowGroups(groups * split.splits, packed, d_) : 1;
     if (AttentionDecision fewer = rowGroups > 1 ? chooseDecode(packed / rowGroups, Dk - Ds, Ds, Dv, shared, d_)
                                                 : AttentionDecision{};
         fewer.schedule) {

@@ -202,6 +202,42 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
                             str(d.workgroup_memory_bytes) + " bytes of workgroup memory"};
 }
 
+AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, bool rowsShareMask,
+                            int64_t groups, int64_t lq, int64_t lk, const DeviceProfile& d) {
+  auto op = std::find_if(d.matrix_ops.begin(), d.matrix_ops.end(), [&](MatrixOp o) {
+    const MatrixShape& m = matrixShape(o);
+    return m.threads == 32 && m.k == 16 && m.operand == operands;
+  });
+  if (op == d.matrix_ops.end()) return {std::nullopt, ""};
+  const std::string name = matrixShape(*op).name, no = "not on " + name + ": ";
+  if (packed > kDecodeMmaRows) return {std::nullopt, no + str(packed) + " query rows a KV head, more than its 16"};
+  if (!rowsShareMask) return {std::nullopt, no + "the rows of a KV head do not drop the same keys"};
+  if (dh % 16 || ds % 16 || dv % 8)
+    return {std::nullopt, no + "key widths " + str(dh) + (ds ? " and " + str(ds) : "") +
+                              " not whole steps of 16, or value width " + str(dv) + " not a multiple of 8"};
+  if (dh + ds > kDecodeMmaKeyWidth || dv > kDecodeMmaValueWidth)
+    return {std::nullopt, no + "a " + str(dh + ds) + "-wide key or " + str(dv) + "-wide value, past its " +
+                              str(kDecodeMmaKeyWidth) + " and " + str(kDecodeMmaValueWidth) + " in registers"};
+  SplitDecision split = chooseSplits(groups, packed, lq, lk, dv, d);
+  int64_t splits = split.splits, fill = std::max<int64_t>(splits, 1);
+  while (groups * fill < kDecodeMmaFill * d.compute_units && fill < kMaxSplits) fill *= 2;
+  if (lq == 1 && fill > splits && lk / fill >= kDecodeMmaChunkKeys &&
+      partialStateBytes(groups * packed, fill, dv) <= d.max_buffer_bytes && foldGrid(groups * fill, d)) {
+    splits = fill;
+    split.reason += ", then " + str(splits) + " (" + str(kDecodeMmaFill) +
+                    " workgroups a compute unit, chunks of " + str(kDecodeMmaChunkKeys) + " keys or more)";
+  }
+  int64_t warps = groups * splits <= d.compute_units ? kDecodeMmaWideWarps : kDecodeMmaWarps;
+  Schedule s{"decode-mma", 32 * warps, splits, 32 * warps, 0};
+  s.tileM = packed, s.tileK = kDecodeMmaKeys, s.matrix = name;
+  s.vector = widestLoad({dh / 4, ds / 4, dv / 8}, 16 / dtypeBytes(operands));
+  s.workgroupMemory = warps * packed * laneStateBytes(dv);
+  if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
+    return {std::nullopt, no + "its workgroup does not fit the device"};
+  return {s, str(packed) + " query rows a KV head share each key and value read on " + name + ": " + str(warps) +
+                 " warps, 16 keys each a step, fragments loaded straight from memory; " + split.reason};
+}
+
 int64_t chooseRowGroups(int64_t workgroups, int64_t packed, const DeviceProfile& d) {
   if (4 * workgroups > d.compute_units) return 1;
   int64_t r = 1;
@@ -472,6 +508,8 @@ std::string printSchedule(const Schedule& s) {
            " warp=" + str(s.threadM) + "x" + str(s.threadN) + " matrix=" + s.matrix;
   if (s.kind == "decode")
     out += " rows=" + str(s.tileM) + " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
+  if (s.kind == "decode-mma")
+    out += " rows=" + str(s.tileM) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK) + " matrix=" + s.matrix;
   if (s.kind == "prefill-mma")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " matrix=" + s.matrix;
   if (s.kind == "prefill")

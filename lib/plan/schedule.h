@@ -81,6 +81,39 @@ struct AttentionDecision {
 };
 AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands,
                                const DeviceProfile& d);
+// The tensor-core decode ("decode-mma"), tried before chooseDecode: where
+// q, k and v are all bf16 (or all f16) and the profile lists the warp op
+// m16n8k16 of that dtype, a workgroup of warps serves all `packed` rows of
+// its KV head (tileM, at most kDecodeMmaRows: the op's 16 rows, the rest
+// zero) from one read of its keys. Each step of tileK * warps keys, warp w
+// takes keys w * tileK .. + tileK - 1: their scores are two m16n8k16
+// products a step of 16 key dims, the weights a head and a remainder of the
+// dtype (two products a slice of 8 value columns); the key and value
+// fragments are loaded from memory straight into the registers, `vector`
+// elements a load (16 bytes where the widths allow), and only the warps'
+// final states pass through workgroup memory (their fold: warps * packed *
+// (dv + 2) f32). It needs every row of a KV head to drop the same keys
+// (`rowsShareMask`: no additive mask, a causal one only at one query row),
+// key segments of whole steps of 16 and a value a multiple of 8 wide, and
+// at most kDecodeMmaKeyWidth and kDecodeMmaValueWidth (the q and output
+// fragments live in registers). No schedule and no reason where the
+// profile has no such op; otherwise the reason says why it declined.
+//
+// Its workgroups: the `groups` (B * Hkv) split as chooseSplits splits them
+// (at least one a compute unit), or, where every chunk then keeps
+// kDecodeMmaChunkKeys keys or more, into the fewest splits (a power of two,
+// kMaxSplits at most) that make kDecodeMmaFill workgroups a compute unit;
+// then kDecodeMmaWideWarps warps a workgroup where the workgroups are at
+// most one a compute unit, else kDecodeMmaWarps. On the H200 (bench/attention
+// NOTES, session 19) the 4-warp kernel keeps 3 workgroups a unit: four a
+// unit gained 2 to 10% over one at B = 8 and 32 where the chunks are long,
+// two a unit (1.3 waves) lost 12%, short chunks lost 10 to 26%, and 8 warps
+// where one workgroup holds a unit gained 1.4 to 1.6x at B = 1.
+constexpr int64_t kDecodeMmaWarps = 4, kDecodeMmaWideWarps = 8, kDecodeMmaRows = 16, kDecodeMmaKeys = 16;
+constexpr int64_t kDecodeMmaKeyWidth = 192, kDecodeMmaValueWidth = 128;
+constexpr int64_t kDecodeMmaChunkKeys = 1024, kDecodeMmaFill = 4;
+AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, bool rowsShareMask,
+                            int64_t groups, int64_t lq, int64_t lk, const DeviceProfile& d);
 // Row groups: when the decode's (group, split) workgroups would keep at most
 // a quarter of the compute units busy, a KV head's `packed` query rows are
 // shared out over R workgroups that each read the same keys (together, so
@@ -246,7 +279,8 @@ Schedule matmulCombineSchedule(int64_t splits, const DeviceProfile& d);
 // every field, always in this order; the tiling fields follow only in the
 // kinds that have them ("gemv ... k_lanes=32 unroll=4 vector=4 thread=1x1",
 // "gemm ... tile=128x128x8 thread=8x8", "decode ... k_lanes=8 vector=4
-// tile_k=64").
+// tile_k=64", "decode-mma ... rows=4 vector=8 tile_k=16
+// matrix=m16n8k16.bf16").
 std::string printSchedule(const Schedule& s);
 
 }  // namespace poot

@@ -605,6 +605,110 @@ TEST_CASE("attention gen: tensor-core prefill, -inf keys with NaN values and a f
   }
 }
 
+// The tensor-core decode ("decode-mma", decode_mma.cpp) of the H200's
+// profile on two-byte q, K and V, on the KIR interpreter: n_rep 1 to 16
+// rows a KV head (the op's 16 rows part zero), key and value widths 16 to
+// 192 in whole steps, lengths that are no multiple of a warp's 16 keys or a
+// step's 64, split over the keys and not, every form it takes. The same
+// bound as the prefill-mma (each weight a head and a remainder).
+const std::vector<std::string> kDecodeMma = {"decode-mma"};
+const std::vector<std::string> kDecodeMmaSplit = {"decode-mma", "split-kv-combine"};
+
+// The H200's profile with `units` compute units: 4 keeps the workgroups of
+// these small shapes past one a unit, so they take 4 warps, not 8.
+DeviceProfile h200Units(int64_t units) {
+  DeviceProfile d = h200();
+  d.name += "-" + std::to_string(units) + "-units";
+  d.compute_units = units;
+  return d;
+}
+
+TEST_CASE("attention gen: tensor-core decode, rows, widths and splits") {
+  struct Shape {
+    int64_t B, nrep, Lq, Dk, Dv, Lk;
+  };
+  const DeviceProfile four = h200Units(4);
+  for (Shape sh : {Shape{2, 4, 1, 128, 128, 77}, Shape{1, 1, 1, 64, 64, 45}, Shape{3, 5, 1, 32, 48, 130},
+                   Shape{1, 16, 1, 16, 8, 23}, Shape{2, 8, 2, 192, 128, 70}, Shape{1, 4, 1, 128, 128, 1100},
+                   Shape{2, 2, 1, 64, 40, 300}})
+    for (const char* dtype : {"bf16", "f16"})
+      for (const DeviceProfile* d : {&h200(), &four}) {
+        Case c;
+        c.B = sh.B, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
+        c.dtype = dtype;
+        CAPTURE(d->name);
+        bool split = c.Lk >= 256 && c.B * 2 < d->compute_units;
+        run(c, *d, split ? kDecodeMmaSplit : kDecodeMma);
+      }
+}
+
+// One KV head of 8200 keys on one compute unit: chooseSplits leaves it
+// whole (one workgroup fills the unit); the tensor-core decode splits it in
+// 4 chunks of 2048 keys and more (4 workgroups a unit), of 4 warps.
+TEST_CASE("attention gen: tensor-core decode splits long chunks further") {
+  Case c;
+  c.B = 1, c.Hq = 2, c.nrep = 2, c.Lk = 8200, c.Dk = 16, c.Dv = 8, c.dtype = "bf16";
+  const DeviceProfile one = h200Units(1);
+  auto p = planGraph(testing::parse(graphText(c)), one);
+  REQUIRE(bool(p));
+  const Schedule& s = p->kernels.at(0).request.schedule;
+  CHECK(printSchedule(s) == "decode-mma lanes=128 splits=4 workgroup=128 memory=320 rows=2 vector=1 tile_k=16 "
+                            "matrix=m16n8k16.bf16");
+  run(c, one, kDecodeMmaSplit);
+}
+
+TEST_CASE("attention gen: tensor-core decode, every form it takes") {
+  Case c;
+  c.B = 3, c.Hq = 8, c.nrep = 4, c.Lq = 1, c.Lk = 83, c.Dk = 64, c.Dv = 64, c.dtype = "bf16";
+  SUBCASE("softcap") { c.softcap = 2.5; }
+  SUBCASE("split key") { c.key = "split", c.Dk = 80, c.Ds = 16; }
+  SUBCASE("paged key") { c.key = "paged"; }
+  SUBCASE("live, paged, split over the keys") { c.key = "paged", c.live = true, c.Lk = 700; }
+  SUBCASE("causal") { c.causal = true; }
+  SUBCASE("causal window, split key, live, split over the keys") {
+    c.causal = true, c.window = 150, c.key = "split", c.Dk = 80, c.Ds = 16, c.live = true, c.Lk = 600;
+  }
+  CAPTURE(graphText(c));
+  run(c, h200(), c.Lk >= 256 ? kDecodeMmaSplit : kDecodeMma, [](const Case& c, Params& p, uint64_t) {
+    // Row 0 sees every key, row 1 the first 40 (its later keys NaN), row
+    // 2 none (NaN).
+    if (c.causal) setPositions(c, p, [&](int64_t b, int64_t) -> int64_t { return b == 0 ? c.Lk - 1 : b == 1 ? 39 : -1; });
+    if (c.live) {
+      setLens(p, {c.Lk, 50, 131});
+      poisonPastLen(c, p);
+    }
+    if (c.causal) poisonHidden(c, p);
+  });
+}
+
+// Where rows of a KV head may drop different keys (an additive mask, a
+// causal mask over several query rows), where q, K and V are f32, or where
+// a width is not a whole step, the SIMT decode runs, and --remarks says why
+// the tensor-core one declined.
+TEST_CASE("attention gen: tensor-core decode declines what it does not take") {
+  Case c;
+  c.B = 1, c.Hq = 4, c.nrep = 4, c.Lq = 1, c.Lk = 40, c.Dk = 64, c.Dv = 64, c.dtype = "bf16";
+  std::string why;
+  SUBCASE("additive mask") { c.Hm = 1, why = "do not drop the same keys"; }
+  SUBCASE("causal over two query rows") { c.causal = true, c.Lq = 2, c.nrep = 2, why = "do not drop the same keys"; }
+  SUBCASE("a key width of 40") { c.Dk = 40, why = "not whole steps of 16"; }
+  SUBCASE("a value 256 wide") { c.Dv = 256, why = "past its 192 and 128 in registers"; }
+  SUBCASE("f32") { c.dtype = "f32"; }
+  std::vector<ScheduleNote> notes;
+  auto p = planGraph(testing::parse(graphText(c)), h200(), &notes);
+  REQUIRE(bool(p));
+  CHECK(p->kernels.at(0).request.schedule.kind == "decode");
+  REQUIRE(notes.size() == 1);
+  const std::string& reason = notes[0].reason;
+  CAPTURE(reason);
+  if (why.empty()) CHECK(reason.find("m16n8k16") == std::string::npos);
+  else CHECK(reason.find("not on m16n8k16.bf16: ") != std::string::npos);
+  CHECK(reason.find(why) != std::string::npos);
+  run(c, h200(), kDecode, [](const Case& c, Params& p, uint64_t) {
+    if (c.causal) setPositions(c, p, [&](int64_t, int64_t i) -> int64_t { return 20 + 9 * i; });
+  });
+}
+
 // The split-KV forms on both schedules: c's query heads packed over its KV
 // heads (B * Hkv workgroups), then nine query heads of one KV head (too many
 // to pack: B * Hq streamed workgroups).

@@ -134,6 +134,7 @@ Expected<kir::Kernel> genAttention(const GenInput& in) {
   if (auto indexable = gen::checkIndexWidth(in, scratch); !indexable) return indexable.error();
   if (s.kind == "streaming") return streaming(in, f);
   if (s.kind == "decode") return decodeKernel(in, f);
+  if (s.kind == "decode-mma") return decodeMmaKernel(in, f);
   if (s.kind == "prefill") return prefillKernel(in, f);
   if (s.kind == "prefill-mma") return prefillMmaKernel(in, f);
   if (s.kind != "split-kv-partials" && s.kind != "split-kv-combine")

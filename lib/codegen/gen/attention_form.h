@@ -11,7 +11,9 @@
 // its score. Private to lib/codegen/gen.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "codegen/gen/generators.h"
@@ -105,9 +107,34 @@ std::vector<TileSegment> tileSegments(const Form& f);
 // bi, KV head g).
 V segmentRow(Builder& b, const Form& f, const TileSegment& sg, V bi, V g, V t);
 
-// The decode and prefill schedules' kernels (decode.cpp, prefill.cpp,
-// prefill_mma.cpp).
+// The end both decode schedules share (decode.cpp): `slices` states (o, m,
+// l) of each of a workgroup's `rows` rows in workgroup memory, state i of
+// row qi at slot i * rows + qi (o: dv f32 a slot), folded after a barrier
+// into the output row queryRow(qi), or with splits > 1 into its scratch
+// slot (row, split) exactly as the split-kv partials write it.
+struct DecodeFold {
+  int32_t o, m, l;
+  int64_t slices, rows;
+};
+DecodeFold decodeFold(Builder& b, int64_t slices, int64_t rows, int64_t dv);
+void foldDecodeRows(Builder& b, const Form& f, const DecodeFold& fold, const std::function<V(V)>& queryRow, V tid,
+                    int64_t threads, int64_t splits, V split, int32_t out);
+
+// What the tensor-core kernels (prefill_mma.cpp, decode_mma.cpp) share: an
+// accumulator fragment (an Mma's C and D) as four f32 variables, and a
+// weight w (f32) as the two-byte type t's head h = t(w) and remainder t(w -
+// h) (w - h is exact in f32), which the value products take one after the
+// other.
+using FragmentVars = std::array<int32_t, 4>;
+FragmentVars zeroFragment(Builder& b);
+std::array<V, 4> getFragment(Builder& b, const FragmentVars& vars);
+void setFragment(Builder& b, const FragmentVars& vars, const std::array<V, 4>& x);
+std::pair<V, V> headAndRest(Builder& b, V w, kir::Scalar t);
+
+// The decode and prefill schedules' kernels (decode.cpp, decode_mma.cpp,
+// prefill.cpp, prefill_mma.cpp).
 kir::Kernel decodeKernel(const GenInput& in, const Form& f);
+kir::Kernel decodeMmaKernel(const GenInput& in, const Form& f);
 kir::Kernel prefillKernel(const GenInput& in, const Form& f);
 kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f);
 

@@ -72,6 +72,32 @@ struct Segment {
 
 }  // namespace
 
+DecodeFold decodeFold(Builder& b, int64_t slices, int64_t rows, int64_t dv) {
+  return {b.shared("o", kir::Scalar::F32, slices * rows * dv), b.shared("m", kir::Scalar::F32, slices * rows),
+          b.shared("l", kir::Scalar::F32, slices * rows), slices, rows};
+}
+
+void foldDecodeRows(Builder& b, const Form& f, const DecodeFold& fold, const std::function<V(V)>& queryRow, V tid,
+                    int64_t threads, int64_t splits, V split, int32_t out) {
+  for (int64_t qi = 0; qi < fold.rows; ++qi) {
+    auto slotOf = [&, qi](V i) { return b.add(b.mul(i, b.i32(fold.rows)), b.i32(qi)); };
+    States st{fold.slices, [&, slotOf](V i) { return b.sharedLoad(fold.m, slotOf(i)); },
+              [&, slotOf](V i) { return b.sharedLoad(fold.l, slotOf(i)); },
+              [&, slotOf](V i, V ch) { return b.sharedLoad(fold.o, b.add(b.mul(slotOf(i), b.i32(f.Dv)), ch)); }};
+    V qrow = queryRow(b.i32(qi));
+    if (splits == 1) {
+      foldInto(b, st, tid, threads, f.Dv, out, b.mul(qrow, b.i32(f.Dv)));
+      continue;
+    }
+    V at = b.mul(b.add(b.mul(qrow, b.i32(splits)), split), b.i32(f.Dv + 2));
+    Folded whole = foldStates(b, st, tid, threads, f.Dv, [&](V ch, V num, V) { b.store(out, b.add(at, ch), num); });
+    b.ifThen(b.eq(tid, b.i32(0)), [&] {
+      b.store(out, b.add(at, b.i32(f.Dv)), whole.max);
+      b.store(out, b.add(at, b.i32(f.Dv + 1)), whole.den);
+    });
+  }
+}
+
 kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
@@ -85,8 +111,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
                       : b.buffer("out", r.results[0].dtype, rows * f.Dv, true);
   int32_t parts = b.shared("partials", kir::Scalar::F32, J * plane);
   int32_t scores = b.shared("scores", kir::Scalar::F32, Q * Tk);
-  int32_t foldO = b.shared("o", kir::Scalar::F32, KS * Q * f.Dv);
-  int32_t foldM = b.shared("m", kir::Scalar::F32, KS * Q), foldL = b.shared("l", kir::Scalar::F32, KS * Q);
+  const DecodeFold fold = decodeFold(b, KS, Q, f.Dv);
   V wg = b.workgroupId(), tid = b.local();
   b.ifThen(b.lt(wg, b.i32(groups * S * R)), [&] {
     // The R row groups of a (group, split) are neighbours in the grid, so
@@ -106,8 +131,8 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
     // head g * n_rep + that / Lq, query row that % Lq.
     auto headRow = [&](V qi) { return b.add(firstRow, qi); };
     auto headOf = [&](V row) { return b.add(b.mul(g, b.i32(f.nrep)), b.div(row, b.i32(f.Lq))); };
-    auto queryRow = [&](int64_t qi) {
-      V row = headRow(b.i32(qi));
+    auto queryRow = [&](V qi) {
+      V row = headRow(qi);
       return b.add(b.mul(b.add(b.mul(bi, b.i32(f.Hq)), headOf(row)), b.i32(f.Lq)), b.rem(row, b.i32(f.Lq)));
     };
 
@@ -117,7 +142,7 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
     if (f.split) segs.push_back({f.ks, f.Ds, f.Dh, runsOf(b, j, J, f.Ds, W)});
     std::vector<std::vector<V>> qreg(static_cast<size_t>(Q));
     for (int64_t qi = 0; qi < Q; ++qi) {
-      V qAt = b.mul(queryRow(qi), b.i32(f.Dk));
+      V qAt = b.mul(queryRow(b.i32(qi)), b.i32(f.Dk));
       for (const Segment& sg : segs)
         for (const Run& run : sg.runs) {
           std::vector<V> x = b.loadVec(f.q, b.add(qAt, b.add(b.i32(sg.qOffset), run.at)), W);
@@ -274,35 +299,19 @@ kir::Kernel decodeKernel(const GenInput& in, const Form& f) {
       for (size_t k = 0; k < vruns.size(); ++k) {
         auto publish = [&, k] {
           for (int64_t e = 0; e < W; ++e)
-            b.sharedStore(foldO, b.add(b.mul(slot, b.i32(f.Dv)), b.add(vruns[k].at, b.i32(e))),
+            b.sharedStore(fold.o, b.add(b.mul(slot, b.i32(f.Dv)), b.add(vruns[k].at, b.i32(e))),
                           b.get(ov[size_t(qi)][k * size_t(W) + size_t(e)]));
         };
         if (vruns[k].valid < 0) publish();
         else b.ifThen(vruns[k].valid, publish);
       }
       b.ifThen(b.eq(c, b.i32(0)), [&] {
-        b.sharedStore(foldM, slot, b.get(mv[size_t(qi)]));
-        b.sharedStore(foldL, slot, b.get(lv[size_t(qi)]));
+        b.sharedStore(fold.m, slot, b.get(mv[size_t(qi)]));
+        b.sharedStore(fold.l, slot, b.get(lv[size_t(qi)]));
       });
     }
     b.barrier();
-    for (int64_t qi = 0; qi < Q; ++qi) {
-      auto slotOf = [&, qi](V i) { return b.add(b.mul(i, b.i32(Q)), b.i32(qi)); };
-      States st{KS, [&, slotOf](V i) { return b.sharedLoad(foldM, slotOf(i)); },
-                [&, slotOf](V i) { return b.sharedLoad(foldL, slotOf(i)); },
-                [&, slotOf](V i, V ch) { return b.sharedLoad(foldO, b.add(b.mul(slotOf(i), b.i32(f.Dv)), ch)); }};
-      V qrow = queryRow(qi);
-      if (S == 1) {
-        foldInto(b, st, tid, T, f.Dv, out, b.mul(qrow, b.i32(f.Dv)));
-        continue;
-      }
-      V at = b.mul(b.add(b.mul(qrow, b.i32(S)), split), b.i32(f.Dv + 2));
-      Folded whole = foldStates(b, st, tid, T, f.Dv, [&](V ch, V num, V) { b.store(out, b.add(at, ch), num); });
-      b.ifThen(b.eq(tid, b.i32(0)), [&] {
-        b.store(out, b.add(at, b.i32(f.Dv)), whole.max);
-        b.store(out, b.add(at, b.i32(f.Dv + 1)), whole.den);
-      });
-    }
+    foldDecodeRows(b, f, fold, [&](V qi) { return queryRow(qi); }, tid, T, S, split, out);
   });
   return b.finish();
 }

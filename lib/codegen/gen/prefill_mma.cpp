@@ -263,24 +263,10 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
       mv[i] = b.var(kir::Scalar::F32, b.f32(-kInf));
       lv[i] = b.var(kir::Scalar::F32, b.f32(0));
     }
-    std::vector<std::array<int32_t, 4>> ov(static_cast<size_t>(NV));
-    for (auto& o : ov)
-      for (int32_t& x : o) x = b.var(kir::Scalar::F32, b.f32(0));
-    auto getAll = [&](const std::array<int32_t, 4>& vars) {
-      return std::array<V, 4>{b.get(vars[0]), b.get(vars[1]), b.get(vars[2]), b.get(vars[3])};
-    };
-    auto setAll = [&](const std::array<int32_t, 4>& vars, const std::array<V, 4>& x) {
-      for (size_t e = 0; e < 4; ++e) b.set(vars[e], x[e]);
-    };
-    // Two-byte ops: a weight w as head h = w rounded to the dtype and
-    // remainder w - h (exact in f32) rounded likewise.
-    auto headAndRest = [&](V w) {
-      V h = b.convert(w, tt);
-      return std::pair{h, b.convert(b.sub(w, b.convert(h, kir::Scalar::F32)), tt)};
-    };
-    std::vector<std::array<int32_t, 4>> acc(static_cast<size_t>(NS));
-    for (auto& a : acc)
-      for (int32_t& x : a) x = b.var(kir::Scalar::F32, b.f32(0));
+    std::vector<FragmentVars> ov(static_cast<size_t>(NV));
+    for (auto& o : ov) o = zeroFragment(b);
+    std::vector<FragmentVars> acc(static_cast<size_t>(NS));
+    for (auto& a : acc) a = zeroFragment(b);
 
     // The non-finite flag of tile number n is word n % 2: cleared a tile
     // ahead, once every warp has read the word's last use.
@@ -311,7 +297,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             int64_t at = 8 * j * lay.kStride;
             std::vector<V> kb = pair(ks, kAt, at), hi8 = pair(ks, kAt, at + 8);
             kb.insert(kb.end(), hi8.begin(), hi8.end());
-            setAll(acc[size_t(j)], b.mma(op, qa, kb, getAll(acc[size_t(j)])));
+            setFragment(b, acc[size_t(j)], b.mma(op, qa, kb, getFragment(b, acc[size_t(j)])));
           }
           return;
         }
@@ -321,7 +307,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
           int64_t at = 8 * j * lay.kStride;
           Split<2> kb = split<2>(
               b, {b.sharedLoad(ks, b.add(kAt, b.i32(at))), b.sharedLoad(ks, b.add(kAt, b.i32(at + 4)))}, twoByte);
-          setAll(acc[size_t(j)], mma3(b, qa, kb, getAll(acc[size_t(j)])));
+          setFragment(b, acc[size_t(j)], mma3(b, qa, kb, getFragment(b, acc[size_t(j)])));
         }
       });
       // The weights of row i, slice j, key 2t + e: p[i][j * 2 + e].
@@ -369,7 +355,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                     b.sharedStore(qs, at, w);
                     continue;
                   }
-                  auto [h, rest] = headAndRest(w);
+                  auto [h, rest] = headAndRest(b, w, tt);
                   b.sharedStore(qs, at, h);
                   b.sharedStore(qs, b.add(at, b.i32(1)), rest);
                 }
@@ -413,7 +399,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                 std::vector<V> heads, rests;
                 for (size_t e = 0; e < 8; ++e) {  // A's element e: p[row][4jj + key]
                   size_t row = (e / 2) % 2, key = size_t(4 * jj) + e % 2 + 2 * (e / 4);
-                  auto [h, rest] = headAndRest(p[row][key]);
+                  auto [h, rest] = headAndRest(b, p[row][key], tt);
                   heads.push_back(h);
                   rests.push_back(rest);
                 }
@@ -422,8 +408,8 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                   std::vector<V> vb = b.sharedLoadVec(vs, vAt, 2),
                                  hi8 = b.sharedLoadVec(vs, b.add(vAt, b.i32(4 * lay.vStride)), 2);
                   vb.insert(vb.end(), hi8.begin(), hi8.end());
-                  std::array<V, 4> o = b.mma(op, rests, vb, getAll(ov[size_t(n)]));
-                  setAll(ov[size_t(n)], b.mma(op, heads, vb, o));
+                  std::array<V, 4> o = b.mma(op, rests, vb, getFragment(b, ov[size_t(n)]));
+                  setFragment(b, ov[size_t(n)], b.mma(op, heads, vb, o));
                 }
               }
               return;
@@ -440,7 +426,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                                        {b.sharedLoad(vs, b.add(vBase, b.i32(at))),
                                         b.sharedLoad(vs, b.add(vBase, b.i32(at + lay.vStride)))},
                                        twoByte);
-                setAll(ov[size_t(n)], mma3(b, pa, vb, getAll(ov[size_t(n)])));
+                setFragment(b, ov[size_t(n)], mma3(b, pa, vb, getFragment(b, ov[size_t(n)])));
               }
             }
           });
