@@ -127,5 +127,4 @@ for L in 512 2048 4096 8192; do
 done
 # Sliding-window prefill: Mistral-7B's heads (the Llama ones) and window.
 case_ window-l8192-w4096 window 1 32 8 8192 8192 128 128 0 vk 4096
-install -s "$build/tools/poot/poot" "$out/poot"  # stripped: 1.4 MB instead of 33 to carry
-strip "$out/poot" 2>/dev/null || true
+bench/carry_poot.sh "$build" "$out"

@@ -9,4 +9,4 @@ mkdir -p "$out"
 for g in bench/kernels/*.pg; do
   "$build/tools/pootc/pootc" compile "$g" --device targets/nvidia-h200.yaml -o "$out/$(basename "$g" .pg).plan"
 done
-install -s "$build/tools/poot/poot" "$out/poot"  # stripped: 1.4 MB instead of 33 to carry
+bench/carry_poot.sh "$build" "$out"

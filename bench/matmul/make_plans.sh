@@ -58,4 +58,4 @@ while IFS=$'\t' read -r name _ _ _ dt; do
     compile "$tmp/$name.pg" targets/nvidia-h200-vulkan.yaml "$out/$name.vk.plan"
   fi
 done <"$tmp/cases.tsv"
-install -s "$build/tools/poot/poot" "$out/poot"  # stripped: 1.4 MB instead of 33 to carry
+bench/carry_poot.sh "$build" "$out"

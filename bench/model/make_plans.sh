@@ -63,4 +63,4 @@ else
     plan generate-decode-b$b f32 256 --phase decode --kv paged --live --batch $b --pool-slots $((b * 256))
   done
 fi
-install -s "$build/tools/poot/poot" "$out/poot"  # stripped: 1.4 MB instead of 33 to carry
+bench/carry_poot.sh "$build" "$out"
