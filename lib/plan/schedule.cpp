@@ -235,7 +235,8 @@ AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, 
   if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
     return {std::nullopt, no + "its workgroup does not fit the device"};
   return {s, str(packed) + " query rows a KV head share each key and value read on " + name + ": " + str(warps) +
-                 " warps, 16 keys each a step, fragments loaded straight from memory; " + split.reason};
+                 " warps, " + str(kDecodeMmaKeys) +
+                 " keys each a step, fragments loaded straight from memory; " + split.reason};
 }
 
 int64_t chooseRowGroups(int64_t workgroups, int64_t packed, const DeviceProfile& d) {

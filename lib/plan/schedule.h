@@ -86,10 +86,10 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
 // m16n8k16 of that dtype, a workgroup of warps serves all `packed` rows of
 // its KV head (tileM, at most kDecodeMmaRows: the op's 16 rows, the rest
 // zero) from one read of its keys. Each step of tileK * warps keys, warp w
-// takes keys w * tileK .. + tileK - 1: their scores are two m16n8k16
+// takes keys w * tileK .. + tileK - 1: their scores are tileK / 8 m16n8k16
 // products a step of 16 key dims, the weights a head and a remainder of the
-// dtype (two products a slice of 8 value columns); the key and value
-// fragments are loaded from memory straight into the registers, `vector`
+// dtype (two products a slice of 8 value columns and 16 keys); the key and
+// value fragments are loaded from memory straight into the registers, `vector`
 // elements a load (16 bytes where the widths allow), and only the warps'
 // final states pass through workgroup memory (their fold: warps * packed *
 // (dv + 2) f32). It needs every row of a KV head to drop the same keys
@@ -108,8 +108,9 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
 // NOTES, session 19) the 4-warp kernel keeps 3 workgroups a unit: four a
 // unit gained 2 to 10% over one at B = 8 and 32 where the chunks are long,
 // two a unit (1.3 waves) lost 12%, short chunks lost 10 to 26%, and 8 warps
-// where one workgroup holds a unit gained 1.4 to 1.6x at B = 1.
-constexpr int64_t kDecodeMmaWarps = 4, kDecodeMmaWideWarps = 8, kDecodeMmaRows = 16, kDecodeMmaKeys = 16;
+// where one workgroup holds a unit gained 1.4 to 1.6x at B = 1; 32 keys a
+// warp and step (tileK) rather than 16, 2 to 12% but at B = 1 and 1k keys.
+constexpr int64_t kDecodeMmaWarps = 4, kDecodeMmaWideWarps = 8, kDecodeMmaRows = 16, kDecodeMmaKeys = 32;
 constexpr int64_t kDecodeMmaKeyWidth = 192, kDecodeMmaValueWidth = 128;
 constexpr int64_t kDecodeMmaChunkKeys = 1024, kDecodeMmaFill = 4;
 AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, bool rowsShareMask,

@@ -608,8 +608,8 @@ TEST_CASE("attention gen: tensor-core prefill, -inf keys with NaN values and a f
 // The tensor-core decode ("decode-mma", decode_mma.cpp) of the H200's
 // profile on two-byte q, K and V, on the KIR interpreter: n_rep 1 to 16
 // rows a KV head (the op's 16 rows part zero), key and value widths 16 to
-// 192 in whole steps, lengths that are no multiple of a warp's 16 keys or a
-// step's 64, split over the keys and not, every form it takes. The same
+// 192 in whole steps, lengths that are no multiple of a warp's 32 keys or a
+// step's 128 or 256, split over the keys and not, every form it takes. The same
 // bound as the prefill-mma (each weight a head and a remainder).
 const std::vector<std::string> kDecodeMma = {"decode-mma"};
 const std::vector<std::string> kDecodeMmaSplit = {"decode-mma", "split-kv-combine"};
@@ -652,7 +652,7 @@ TEST_CASE("attention gen: tensor-core decode splits long chunks further") {
   auto p = planGraph(testing::parse(graphText(c)), one);
   REQUIRE(bool(p));
   const Schedule& s = p->kernels.at(0).request.schedule;
-  CHECK(printSchedule(s) == "decode-mma lanes=128 splits=4 workgroup=128 memory=320 rows=2 vector=1 tile_k=16 "
+  CHECK(printSchedule(s) == "decode-mma lanes=128 splits=4 workgroup=128 memory=320 rows=2 vector=1 tile_k=32 "
                             "matrix=m16n8k16.bf16");
   run(c, one, kDecodeMmaSplit);
 }

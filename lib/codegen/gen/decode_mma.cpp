@@ -4,11 +4,11 @@
 // Lq, as the SIMT decode numbers them) over its key range [lo, hi): the
 // live range, a split's chunk of it, and under a causal mask (one query
 // row, so every row of the head has the same position) only the keys it
-// sees (visibleKeys). It walks the range in steps of W * 16 keys, warp w
-// taking keys t0 + 16w .. t0 + 16w + 15 of the step at t0, and keeps its
-// own online softmax state in the op's fragments (kir.h): lane (g = lane /
-// 4, t = lane % 4) holds rows g and g + 8 (rows Q .. 15 are zero q, never
-// stored).
+// sees (visibleKeys). It walks the range in steps of W * KW keys (KW =
+// tileK, a multiple of 16), warp w taking keys t0 + w KW .. t0 + (w + 1) KW
+// - 1 of the step at t0, and keeps its own online softmax state in the op's
+// fragments (kir.h): lane (g = lane / 4, t = lane % 4) holds rows g and g +
+// 8 (rows Q .. 15 are zero q, never stored).
 //
 // No operand passes through workgroup memory: a fragment's k-index may
 // stand for any key dim (for key) and any key (for value) as long as A and
@@ -17,21 +17,24 @@
 //    takes, in lane column t, the dims t * w / 4 + 4i + {0, 1, 2, 3} as the
 //    k-indices 2t, 2t + 1, 2t + 8, 2t + 9 (A's and B's orders agree: kir.h).
 //    So a lane reads dims t * w / 4 .. (t + 1) * w / 4 of its q rows once
-//    (the A fragments, kept for the kernel) and of its two keys a step (B:
-//    key 8j + g of slice j); one product a step and slice, exact products
-//    summed in f32.
-//  - Scale, softcap, and -inf past hi; each row's maximum over the 16 keys
-//    (the lane's four, then ShuffleXor 1 and 2), the rescale, the weights
-//    exp(s - m) (0 for a -inf score) and the lane's share of l.
-//  - Output += weights x values over the 16 keys: the two score slices are
-//    the A fragment (keys 2t, 2t + 1, 2t + 8, 2t + 9 in k order, as the
-//    prefill-mma takes them), each weight a head and a remainder of the
-//    dtype, two products a slice of 8 value columns. Column c of slice n
-//    stands for value dim c * Dv / 8 + n, so lane g reads dims g * Dv / 8 ..
-//    (g + 1) * Dv / 8 of its four keys. In a step that crosses hi, the
-//    values of keys past it are replaced by 0 before the product (they are
-//    read at hi - 1, a real key whose value may be anything; its weight is
-//    0, and 0 x inf would be NaN).
+//    (the A fragments, kept for the kernel) and of its KW / 8 keys a step
+//    (B: key 8j + g of slice j); one product a step and slice, exact
+//    products summed in f32.
+//  - The values of the step's keys are loaded next (so every load of a step
+//    is in flight together): column c of value slice n stands for value
+//    dim c * Dv / 8 + n, so lane g reads dims g * Dv / 8 .. (g + 1) * Dv / 8
+//    of its four keys of each block of 16 (16i + 2t, + 1, + 8, + 9). In a
+//    step that crosses hi, the values of keys past it are replaced by 0
+//    (they are read at hi - 1, a real key whose value may be anything; its
+//    weight is 0, and 0 x inf would be NaN). A paged key's read word is
+//    loaded a step ahead.
+//  - Scale, softcap, and -inf past hi; each row's maximum over the KW keys
+//    (the lane's, then ShuffleXor 1 and 2), the rescale, the weights exp(s -
+//    m) (0 for a -inf score) and the lane's share of l.
+//  - Output += weights x values, a block of 16 keys at a time: two score
+//    slices are the A fragment (keys 2t, 2t + 1, 2t + 8, 2t + 9 in k order,
+//    as the prefill-mma takes them), each weight a head and a remainder of
+//    the dtype, two products a slice of 8 value columns.
 // At the end the four lanes of a row add their l shares, each warp's state
 // goes to workgroup memory and the warps fold as the SIMT decode's slices do
 // (foldDecodeRows): to the output, or to the split's scratch slot.
@@ -140,39 +143,74 @@ kir::Kernel decodeMmaKernel(const GenInput& in, const Form& f) {
     std::vector<FragmentVars> ov(static_cast<size_t>(NV));
     for (auto& o : ov) o = zeroFragment(b);
 
+    // The keys of the lane in a step, as offsets from the warp's first (k0
+    // = t0 + w * KW): key k0 + 8j + g of each score slice j (the B
+    // fragment's key), then keys k0 + 16i + 2t, + 1, + 8, + 9 of each
+    // value block i of 16 (B's elements 0..3).
+    const int64_t NB = KW / 8, NP = KW / 16;
+    std::vector<V> offsets;
+    for (int64_t j = 0; j < NB; ++j) offsets.push_back(b.add(b.i32(8 * j), gq));
+    for (int64_t i = 0; i < NP; ++i)
+      for (int64_t kk : {0, 1, 8, 9}) offsets.push_back(b.add(b.mul(tq, b.i32(2)), b.i32(16 * i + kk)));
+    V warpKeys = b.mul(warp, b.i32(KW));
+    auto keyOf = [&](V t0, size_t k) { return b.min(b.add(b.add(t0, warpKeys), offsets[k]), last); };
+    // Paged: each key's read word is loaded a step ahead, into words[k], so
+    // that a step's row loads need not wait for it.
+    auto wordAt = [&](V t) { return loadIndex(b, f.read, b.add(b.mul(bi, b.i32(f.Lk)), t), 0, f.S - 1); };
+    std::vector<int32_t> words;
+    if (f.paged)
+      for (size_t k = 0; k < offsets.size(); ++k) words.push_back(b.var(kir::Scalar::I32, wordAt(keyOf(lo, k))));
+    // The first element of the lane's key k in segment sg (t: that key,
+    // clamped into the range).
+    auto rowOf = [&](const TileSegment& sg, V t, size_t k) {
+      if (!f.paged || sg.buffer == f.ks) return segmentRow(b, f, sg, bi, g, t);
+      return b.mul(b.add(b.mul(b.get(words[k]), b.i32(f.Hkv)), g), b.i32(sg.width));
+    };
+
     // One step: `edge` where its keys may reach past hi.
     auto step = [&](V t0, bool edge) {
-      V k0 = b.add(t0, b.mul(warp, b.i32(KW)));
-      auto rowOf = [&](const TileSegment& sg, V t) { return segmentRow(b, f, sg, bi, g, b.min(t, last)); };
+      V k0 = b.add(t0, warpKeys);
       // Scores of slice j (keys k0 + 8j + c): B element e is key k0 + 8j +
       // g at the step's dim e of the lane's four.
-      std::array<std::array<V, 4>, 2> acc{};
-      for (size_t j = 0; j < 2; ++j) {
-        V t = b.add(k0, b.add(b.i32(int64_t(8 * j)), gq));
+      std::vector<std::array<V, 4>> acc(static_cast<size_t>(NB));
+      for (size_t j = 0; j < size_t(NB); ++j) {
+        V t = keyOf(t0, j);
         acc[j] = {b.f32(0), b.f32(0), b.f32(0), b.f32(0)};
         size_t at = 0;
         for (const TileSegment& sg : keySegs) {
-          std::vector<V> run = loadRun(sg.buffer, b.add(rowOf(sg, t), quarter(sg)), sg.width / 4);
+          std::vector<V> run = loadRun(sg.buffer, b.add(rowOf(sg, t, j), quarter(sg)), sg.width / 4);
           for (int64_t i = 0; i < sg.width / 16; ++i) {
             std::vector<V> kb(run.begin() + 4 * i, run.begin() + 4 * i + 4);
             acc[j] = b.mma(op, qa[at++], kb, acc[j]);
           }
         }
       }
+      // The values of each block's keys (vals[4i + e]: B's element e of
+      // block i), dims g * NV .. g * NV + NV - 1; past hi, zeros.
+      std::vector<std::vector<V>> vals;
+      for (size_t k = size_t(NB); k < offsets.size(); ++k) {
+        vals.push_back(loadRun(f.v, b.add(rowOf(valueSeg, keyOf(t0, k), k), b.mul(gq, b.i32(NV))), NV));
+        if (edge) {
+          V inside = b.lt(b.add(k0, offsets[k]), hi);
+          for (V& x : vals.back()) x = b.select(inside, x, zero);
+        }
+      }
+      if (f.paged)
+        for (size_t k = 0; k < offsets.size(); ++k) b.set(words[k], wordAt(keyOf(b.add(t0, b.i32(STEP)), k)));
       // The weights of row g + 8h at key k0 + 8j + 2t + e: p[h][2j + e].
-      std::array<std::array<V, 4>, 2> p{};
+      std::array<std::vector<V>, 2> p;
       std::array<V, 2> rescale{};
       for (size_t h = 0; h < 2; ++h) {
-        std::array<V, 4> sc{};
+        std::vector<V> sc;
         V most = b.f32(-kInf);
-        for (size_t j = 0; j < 2; ++j)
+        for (size_t j = 0; j < size_t(NB); ++j)
           for (size_t e = 0; e < 2; ++e) {
             V x = transformScore(b, r, acc[j][2 * h + e]);
             if (edge) {
               V t = b.add(k0, b.add(b.mul(tq, b.i32(2)), b.i32(int64_t(8 * j + e))));
               x = b.select(b.lt(t, hi), x, b.f32(-kInf));
             }
-            sc[2 * j + e] = x;
+            sc.push_back(x);
             most = b.max(most, x);
           }
         most = b.max(most, b.shuffleXor(most, 1));
@@ -180,38 +218,33 @@ kir::Kernel decodeMmaKernel(const GenInput& in, const Form& f) {
         V m = b.get(mv[h]), mNew = b.max(m, most);
         rescale[h] = b.select(b.eq(mNew, b.f32(-kInf)), b.f32(1), b.exp(b.sub(m, mNew)));
         V l = b.mul(b.get(lv[h]), rescale[h]);
-        for (size_t k = 0; k < 4; ++k) {
-          p[h][k] = b.select(b.eq(sc[k], b.f32(-kInf)), b.f32(0), b.exp(b.sub(sc[k], mNew)));
-          l = b.add(l, p[h][k]);
+        for (V x : sc) {
+          p[h].push_back(b.select(b.eq(x, b.f32(-kInf)), b.f32(0), b.exp(b.sub(x, mNew))));
+          l = b.add(l, p[h].back());
         }
         b.set(lv[h], l);
         b.set(mv[h], mNew);
       }
-      // A's element e: row g + 8 ((e / 2) % 2), key 2t + e % 2 + 8 (e / 4):
-      // slice e / 4's weight e % 2.
-      std::vector<V> heads, rests;
-      for (int64_t e = 0; e < 8; ++e) {
-        auto [hd, rest] = headAndRest(b, p[size_t((e / 2) % 2)][size_t(2 * (e / 4) + e % 2)], tt);
-        heads.push_back(hd);
-        rests.push_back(rest);
-      }
-      // The values of keys k0 + 2t, + 1, + 8, + 9 (B's elements 0..3), dims
-      // g * NV .. g * NV + NV - 1.
-      std::vector<std::vector<V>> vals;
-      for (int64_t kk : {0, 1, 8, 9}) {
-        V t = b.add(k0, b.add(b.mul(tq, b.i32(2)), b.i32(kk)));
-        vals.push_back(loadRun(f.v, b.add(rowOf(valueSeg, t), b.mul(gq, b.i32(NV))), NV));
-        if (edge) {
-          V inside = b.lt(t, hi);
-          for (V& x : vals.back()) x = b.select(inside, x, zero);
-        }
-      }
       for (int64_t n = 0; n < NV; ++n) {
         std::array<V, 4> o = getFragment(b, ov[size_t(n)]);
         for (size_t e = 0; e < 4; ++e) o[e] = b.mul(o[e], rescale[e / 2]);
-        std::vector<V> vb{vals[0][size_t(n)], vals[1][size_t(n)], vals[2][size_t(n)], vals[3][size_t(n)]};
-        o = b.mma(op, rests, vb, o);
-        setFragment(b, ov[size_t(n)], b.mma(op, heads, vb, o));
+        setFragment(b, ov[size_t(n)], o);
+      }
+      // Block i of 16 keys: A's element e is row g + 8 ((e / 2) % 2), key
+      // 2t + e % 2 + 8 (e / 4): slice 2i + e / 4's weight e % 2.
+      for (int64_t i = 0; i < NP; ++i) {
+        std::vector<V> heads, rests;
+        for (int64_t e = 0; e < 8; ++e) {
+          auto [hd, rest] = headAndRest(b, p[size_t((e / 2) % 2)][size_t(4 * i + 2 * (e / 4) + e % 2)], tt);
+          heads.push_back(hd);
+          rests.push_back(rest);
+        }
+        for (int64_t n = 0; n < NV; ++n) {
+          std::vector<V> vb;
+          for (size_t e = 0; e < 4; ++e) vb.push_back(vals[size_t(4 * i) + e][size_t(n)]);
+          std::array<V, 4> o = b.mma(op, rests, vb, getFragment(b, ov[size_t(n)]));
+          setFragment(b, ov[size_t(n)], b.mma(op, heads, vb, o));
+        }
       }
     };
     b.forRange(lo, hi, STEP, [&](V t0) {
