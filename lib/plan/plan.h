@@ -84,7 +84,7 @@ namespace poot {
 //                        row of the row shape S; each reduction strides
 //                        the row over the workgroup's threads, then folds
 //                        their partials as a tree in workgroup memory
-//   "rows"               TopK, BlockTopK: one thread per result row
+//   "rows"               TopK, BlockTopK: one workgroup per row (rowsSchedule)
 //   "guard"              IndexGuard: one workgroup striding over the elements
 struct Schedule {
   std::string kind;            // "streaming", "split-kv-partials", "elementwise", ...

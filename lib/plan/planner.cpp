@@ -375,15 +375,16 @@ class Planner {
       count = numel(g_.type(e.operands[e.op == Op::ScatterUpdate ? 2 : 1]).shape);
     }
     if (opInfo(e.op).cls == OpClass::Reduce) kind = "reduce";
-    if (e.op == Op::TopK || e.op == Op::BlockTopK) {
-      kind = "rows";
-      unit = "rows";
-      count /= r.shape.back();
-    }
     Schedule s = plainSchedule(e.op == Op::IndexGuard ? "guard" : kind, d_);
+    if (e.op == Op::TopK || e.op == Op::BlockTopK) {
+      const Type& x = g_.type(e.operands[0]);
+      unit = "rows, one a workgroup";
+      count /= r.shape.back();
+      s = rowsSchedule(x.shape.back(), x.dtype, d_);
+    }
     std::array<int64_t, 3> grid = {1, 1, 1};
     if (e.op != Op::IndexGuard) {
-      int64_t groups = (count + s.workgroupSize - 1) / s.workgroupSize;
+      int64_t groups = s.kind == "rows" ? count : (count + s.workgroupSize - 1) / s.workgroupSize;
       auto g = gridFor(e, ("op " + std::string(opName(e.op))).c_str(), groups,
                        str(count) + " " + unit + ", " + str(s.workgroupSize) + " per workgroup");
       if (!g) return g.error();

@@ -265,6 +265,14 @@ Schedule plainSchedule(const std::string& kind, const DeviceProfile& d) {
   return Schedule{kind, 0, 1, w, kind == "guard" ? w * 4 : 0};
 }
 
+Schedule rowsSchedule(int64_t n, DType element, const DeviceProfile& d) {
+  int64_t most = std::min(kPlainWorkgroup, d.max_workgroup_size), t = 1;
+  while (t < n && t < most) t *= 2;
+  // A two-byte element is widened to f32 as kernels load it.
+  int64_t bytes = std::max<int64_t>(4, dtypeBytes(element));
+  return Schedule{"rows", 0, 1, t, t * (bytes + 4)};
+}
+
 Schedule fusedSchedule(bool rows, int64_t n, int64_t rowCount, int64_t partialBytes, const DeviceProfile& d) {
   Schedule s = plainSchedule(rows ? "fused-rows" : "fused", d);
   if (!rows) return s;

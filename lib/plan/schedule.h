@@ -195,10 +195,17 @@ int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv);
 Schedule streamingSchedule(int64_t lanes, int64_t dv);
 Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv);
 Schedule combineSchedule(int64_t lanes, int64_t splits);
-// kind "elementwise", "reduce", "rows" or "guard": min(256,
+// kind "elementwise", "reduce" or "guard": min(256,
 // max_workgroup_size) threads; no workgroup memory, except a guard's one
 // i32 flag per thread.
 Schedule plainSchedule(const std::string& kind, const DeviceProfile& d);
+
+// The row selections' schedule ("rows": TopK, BlockTopK; gen/rows.cpp): one
+// workgroup a row of n elements, of the smallest power of two of threads
+// that is n or more, at most the plain workgroup; its workgroup memory a
+// candidate of each thread (the element, widened as kernels load it, and
+// an i32 index).
+Schedule rowsSchedule(int64_t n, DType element, const DeviceProfile& d);
 
 // A fused kernel (ir/fusion.h): a group without reductions runs the plain
 // workgroup, one thread an element ("fused"); a group of `rowCount` rows of

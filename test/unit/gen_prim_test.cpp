@@ -315,6 +315,15 @@ TEST_CASE("gen: reductions") {
           kArith);
     check(std::string("graph g\ninput %x : f32[2,4]\n%r = ") + op + "(%x) {axis=1, keepdim=false} : f32[2]\noutput %r\n",
           kExact, {{"x", tensorOf("f32[2,4]", {1, kNaN, 3, 2, 5, 4, 6, kNaN})}});
+    // An axis past llvmpipe's 65535 loop iterations a shader invocation (a
+    // loop a thread over it gave a partial result there), in the oracle's
+    // order still: exact. Along an inner axis too (stride 3).
+    check(std::string("graph g\ninput %x : i32[2,70001]\n%r = ") + op +
+              "(%x) {axis=1, keepdim=false} : i32[2]\noutput %r\n",
+          kExact);
+    check(std::string("graph g\ninput %x : f32[70001,3]\n%r = ") + op +
+              "(%x) {axis=0, keepdim=false} : f32[3]\noutput %r\n",
+          kExact);
   }
 }
 
@@ -495,6 +504,13 @@ TEST_CASE("gen: topk and block topk") {
   check("graph g\ninput %x : i64[300,6]\n%v, %i = TopK(%x) {k=3} : i64[300,3], i32[300,3]\noutput %v\noutput %i\n",
         kExact);
   check("graph g\ninput %x : bf16[4,9]\n%v, %i = TopK(%x) {k=1} : bf16[4,1], i32[4,1]\noutput %v\noutput %i\n",
+        kExact);
+  // Rows past one workgroup's threads, and the shapes one thread a row got
+  // wrong on lavapipe ((n + 1) k past 65535 loop iterations: its last
+  // picks came out 0 and -1).
+  check("graph g\ninput %x : f32[2,1000]\n%v, %i = TopK(%x) {k=129} : f32[2,129], i32[2,129]\noutput %v\noutput %i\n",
+        kExact);
+  check("graph g\ninput %x : f32[1,256]\n%v, %i = TopK(%x) {k=256} : f32[1,256], i32[1,256]\noutput %v\noutput %i\n",
         kExact);
   // qpos / 4 is 0, 1, 2, 5, 9 (clamped to 6) and -1 (clamped to 0) candidate blocks.
   check("graph g\ninput %s : f32[2,3,6]\ninput %q : i32[2,3]\n%r = BlockTopK(%s, %q) {k=4, block=4} : i32[2,3,4]\n"

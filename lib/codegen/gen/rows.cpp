@@ -1,12 +1,17 @@
-// The row-selection generator (TopK, BlockTopK): one thread per row. KIR has
-// no private arrays, so a thread picks its k winners one at a time: pick j is
-// the best element that ranks after pick j - 1, found by one scan of the row
-// (O(k * n) a row). The rank order is the oracle's total order: larger first,
-// NaN above everything, ties (and NaNs among themselves) by lower index, so
-// the picks come out sorted and a scan in increasing index keeps the lower
-// index of equals. TopK writes each winner's element and index; BlockTopK
-// ranks the blocks j < qpos / block (clamped to [0, NB]) of a row's scores
-// and writes -1 once they run out.
+// The row-selection generator (TopK, BlockTopK): one workgroup per row, of
+// the "rows" schedule's T threads. KIR has no private arrays, so the
+// workgroup picks its k winners one at a time: pick j is the best element
+// that ranks after pick j - 1. Each thread scans its elements (e = tid, tid
+// + T, ...) for its best such candidate, then the candidates fold pairwise
+// in workgroup memory (T / 2, T / 4, ... 1 threads, a barrier between
+// levels), and every thread reads the winner. The rank order is the
+// oracle's total order: larger first, NaN above everything, ties (and NaNs
+// among themselves) by lower index, so the picks come out sorted. TopK
+// writes each winner's element and index; BlockTopK ranks the blocks j <
+// qpos / block (clamped to [0, NB]) of a row's scores and writes -1 once
+// they run out. A thread runs about k (n / T + 1) loop iterations, not the
+// k (n + 1) of one thread a row: lavapipe's llvmpipe stops a shader
+// invocation's loops after 65535 iterations in all (docs/codegen.md).
 #include "codegen/gen/index.h"
 
 namespace poot {
@@ -24,28 +29,49 @@ V ranksBefore(Builder& b, V a, V ia, V c, V ic) {
   return b.select(na, b.select(nc, byIndex, b.boolean(true)), b.select(nc, b.boolean(false), byValue));
 }
 
-// Picks `k` times among elements [0, count) of the row at `base` of buffer
-// `x`, calling emit(j, index) with index -1 once no element is left.
-void pickTop(Builder& b, int32_t x, V base, V count, int64_t k, Scalar t, const std::function<void(V, V)>& emit) {
+// (v, i) ranks before the best so far (bv, bi): bi < 0 means none yet.
+V better(Builder& b, V v, V i, V bv, V bi) {
+  return b.binary(Opc::And, b.ge(i, b.i32(0)), b.binary(Opc::Or, b.lt(bi, b.i32(0)), ranksBefore(b, v, i, bv, bi)));
+}
+
+// The workgroup picks `k` times among elements [0, count) of the row at
+// `base` of buffer `x`, calling emit(j, index) in thread 0 with index -1 once
+// no element is left. `sv` and `si` are workgroup arrays of T candidates.
+void pickTop(Builder& b, int32_t x, V base, V count, int64_t k, Scalar t, int64_t T, int32_t sv, int32_t si,
+             const std::function<void(V, V)>& emit) {
+  V tid = b.local();
   int32_t prevV = b.var(t, b.constant(t, 0)), prevI = b.var(Scalar::I32, b.i32(-1));
   b.forRange(b.i32(0), b.i32(k), 1, [&](V j) {
     int32_t bestV = b.var(t, b.constant(t, 0)), bestI = b.var(Scalar::I32, b.i32(-1));
     V pv = b.get(prevV), pi = b.get(prevI);
-    b.forRange(b.i32(0), count, 1, [&](V e) {
+    b.forRange(tid, count, T, [&](V e) {
       V v = b.load(x, b.add(base, e));
-      V bi = b.get(bestI);
       V after = b.binary(Opc::Or, b.lt(pi, b.i32(0)), ranksBefore(b, pv, pi, v, e));
-      V better = b.binary(Opc::Or, b.lt(bi, b.i32(0)), ranksBefore(b, v, e, b.get(bestV), bi));
-      V take = b.binary(Opc::And, after, better);
+      V take = b.binary(Opc::And, after, better(b, v, e, b.get(bestV), b.get(bestI)));
       b.set(bestV, b.select(take, v, b.get(bestV)));
-      b.set(bestI, b.select(take, e, bi));
+      b.set(bestI, b.select(take, e, b.get(bestI)));
     });
-    V bi = b.get(bestI);
-    emit(j, bi);
+    b.sharedStore(sv, tid, b.get(bestV));
+    b.sharedStore(si, tid, b.get(bestI));
+    for (int64_t half = T / 2; half >= 1; half /= 2) {
+      b.barrier();
+      b.ifThen(b.lt(tid, b.i32(half)), [&] {
+        V other = b.add(tid, b.i32(half));
+        V ov = b.sharedLoad(sv, other), oi = b.sharedLoad(si, other);
+        b.ifThen(better(b, ov, oi, b.sharedLoad(sv, tid), b.sharedLoad(si, tid)), [&] {
+          b.sharedStore(sv, tid, ov);
+          b.sharedStore(si, tid, oi);
+        });
+      });
+    }
+    b.barrier();
+    V wv = b.sharedLoad(sv, b.i32(0)), wi = b.sharedLoad(si, b.i32(0));
+    b.ifThen(b.eq(tid, b.i32(0)), [&] { emit(j, wi); });
     // Once the row is exhausted, stay exhausted: keep the last real pick.
-    V found = b.ge(bi, b.i32(0));
-    b.set(prevV, b.select(found, b.get(bestV), pv));
-    b.set(prevI, b.select(found, bi, pi));
+    V found = b.ge(wi, b.i32(0));
+    b.set(prevV, b.select(found, wv, pv));
+    b.set(prevI, b.select(found, wi, pi));
+    b.barrier();  // every thread has read the winner before the next pick's candidates
   });
 }
 
@@ -59,10 +85,13 @@ Expected<kir::Kernel> genRows(const GenInput& in) {
   const Shape& xs = r.operands[0].shape;
   int64_t n = xs.back(), k = attrInt(r, "k"), rows = numel(xs) / n;
   Scalar t = valueScalar(r.operands[0].dtype);
-  perThread(b, r.schedule.workgroupSize, rows, [&](V row) {
+  const int64_t T = r.schedule.workgroupSize;
+  int32_t sv = b.shared("candidates", t, T), si = b.shared("candidate_indices", Scalar::I32, T);
+  V row = b.workgroupId();
+  b.ifThen(b.lt(row, b.i32(rows)), [&] {
     V base = b.mul(row, b.i32(n)), outBase = b.mul(row, b.i32(k));
     if (r.op == Op::TopK) {
-      pickTop(b, f->in[0], base, b.i32(n), k, t, [&](V j, V idx) {
+      pickTop(b, f->in[0], base, b.i32(n), k, t, T, sv, si, [&](V j, V idx) {
         V at = b.add(outBase, j);
         b.store(f->out[0], at, b.load(f->in[0], b.add(base, idx)));
         b.store(f->out[1], at, idx);
@@ -73,7 +102,7 @@ Expected<kir::Kernel> genRows(const GenInput& in) {
     Scalar qt = b.typeOf(qpos);
     V own = b.div(qpos, intConst(b, qt, attrInt(r, "block")));
     V count = b.convert(b.min(b.max(own, intConst(b, qt, 0)), intConst(b, qt, n)), Scalar::I32);
-    pickTop(b, f->in[0], base, count, k, t, [&](V j, V idx) { b.store(f->out[0], b.add(outBase, j), idx); });
+    pickTop(b, f->in[0], base, count, k, t, T, sv, si, [&](V j, V idx) { b.store(f->out[0], b.add(outBase, j), idx); });
   });
   return b.finish();
 }
