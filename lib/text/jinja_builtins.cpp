@@ -171,7 +171,10 @@ List itemsOf(const Value& v, const Args& a, const char* what) {
 
 Value pairsOf(const Value& dict) {
   List pairs;
-  for (const auto& [k, v] : *dict.dict) pairs.push_back(Value::ofList({Value::string(k), v}));
+  for (const auto& [k, v] : *dict.dict) {
+    pairs.push_back(Value::ofList({Value::string(k), v}));
+    pairs.back().isTuple = true;
+  }
   return Value::ofList(std::move(pairs));
 }
 

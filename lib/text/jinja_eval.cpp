@@ -307,7 +307,10 @@ Value Renderer::eval(const Expr& e) {
     case Expr::Literal: return e.value;
     case Expr::Name: return lookup(e.name);
     case Expr::ListLit:
-    case Expr::TupleLit: v = Value::ofList(evalArgs(e, 0).positional); break;
+    case Expr::TupleLit:
+      v = Value::ofList(evalArgs(e, 0).positional);
+      v.isTuple = e.kind == Expr::TupleLit;
+      break;
     case Expr::DictLit: {
       Dict d;
       for (size_t k = 0; k + 1 < e.args.size(); k += 2) {

@@ -205,7 +205,8 @@ class Parser {
     if (!isOp(",")) return first;
     auto tuple = std::make_unique<Expr>(at(Expr{Expr::TupleLit}, start));
     tuple->args.push_back(std::move(first));
-    while (skipOp(",")) tuple->args.push_back(parseExpression());
+    while (skipOp(",") && !isOp(")") && cur().kind != Token::BlockEnd && cur().kind != Token::VarEnd)
+      tuple->args.push_back(parseExpression());  // (x,): a trailing comma
     return tuple;
   }
 
@@ -434,6 +435,7 @@ class Parser {
 
   // ( args ) after the callee, into call (whose first operand is set here).
   ExprP parseCall(ExprP callee, ExprP call) {
+    if (call->kind == Expr::Call) call->line = callee->line, call->column = callee->column;  // errors name the callee
     call->args.push_back(std::move(callee));
     expectOp("(");
     bool first = true;

@@ -214,9 +214,9 @@ std::string repr(const Value& v) {
     case Value::Float: return formatFloat(v.f);
     case Value::String: return reprString(v.s);
     case Value::ListKind: {
-      std::string out = "[";
+      std::string out = v.isTuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
-      return out + "]";
+      return out + (v.isTuple ? (v.list->size() == 1 ? ",)" : ")") : "]");
     }
     case Value::DictKind: {
       std::string out = v.isNamespace ? "<Namespace {" : "{";

@@ -49,6 +49,7 @@ struct Value {
   std::shared_ptr<List> list;           // ListKind
   std::shared_ptr<Dict> dict;           // DictKind
   bool isNamespace = false;             // DictKind made by namespace()
+  bool isTuple = false;                 // ListKind that Python would hold as a tuple (repr in parentheses)
   int depth = 0;                        // containers: 1 + the deepest element's (as made; see kMaxDepth)
   std::shared_ptr<const MacroDef> macro;
 
