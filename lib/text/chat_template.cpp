@@ -30,8 +30,7 @@ TextResult<std::string> ChatTemplate::render(std::string_view variablesJson, con
     if (!vars.is_object()) return TextError{TextErrorKind::BadInput, "the template's variables are not a JSON object"};
     jinja::Dict values;
     for (const auto& [name, v] : vars.items()) values.emplace_back(name, jinja::fromJson(v));
-    jinja::Limits l{limits.maxOutput, limits.maxSteps, limits.now};
-    return jinja::Renderer(l, std::move(values)).render(parsed_->body);
+    return jinja::Renderer(limits, std::move(values)).render(parsed_->body);
   } catch (const jinja::Failure& f) {
     return f.error;
   } catch (const nlohmann::json::exception& e) {

@@ -27,6 +27,7 @@ struct Expr {
   std::vector<ExprP> args;
   std::vector<std::pair<std::string, ExprP>> kwargs;  // Call, Filter, Test
   bool negated = false;                               // Test: `is not`
+  int height = 1;                                     // 1 + the tallest operand's (at most kMaxHeight)
 };
 
 struct Node;
@@ -55,8 +56,11 @@ struct Node {
 
 // The template's statements; a syntax error, a tag or construct not read
 // (named) or nesting deeper than kMaxNesting is a Failure at its place
-// (Unsupported for a known Jinja tag poot does not implement).
+// (Unsupported for a known Jinja tag poot does not implement), and so is an
+// expression taller than kMaxHeight (a chain of operators, postfixes or
+// filters that long).
 constexpr int kMaxNesting = 64;
+constexpr int kMaxHeight = 128;
 Body parse(const std::string& source);
 
 }  // namespace poot::text::jinja

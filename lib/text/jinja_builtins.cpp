@@ -11,7 +11,7 @@
 
 namespace poot::text::jinja {
 
-const Value& Args::get(size_t k, const char* name, const Value& otherwise) const {
+Value Args::get(size_t k, const char* name, const Value& otherwise) const {
   if (k < positional.size()) return positional[k];
   for (const auto& [n, v] : named)
     if (n == name) return v;
@@ -21,9 +21,9 @@ const Value& Args::get(size_t k, const char* name, const Value& otherwise) const
 void Args::allow(const std::string& what, size_t count, std::initializer_list<const char*> names) const {
   if (positional.size() > count)
     failHere(TextErrorKind::Template, what + " takes at most " + std::to_string(count) + " positional arguments");
-  for (const auto& [n, v] : named)
-    if (std::none_of(names.begin(), names.end(), [&](const char* allowed) { return n == allowed; }))
-      failHere(TextErrorKind::Unsupported, what + ": the argument '" + n + "' is not implemented");
+  for (const auto& kv : named)
+    if (std::none_of(names.begin(), names.end(), [&](const char* allowed) { return kv.first == allowed; }))
+      failHere(TextErrorKind::Unsupported, what + ": the argument '" + kv.first + "' is not implemented");
 }
 
 void Args::checkSize(size_t n) const {
@@ -139,9 +139,9 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit, const Args&
   return out;
 }
 
-const Value& needString(const Value& v, const Args& a, const char* what) {
+std::string needString(const Value& v, const Args& a, const char* what) {
   if (v.kind != Value::String) a.failHere(TextErrorKind::Template, std::string(what) + " needs a string, not a " + typeName(v));
-  return v;
+  return v.s;
 }
 
 int64_t needInt(const Value& v, const Args& a, const char* what) {
@@ -190,14 +190,14 @@ int64_t lengthOf(const Value& v, const Args& a) {
 
 // selectattr / rejectattr: the items whose attribute passes the test (truth without one).
 Value selectAttr(const Value& seq, const Args& a, bool keep) {
-  const Value& attr = needString(a.get(0, "", kUndefined), a, "selectattr");
+  const std::string attr = needString(a.get(0, "", kUndefined), a, "selectattr");
   Args testArgs = a;
   testArgs.positional.erase(testArgs.positional.begin(), testArgs.positional.begin() + std::min<size_t>(2, a.positional.size()));
   List out;
   for (const Value& item : itemsOf(seq, a, "selectattr")) {
-    const Value* found = item.find(attr.s);
-    Value v = found ? *found : Value::undefined(attr.s);
-    bool pass = a.positional.size() > 1 ? applyTest(needString(a.positional[1], a, "selectattr").s, v, testArgs) : truthy(v);
+    const Value* found = item.find(attr);
+    Value v = found ? *found : Value::undefined(attr);
+    bool pass = a.positional.size() > 1 ? applyTest(needString(a.positional[1], a, "selectattr"), v, testArgs) : truthy(v);
     if (pass == keep) out.push_back(item);
   }
   return Value::ofList(std::move(out));
@@ -205,16 +205,16 @@ Value selectAttr(const Value& seq, const Args& a, bool keep) {
 
 Value mapFilter(const Value& seq, const Args& a) {
   List out;
-  const Value& attr = a.get(99, "attribute", kUndefined);
+  const Value& attr = a.get(Args::kNamedOnly, "attribute", kUndefined);
   Args rest = a;
   if (!a.positional.empty()) rest.positional.erase(rest.positional.begin());
   rest.named.clear();
   for (const Value& item : itemsOf(seq, a, "map")) {
     if (attr.kind == Value::String) {
       const Value* found = item.find(attr.s);
-      out.push_back(found ? *found : a.get(99, "default", kUndefined));
+      out.push_back(found ? *found : a.get(Args::kNamedOnly, "default", kUndefined));
     } else {
-      out.push_back(applyFilter(needString(a.get(0, "", kUndefined), a, "map").s, item, rest));
+      out.push_back(applyFilter(needString(a.get(0, "", kUndefined), a, "map"), item, rest));
     }
   }
   return Value::ofList(std::move(out));
@@ -390,7 +390,7 @@ Value callMethod(const Value& o, const std::string& name, const Args& a) {
     const Value& what = a.get(0, "", kUndefined);
     List options = what.kind == Value::ListKind ? *what.list : List{what};
     return Value::boolean(std::any_of(options.begin(), options.end(), [&](const Value& p) {
-      const std::string& x = needString(p, a, name.c_str()).s;
+      const std::string x = needString(p, a, name.c_str());
       return x.size() <= s.size() && (name == "startswith" ? s.compare(0, x.size(), x) == 0
                                                            : s.compare(s.size() - x.size(), x.size(), x) == 0);
     }));
@@ -405,12 +405,12 @@ Value callMethod(const Value& o, const std::string& name, const Args& a) {
     return applyFilter(name, o, a);
   if (name == "replace") {
     const Value& count = a.get(2, "count", Value::integer(-1));
-    return Value::string(replace(s, needString(a.get(0, "", kUndefined), a, "replace").s,
-                                 needString(a.get(1, "", kUndefined), a, "replace").s, needInt(count, a, "replace"), a));
+    return Value::string(replace(s, needString(a.get(0, "", kUndefined), a, "replace"),
+                                 needString(a.get(1, "", kUndefined), a, "replace"), needInt(count, a, "replace"), a));
   }
   if (name == "join") return Value::string(joinValues(itemsOf(a.get(0, "", kUndefined), a, "join"), s, a));
   if (name == "find") {
-    size_t at = s.find(needString(a.get(0, "", kUndefined), a, "find").s);
+    size_t at = s.find(needString(a.get(0, "", kUndefined), a, "find"));
     return Value::integer(at == std::string::npos ? -1 : int64_t(codePoints(s.substr(0, at)).size()));
   }
   a.failHere(TextErrorKind::Unsupported, "the string method '" + name + "' is not implemented");
@@ -471,7 +471,7 @@ Value callGlobal(const std::string& name, const Args& a, bool& known) {
     std::tm local{};
     localtime_r(&now, &local);
     char buf[512];
-    size_t n = std::strftime(buf, sizeof buf, needString(a.get(0, "", kUndefined), a, "strftime_now").s.c_str(), &local);
+    size_t n = std::strftime(buf, sizeof buf, needString(a.get(0, "", kUndefined), a, "strftime_now").c_str(), &local);
     return Value::string(std::string(buf, n));
   }
   known = false;

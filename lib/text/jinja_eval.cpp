@@ -13,7 +13,7 @@ namespace poot::text::jinja {
 
 namespace {
 
-constexpr int kMaxMacroDepth = 32;
+constexpr int kMaxMacroDepth = 16;
 
 bool isIntLike(const Value& v) { return v.kind == Value::Int || v.kind == Value::Bool; }
 int64_t intOf(const Value& v) { return v.kind == Value::Bool ? int64_t(v.b) : v.i; }

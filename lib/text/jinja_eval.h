@@ -4,23 +4,18 @@
 #pragma once
 
 #include <cstdint>
-#include <ctime>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "text/chat_template.h"
 #include "text/jinja_ast.h"
 
 namespace poot::text::jinja {
 
-// The bounds of one render: output (and any one string) past maxOutput
-// bytes, or more than maxSteps expressions and statements evaluated, fail.
-struct Limits {
-  size_t maxOutput = size_t(16) << 20;
-  int64_t maxSteps = 10'000'000;
-  std::time_t now = -1;  // strftime_now's time; -1: the clock's
-};
+// The bounds of one render (chat_template.h).
+using Limits = RenderLimits;
 
 // A call's evaluated arguments, where it is, and the render's limits.
 struct Args {
@@ -29,8 +24,10 @@ struct Args {
   int line = 0, column = 0;
   const Limits* limits = nullptr;
 
-  // The argument at position k or named `name`, or `otherwise`.
-  const Value& get(size_t k, const char* name, const Value& otherwise) const;
+  static constexpr size_t kNamedOnly = SIZE_MAX;  // a get's position for an argument only given by name
+  // The argument at position k or named `name`, or `otherwise` (a copy:
+  // `otherwise` may be a temporary).
+  Value get(size_t k, const char* name, const Value& otherwise) const;
   // Fails unless at most `count` positional arguments and only `names` are given.
   void allow(const std::string& what, size_t count, std::initializer_list<const char*> names) const;
   [[noreturn]] void failHere(TextErrorKind k, const std::string& message) const { fail(k, line, column, message); }

@@ -3,6 +3,7 @@
 // * / // %, **, unary - +, then a primary with its postfixes (.attr,
 // [index], [a:b:c], (call)) and its filters and tests (`|f`, `is t`).
 #include <algorithm>
+#include <utility>
 
 #include "text/jinja_ast.h"
 #include "text/jinja_lexer.h"
@@ -104,6 +105,7 @@ class Parser {
     if (tag == "set") return body.push_back(parseSet(where));
     if (tag == "macro") return body.push_back(parseMacro(where));
     if (tag == "break" || tag == "continue") {
+      if (loops_ == 0) fail(TextErrorKind::Template, where.line, where.column, "'" + tag + "' outside a loop");
       expectBlockEnd();
       return body.push_back(at(Node{tag == "break" ? Node::Break : Node::Continue}, where));
     }
@@ -150,7 +152,10 @@ class Parser {
     if (skipName("if")) n.filter = parseOr();
     if (isName("recursive")) failHere(TextErrorKind::Unsupported, "recursive loops are not implemented");
     expectBlockEnd();
-    if (parseBody(n.body, {"else", "endfor"}) == "else") {
+    ++loops_;
+    std::string end = parseBody(n.body, {"else", "endfor"});
+    --loops_;
+    if (end == "else") {
       expectBlockEnd();
       parseBody(n.orElse, {"endfor"});
     }
@@ -191,7 +196,9 @@ class Parser {
       def->defaults.push_back(skipOp("=") ? parseExpression() : nullptr);
     }
     expectBlockEnd();
+    int loops = std::exchange(loops_, 0);  // a macro's body is outside the loops around it
     parseBody(def->body, {"endmacro"});
+    loops_ = loops;
     expectBlockEnd();
     n.names.push_back(def->name);
     n.macro = std::move(def);
@@ -207,7 +214,7 @@ class Parser {
     tuple->args.push_back(std::move(first));
     while (skipOp(",") && !isOp(")") && cur().kind != Token::BlockEnd && cur().kind != Token::VarEnd)
       tuple->args.push_back(parseExpression());  // (x,): a trailing comma
-    return tuple;
+    return sealed(std::move(tuple));
   }
 
   ExprP make(Expr::Kind k, const Token& t, std::string name = {}) {
@@ -219,6 +226,19 @@ class Parser {
     ExprP e = make(Expr::Binary, t, std::move(op));
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
+    return sealed(std::move(e));
+  }
+
+  // e, its children complete: its height checked (a chain of operators,
+  // postfixes or filters nests as deep as it is long, and rendering and
+  // freeing it recurse as deep).
+  ExprP sealed(ExprP e) {
+    for (const ExprP& c : e->args)
+      if (c) e->height = std::max(e->height, c->height + 1);
+    for (const auto& kv : e->kwargs) e->height = std::max(e->height, kv.second->height + 1);
+    if (e->height > kMaxHeight)
+      fail(TextErrorKind::Template, e->line, e->column,
+           "an expression nests deeper than " + std::to_string(kMaxHeight) + " operators, postfixes or filters");
     return e;
   }
 
@@ -233,7 +253,7 @@ class Parser {
       c->args.push_back(std::move(e));
       c->args.push_back(std::move(cond));
       c->args.push_back(std::move(otherwise));
-      e = std::move(c);
+      e = sealed(std::move(c));
     }
     return e;
   }
@@ -259,7 +279,7 @@ class Parser {
     Deeper guard(*this);
     ExprP e = make(Expr::Not, take());
     e->args.push_back(parseNot());
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprP parseCompare() {
@@ -317,6 +337,7 @@ class Parser {
       } else {
         e = make(Expr::Neg, t);
         e->args.push_back(std::move(operand));
+        e = sealed(std::move(e));
       }
     } else {
       e = parsePrimary();
@@ -367,7 +388,7 @@ class Parser {
         if (skipOp("]")) break;  // a trailing comma
         e->args.push_back(parseExpression());
       }
-      return e;
+      return sealed(std::move(e));
     }
     if (skipOp("{")) {
       ExprP e = make(Expr::DictLit, t);
@@ -378,7 +399,7 @@ class Parser {
         expectOp(":");
         e->args.push_back(parseExpression());
       }
-      return e;
+      return sealed(std::move(e));
     }
     failHere(TextErrorKind::Template, "expected an expression, found " + describe(t));
   }
@@ -391,12 +412,12 @@ class Parser {
           ExprP item = make(Expr::Item, t);
           item->args.push_back(std::move(e));
           item->args.push_back(parsePrimary());
-          e = std::move(item);
+          e = sealed(std::move(item));
           continue;
         }
         ExprP a = make(Expr::Attr, t, expectName());
         a->args.push_back(std::move(e));
-        e = std::move(a);
+        e = sealed(std::move(a));
       } else if (skipOp("[")) {
         e = parseSubscript(std::move(e), t);
       } else if (isOp("(")) {
@@ -425,12 +446,12 @@ class Parser {
       ExprP item = make(Expr::Item, t);
       item->args.push_back(std::move(object));
       item->args.push_back(std::move(parts[0]));
-      return item;
+      return sealed(std::move(item));
     }
     ExprP slice = make(Expr::Slice, t);
     slice->args.push_back(std::move(object));
     for (ExprP& p : parts) slice->args.push_back(std::move(p));
-    return slice;
+    return sealed(std::move(slice));
   }
 
   // ( args ) after the callee, into call (whose first operand is set here).
@@ -452,7 +473,7 @@ class Parser {
         call->args.push_back(parseExpression());
       }
     }
-    return call;
+    return sealed(std::move(call));
   }
 
   ExprP parseFilters(ExprP e) {
@@ -465,7 +486,7 @@ class Parser {
         } else {
           f->args.push_back(std::move(e));
         }
-        e = std::move(f);
+        e = sealed(std::move(f));
       } else if (skipName("is")) {
         bool negated = skipName("not");
         ExprP test = make(Expr::Test, t, expectName());
@@ -480,7 +501,7 @@ class Parser {
           test->args.push_back(std::move(e));
           if (bareArg) test->args.push_back(parsePostfix(parsePrimary()));
         }
-        e = std::move(test);
+        e = sealed(std::move(test));
       } else if (isOp("(")) {
         e = parseCall(std::move(e), make(Expr::Call, t));
       } else {
@@ -492,6 +513,7 @@ class Parser {
   std::vector<Token> t_;
   size_t at_ = 0;
   int depth_ = 0;
+  int loops_ = 0;  // for loops open around the statement being parsed
 };
 
 }  // namespace

@@ -210,6 +210,8 @@ TEST_CASE("chat template: errors are typed and name the line and column") {
   CHECK((e.kind == TextErrorKind::Unsupported && e.line == 2 && e.column == 8));
   CHECK(e.message.find("the filter 'frobnicate' is not implemented") != std::string::npos);
   CHECK(failure("{% raw %}x{% endraw %}").kind == TextErrorKind::Unsupported);
+  CHECK(failure("{% if true %}{% break %}{% endif %}").message.find("'break' outside a loop") != std::string::npos);
+  CHECK(failure("{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}").kind == TextErrorKind::Template);
   CHECK(failure("{{ 'x'.zfill(3) }}").kind == TextErrorKind::Unsupported);
   CHECK(failure("{{ x is frob }}").kind == TextErrorKind::Unsupported);
   e = failure("{% for m in messages %}\n  {{ raise_exception('roles must alternate') }}\n{% endfor %}", kVars);
@@ -242,6 +244,10 @@ TEST_CASE("chat template: hostile templates are refused within their bounds") {
   for (int k = 0; k < 5000; ++k) nots += "not ";
   CHECK(failure(nots + "x }}").message.find("nests deeper") != std::string::npos);
   CHECK(failure("{{ " + std::string(5000, '-') + "1 }}").message.find("nests deeper") != std::string::npos);
+  std::string sum = "{{ 1", attrs = "{{ x", filters = "{{ x";
+  for (int k = 0; k < 5000; ++k) sum += " + 1", attrs += ".a", filters += " | trim";
+  for (const std::string& chain : {sum, attrs, filters})
+    CHECK(failure(chain + " }}").message.find("nests deeper than 128 operators") != std::string::npos);
   // Work and size: a huge range, a loop past the step limit, output and
   // strings past the output limit, recursion, self-reference, deep values.
   CHECK(failure("{% for i in range(1000000000000) %}{% endfor %}").message.find("limit") != std::string::npos);
@@ -255,7 +261,7 @@ TEST_CASE("chat template: hostile templates are refused within their bounds") {
   CHECK(failure("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "{}",
                 small).kind == TextErrorKind::Template);
   CHECK(failure("{{ 'x' * 9223372036854775807 }}").kind == TextErrorKind::Template);
-  CHECK(failure("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").message.find("deeper than 32") !=
+  CHECK(failure("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").message.find("deeper than 16") !=
         std::string::npos);
   CHECK(failure("{% set ns = namespace() %}{% set ns.me = [ns] %}").message.find("cannot hold itself") !=
         std::string::npos);
