@@ -258,22 +258,8 @@ class Parser {
     return e;
   }
 
-  ExprP parseOr() {
-    ExprP e = parseAnd();
-    while (isName("or")) {
-      const Token& t = take();
-      e = binary(t, "or", std::move(e), parseAnd());
-    }
-    return e;
-  }
-  ExprP parseAnd() {
-    ExprP e = parseNot();
-    while (isName("and")) {
-      const Token& t = take();
-      e = binary(t, "and", std::move(e), parseNot());
-    }
-    return e;
-  }
+  ExprP parseOr() { return leftAssoc({"or"}, &Parser::parseAnd, true); }
+  ExprP parseAnd() { return leftAssoc({"and"}, &Parser::parseNot, true); }
   ExprP parseNot() {
     if (!isName("not")) return parseCompare();
     Deeper guard(*this);
@@ -307,14 +293,14 @@ class Parser {
     }
   }
 
-  // One level of left-associative binary operators.
+  // One level of left-associative binary operators (words: `and`, `or`).
   template <class Next>
-  ExprP leftAssoc(std::initializer_list<const char*> ops, Next next) {
+  ExprP leftAssoc(std::initializer_list<const char*> ops, Next next, bool words = false) {
     ExprP e = (this->*next)();
     for (;;) {
       const char* found = nullptr;
       for (const char* op : ops)
-        if (isOp(op)) found = op;
+        if (words ? isName(op) : isOp(op)) found = op;
       if (!found) return e;
       const Token& t = take();
       e = binary(t, found, std::move(e), (this->*next)());

