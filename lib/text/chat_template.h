@@ -21,7 +21,7 @@ namespace poot::text {
 
 struct RenderLimits {
   size_t maxOutput = size_t(16) << 20;  // bytes of output, and of any one string or list
-  int64_t maxSteps = 10'000'000;        // expressions and statements evaluated
+  int64_t maxSteps = 10'000'000;        // expressions and statements evaluated (large values count more: jinja_eval.cpp)
   std::time_t now = -1;                 // the time strftime_now formats (local time); -1: the clock's
 };
 

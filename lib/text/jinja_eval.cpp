@@ -44,7 +44,8 @@ Value arithmetic(const Expr& e, const Value& a, const Value& b, const Args& wher
   if (op == "*" && (a.kind == Value::String || b.kind == Value::String) && (isIntLike(a) || isIntLike(b))) {
     const Value& s = a.kind == Value::String ? a : b;
     int64_t n = std::max<int64_t>(0, intOf(a.kind == Value::String ? b : a));
-    if (n > 0 && s.s.size() > where.limits->maxOutput / uint64_t(n)) where.checkSize(where.limits->maxOutput + 1);
+    if (s.s.empty()) return s;
+    if (s.s.size() > where.limits->maxOutput / uint64_t(std::max<int64_t>(n, 1))) where.checkSize(where.limits->maxOutput + 1);
     std::string out;
     for (int64_t k = 0; k < n; ++k) out += s.s;
     return Value::string(std::move(out));
@@ -67,8 +68,11 @@ Value arithmetic(const Expr& e, const Value& a, const Value& b, const Args& wher
       }
     } else {  // **
       if (y < 0) return Value::number(std::pow(double(x), double(y)));
-      r = 1;
-      for (int64_t k = 0; k < y && !overflow; ++k) overflow = __builtin_mul_overflow(r, x, &r);
+      r = 1;  // by squaring: y's bits, low to high
+      for (int64_t base = x; y > 0 && !overflow; y >>= 1) {
+        if (y & 1) overflow = __builtin_mul_overflow(r, base, &r);
+        if (y > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+      }
     }
     if (overflow) fail(TextErrorKind::Unsupported, e.line, e.column, "integers past 64 bits are not implemented");
     return Value::integer(r);
@@ -301,7 +305,20 @@ Args Renderer::evalArgs(const Expr& e, size_t from) {
 }
 
 Value Renderer::eval(const Expr& e) {
+  Value v = evalOne(e);
+  // Work with a value grows with its size (a search, a copy, a comparison):
+  // each value an expression gives counts one step more a 64 bytes or 8
+  // elements, so no expression repeated within the step limit runs long.
+  size_t size = v.kind == Value::String ? v.s.size() / 64 : v.kind == Value::ListKind ? v.list->size() / 8
+                : v.kind == Value::DictKind ? v.dict->size() / 8 : 0;
+  steps_ += int64_t(size);
   step(e.line, e.column);
+  if (v.depth > kMaxDepth)
+    fail(TextErrorKind::Template, e.line, e.column, "a value nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  return v;
+}
+
+Value Renderer::evalOne(const Expr& e) {
   Value v;
   switch (e.kind) {
     case Expr::Literal: return e.value;
@@ -368,8 +385,6 @@ Value Renderer::eval(const Expr& e) {
       if (truthy(eval(*e.args[1]))) return eval(*e.args[0]);
       return e.args[2] ? eval(*e.args[2]) : Value::undefined();
   }
-  if (v.depth > kMaxDepth)
-    fail(TextErrorKind::Template, e.line, e.column, "a value nested deeper than " + std::to_string(kMaxDepth) + " levels");
   return v;
 }
 

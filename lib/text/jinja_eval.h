@@ -58,7 +58,8 @@ class Renderer {
   Flow exec(const Body& body, std::string& out);
   Flow execFor(const Node& n, std::string& out);
   void execSet(const Node& n, Value v);
-  Value eval(const Expr& e);
+  Value eval(const Expr& e);  // evalOne, its steps counted and its depth checked
+  Value evalOne(const Expr& e);
   Value evalBinary(const Expr& e);
   Value evalCall(const Expr& e);
   Value callMacro(const MacroDef& m, const Args& args);

@@ -256,11 +256,16 @@ TEST_CASE("chat template: hostile templates are refused within their bounds") {
   small.maxOutput = 10000;
   CHECK(failure("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "{}", small)
             .message.find("ran past 100000 steps") != std::string::npos);
+  CHECK(failure("{% set l = range(10000) | list %}{% for i in range(1000) %}{{ i in l }}{% endfor %}", "{}", small)
+            .message.find("ran past 100000 steps") != std::string::npos);
   CHECK(failure("{% for i in range(1000) %}{{ 'x' * 100 }}{% endfor %}", "{}", small)
             .message.find("the output passed 10000 bytes") != std::string::npos);
   CHECK(failure("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "{}",
                 small).kind == TextErrorKind::Template);
   CHECK(failure("{{ 'x' * 9223372036854775807 }}").kind == TextErrorKind::Template);
+  CHECK(render("{{ '' * 9223372036854775807 }}{{ 1 ** 9223372036854775807 }}{{ (-1) ** 9223372036854775807 }}{{ 3 ** 39 }}",
+               "{}") == "1-14052555153018976267");
+  CHECK(failure("{{ 3 ** 40 }}").kind == TextErrorKind::Unsupported);
   CHECK(failure("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").message.find("deeper than 16") !=
         std::string::npos);
   CHECK(failure("{% set ns = namespace() %}{% set ns.me = [ns] %}").message.find("cannot hold itself") !=
