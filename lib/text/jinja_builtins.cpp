@@ -203,9 +203,13 @@ Value selectAttr(const Value& seq, const Args& a, bool keep) {
   return Value::ofList(std::move(out));
 }
 
+// map(attribute=NAME[, default=D]) or map(FILTER, args...); not map('map', ...),
+// which would recurse as deep as its arguments are many.
 Value mapFilter(const Value& seq, const Args& a) {
   List out;
   const Value& attr = a.get(Args::kNamedOnly, "attribute", kUndefined);
+  if (attr.kind != Value::String && a.get(0, "", kUndefined).s == "map")
+    a.failHere(TextErrorKind::Unsupported, "map('map', ...) is not implemented");
   Args rest = a;
   if (!a.positional.empty()) rest.positional.erase(rest.positional.begin());
   rest.named.clear();

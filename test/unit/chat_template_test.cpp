@@ -214,6 +214,7 @@ TEST_CASE("chat template: errors are typed and name the line and column") {
   CHECK(failure("{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}").kind == TextErrorKind::Template);
   CHECK(failure("{{ 'x'.zfill(3) }}").kind == TextErrorKind::Unsupported);
   CHECK(failure("{{ x is frob }}").kind == TextErrorKind::Unsupported);
+  CHECK(failure("{{ 'ab' | map('map', 'map', 'upper') | list }}").kind == TextErrorKind::Unsupported);
   e = failure("{% for m in messages %}\n  {{ raise_exception('roles must alternate') }}\n{% endfor %}", kVars);
   CHECK((e.kind == TextErrorKind::Raised && e.line == 2 && e.column == 6));
   CHECK(e.message.find("roles must alternate") != std::string::npos);

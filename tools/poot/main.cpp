@@ -214,6 +214,7 @@ int main(int argc, char** argv) {
   CLI::Option* chatOpt = tokenize->add_option("--chat", topts.chat,
                                               "a JSON messages array to render through the model's chat template "
                                               "(- for standard input), instead of reading lines")
+                             ->type_name("FILE")
                              ->excludes(decodeOpt)
                              ->excludes(noSpecialOpt);
   tokenize->add_flag("--ids", topts.ids, "with --chat: print the rendered text's token ids")->needs(chatOpt);
