@@ -69,23 +69,28 @@ std::string strip(const std::string& s, const Value& chars, bool left, bool righ
   return out;
 }
 
-enum class Case { Upper, Lower, Capitalize, Title };
+// Title: Python's str.title (a letter after a non-letter upper, others
+// lower); JinjaTitle: Jinja's title filter (a word's first character upper,
+// the rest lower, words starting after whitespace, '-', '(', '{', '[', '<').
+enum class Case { Upper, Lower, Capitalize, Title, JinjaTitle };
 
 std::string recase(const std::string& s, Case how) {
   std::string out;
-  bool afterLetter = false, first = true;
+  bool afterLetter = false, afterBreak = true, first = true;
   for (const std::string& cp : codePoints(s)) {
     int32_t c = decode(cp);
     if (c < 0) {
       out += cp;
       continue;
     }
-    bool upper = how == Case::Upper || (how == Case::Capitalize && first) || (how == Case::Title && !afterLetter);
+    bool upper = how == Case::Upper || (how == Case::Capitalize && first) || (how == Case::Title && !afterLetter) ||
+                 (how == Case::JinjaTitle && afterBreak);
     int32_t m = upper ? utf8proc_toupper(c) : utf8proc_tolower(c);
     out += encode(m);
     auto cat = utf8proc_category(c);
     afterLetter = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT ||
                   cat == UTF8PROC_CATEGORY_LM || cat == UTF8PROC_CATEGORY_LO;
+    afterBreak = isSpaceCp(c) || (c < 0x80 && std::strchr("-({[<", char(c)) && c != 0);
     first = false;
   }
   return out;
@@ -140,13 +145,13 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit, const Args&
 }
 
 std::string needString(const Value& v, const Args& a, const char* what) {
-  if (v.kind != Value::String) a.failHere(TextErrorKind::Template, std::string(what) + " needs a string, not a " + typeName(v));
+  if (v.kind != Value::String) a.failHere(TextErrorKind::Template, std::string(what) + " needs a string, not " + typeName(v));
   return v.s;
 }
 
 int64_t needInt(const Value& v, const Args& a, const char* what) {
   if (v.kind == Value::Bool) return v.b;
-  if (v.kind != Value::Int) a.failHere(TextErrorKind::Template, std::string(what) + " needs an integer, not a " + typeName(v));
+  if (v.kind != Value::Int) a.failHere(TextErrorKind::Template, std::string(what) + " needs an integer, not " + typeName(v));
   return v.i;
 }
 
@@ -165,7 +170,7 @@ List itemsOf(const Value& v, const Args& a, const char* what) {
       for (std::string& c : codePoints(v.s)) chars.push_back(Value::string(std::move(c)));
       return chars;
     }
-    default: a.failHere(TextErrorKind::Template, std::string(what) + ": a " + typeName(v) + " is not iterable");
+    default: a.failHere(TextErrorKind::Template, std::string(what) + ": " + typeName(v) + " is not iterable");
   }
 }
 
@@ -184,7 +189,7 @@ int64_t lengthOf(const Value& v, const Args& a) {
     case Value::String: return int64_t(codePoints(v.s).size());
     case Value::ListKind: return int64_t(v.list->size());
     case Value::DictKind: return int64_t(v.dict->size());
-    default: a.failHere(TextErrorKind::Template, std::string("length: a ") + typeName(v) + " has no length");
+    default: a.failHere(TextErrorKind::Template, std::string("length: ") + typeName(v) + " has no length");
   }
 }
 
@@ -236,9 +241,9 @@ std::string joinValues(const List& items, const std::string& sep, const Args& a)
 }  // namespace
 
 Value applyFilter(const std::string& name, const Value& v, const Args& a) {
-  if (name == "safe" || name == "string") {
+  if (name == "safe" || name == "string") {  // safe: Markup(v), a string (autoescape is off)
     a.allow(name, 0, {});
-    return name == "safe" ? v : Value::string(str(v));
+    return Value::string(str(v));
   }
   if (name == "default" || name == "d") {
     a.allow(name, 2, {"default_value", "boolean"});
@@ -261,7 +266,7 @@ Value applyFilter(const std::string& name, const Value& v, const Args& a) {
   if (name == "list") return Value::ofList(itemsOf(v, a, "list"));
   if (name == "items") {
     if (v.kind == Value::Undefined) return Value::ofList({});
-    if (v.kind != Value::DictKind) a.failHere(TextErrorKind::Template, std::string("items: a ") + typeName(v) + " is not a dict");
+    if (v.kind != Value::DictKind) a.failHere(TextErrorKind::Template, std::string("items: ") + typeName(v) + " is not a dict");
     return pairsOf(v);
   }
   if (name == "first" || name == "last") {
@@ -324,7 +329,7 @@ Value applyFilter(const std::string& name, const Value& v, const Args& a) {
   if (name == "upper") return Value::string(recase(s, Case::Upper));
   if (name == "lower") return Value::string(recase(s, Case::Lower));
   if (name == "capitalize") return Value::string(recase(s, Case::Capitalize));
-  if (name == "title") return Value::string(recase(s, Case::Title));
+  if (name == "title") return Value::string(recase(s, Case::JinjaTitle));
   if (name == "replace") {
     a.allow(name, 3, {"old", "new", "count"});
     const Value& count = a.get(2, "count", kNone);
@@ -351,6 +356,11 @@ bool applyTest(const std::string& name, const Value& v, const Args& a) {
   if (name == "callable") return v.kind == Value::Macro;
   if (name == "odd" || name == "even") return (needInt(v, a, name.c_str()) % 2 != 0) == (name == "odd");
   if (name == "divisibleby") {
+    if (v.kind == Value::Float || arg.kind == Value::Float) {
+      double d = arg.kind == Value::Float ? arg.f : double(needInt(arg, a, "divisibleby"));
+      double x = v.kind == Value::Float ? v.f : double(needInt(v, a, "divisibleby"));
+      return d != 0 && std::fmod(x, d) == 0;
+    }
     int64_t d = needInt(arg, a, "divisibleby");
     return d != 0 && needInt(v, a, "divisibleby") % d == 0;
   }
@@ -388,7 +398,7 @@ Value callMethod(const Value& o, const std::string& name, const Args& a) {
   }
   if (o.kind != Value::String)
     a.failHere(o.kind == Value::ListKind ? TextErrorKind::Unsupported : TextErrorKind::Template,
-               std::string("a ") + typeName(o) + " has no method '" + name + "' here");
+               std::string(typeName(o)) + " has no method '" + name + "' here");
   const std::string& s = o.s;
   if (name == "startswith" || name == "endswith") {
     const Value& what = a.get(0, "", kUndefined);
@@ -405,8 +415,8 @@ Value callMethod(const Value& o, const std::string& name, const Args& a) {
     const Value& maxsplit = a.get(1, "maxsplit", Value::integer(-1));
     return Value::ofList(split(s, a.get(0, "sep", kNone), needInt(maxsplit, a, "split"), a));
   }
-  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize")
-    return applyFilter(name, o, a);
+  if (name == "title") return Value::string(recase(s, Case::Title));
+  if (name == "upper" || name == "lower" || name == "capitalize") return applyFilter(name, o, a);
   if (name == "replace") {
     const Value& count = a.get(2, "count", Value::integer(-1));
     return Value::string(replace(s, needString(a.get(0, "", kUndefined), a, "replace"),
@@ -422,7 +432,7 @@ Value callMethod(const Value& o, const std::string& name, const Args& a) {
 
 Value slice(const Value& o, const Value& start, const Value& stop, const Value& step, const Args& a) {
   if (o.kind != Value::ListKind && o.kind != Value::String)
-    a.failHere(TextErrorKind::Template, std::string("a ") + typeName(o) + " cannot be sliced");
+    a.failHere(TextErrorKind::Template, std::string(typeName(o)) + " cannot be sliced");
   auto given = [](const Value& v) { return v.kind != Value::None && v.kind != Value::Undefined; };
   int64_t by = given(step) ? needInt(step, a, "a slice") : 1;
   if (by == 0) a.failHere(TextErrorKind::Template, "a slice step of zero");

@@ -20,7 +20,7 @@ int64_t intOf(const Value& v) { return v.kind == Value::Bool ? int64_t(v.b) : v.
 
 [[noreturn]] void typeError(const Expr& e, const std::string& op, const Value& a, const Value& b) {
   fail(TextErrorKind::Template, e.line, e.column,
-       "'" + op + "' between a " + typeName(a) + " and a " + typeName(b) + " is not defined");
+       "'" + op + "' between " + typeName(a) + " and " + typeName(b) + " is not defined");
 }
 
 [[noreturn]] void undefinedError(const Expr& e, const Value& v) {
@@ -50,6 +50,8 @@ Value arithmetic(const Expr& e, const Value& a, const Value& b, const Args& wher
     for (int64_t k = 0; k < n; ++k) out += s.s;
     return Value::string(std::move(out));
   }
+  if (op == "%" && a.kind == Value::String)
+    fail(TextErrorKind::Unsupported, e.line, e.column, "string formatting with '%' is not implemented");
   bool numbers = (a.isNumber() || a.kind == Value::Bool) && (b.isNumber() || b.kind == Value::Bool);
   if (!numbers) typeError(e, op, a, b);
   if (isIntLike(a) && isIntLike(b) && op != "/") {
@@ -109,6 +111,12 @@ bool less(const Expr& e, const Value& a, const Value& b) {
     return (isIntLike(a) ? double(intOf(a)) : a.f) < (isIntLike(b) ? double(intOf(b)) : b.f);
   }
   if (a.kind == Value::String && b.kind == Value::String) return a.s < b.s;
+  if (a.kind == Value::ListKind && b.kind == Value::ListKind) {  // Python's: the first unequal element decides
+    const List &x = *a.list, &y = *b.list;
+    for (size_t k = 0; k < x.size() && k < y.size(); ++k)
+      if (!equal(x[k], y[k])) return less(e, x[k], y[k]);
+    return x.size() < y.size();
+  }
   typeError(e, e.name, a, b);
 }
 
@@ -208,7 +216,7 @@ Renderer::Flow Renderer::execFor(const Node& n, std::string& out) {
     case Value::String:
       for (std::string& c : codePoints(seq.s)) items.push_back(Value::string(std::move(c)));
       break;
-    default: fail(TextErrorKind::Template, n.expr->line, n.expr->column, std::string("a ") + typeName(seq) + " is not iterable");
+    default: fail(TextErrorKind::Template, n.expr->line, n.expr->column, std::string(typeName(seq)) + " is not iterable");
   }
   // Binds the loop variables of one item into scope s.
   auto bind = [&](Scope& s, const Value& item) {
@@ -218,7 +226,7 @@ Renderer::Flow Renderer::execFor(const Node& n, std::string& out) {
     }
     if (item.kind != Value::ListKind || item.list->size() != n.names.size())
       fail(TextErrorKind::Template, n.line, n.column,
-           "cannot unpack a " + std::string(typeName(item)) + " into " + std::to_string(n.names.size()) + " loop variables");
+           "cannot unpack " + std::string(typeName(item)) + " into " + std::to_string(n.names.size()) + " loop variables");
     for (size_t k = 0; k < n.names.size(); ++k) s[n.names[k]] = (*item.list)[k];
   };
   if (n.filter) {
@@ -290,7 +298,7 @@ void Renderer::execSet(const Node& n, Value v) {
   }
   if (v.kind != Value::ListKind || v.list->size() != n.names.size())
     fail(TextErrorKind::Template, n.line, n.column,
-         "cannot unpack a " + std::string(typeName(v)) + " into " + std::to_string(n.names.size()) + " names");
+         "cannot unpack " + std::string(typeName(v)) + " into " + std::to_string(n.names.size()) + " names");
   for (size_t k = 0; k < n.names.size(); ++k) scopes_.back()[n.names[k]] = (*v.list)[k];
 }
 
@@ -378,7 +386,7 @@ Value Renderer::evalOne(const Expr& e) {
       Value x = eval(*e.args[0]);
       if (isIntLike(x) && intOf(x) != INT64_MIN) return Value::integer(-intOf(x));
       if (x.kind == Value::Float) return Value::number(-x.f);
-      fail(TextErrorKind::Template, e.line, e.column, std::string("cannot negate a ") + typeName(x));
+      fail(TextErrorKind::Template, e.line, e.column, std::string("cannot negate ") + typeName(x));
     }
     case Expr::Binary: v = evalBinary(e); break;
     case Expr::Cond:
@@ -441,7 +449,7 @@ Value Renderer::evalCall(const Expr& e) {
     return v;
   }
   Value f = eval(callee);
-  if (f.kind != Value::Macro) fail(TextErrorKind::Template, e.line, e.column, std::string("a ") + typeName(f) + " is not callable");
+  if (f.kind != Value::Macro) fail(TextErrorKind::Template, e.line, e.column, std::string(typeName(f)) + " is not callable");
   return callMacro(*f.macro, evalArgs(e, 1));
 }
 

@@ -474,6 +474,7 @@ class Parser {
         }
         e = sealed(std::move(f));
       } else if (skipName("is")) {
+        if (e->kind == Expr::Test) fail(TextErrorKind::Template, t.line, t.column, "tests cannot be chained ('x is a is b')");
         bool negated = skipName("not");
         ExprP test = make(Expr::Test, t, expectName());
         test->negated = negated;

@@ -191,7 +191,7 @@ void dumpJson(const Value& v, int indent, bool sortKeys, int depth, std::string&
       return;
     }
     case Value::Undefined:
-    case Value::Macro: fail(TextErrorKind::Template, line, column, std::string("tojson: a ") + typeName(v) + " is not JSON");
+    case Value::Macro: fail(TextErrorKind::Template, line, column, std::string("tojson: ") + typeName(v) + " is not JSON");
   }
 }
 
@@ -257,7 +257,8 @@ bool equal(const Value& a, const Value& b) {
 }
 
 const char* typeName(const Value& v) {
-  static const char* names[] = {"undefined", "none", "boolean", "integer", "float", "string", "list", "dict", "macro"};
+  static const char* names[] = {"an undefined value", "none", "a boolean", "an integer", "a float", "a string",
+                                 "a list", "a dict", "a macro"};
   return names[v.kind];
 }
 

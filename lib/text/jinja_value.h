@@ -77,7 +77,7 @@ std::string str(const Value& v);
 std::string repr(const Value& v);
 // Python's ==.
 bool equal(const Value& a, const Value& b);
-// "string", "list", ...: for messages.
+// "a string", "an integer", ...: for messages.
 const char* typeName(const Value& v);
 // json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0: none), as
 // transformers' tojson filter; sortKeys as sort_keys.

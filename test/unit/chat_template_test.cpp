@@ -187,6 +187,15 @@ TEST_CASE("chat template: slicing, operators and expressions") {
   CHECK(render("{{ name | upper + '!' }}{{ -2 | abs }}{{ not name is none }}", kVars) ==
         "ANN!2True");
 }
+TEST_CASE("chat template: list order, safe, Jinja's title filter beside str.title, float divisibility") {
+  // Found by rendering random templates with jinja2 and poot and comparing.
+  CHECK(render("{{ [1, 2] < [1, 3] }}{{ [2] > [1, 9] }}{{ [] <= [] }}{{ 1 | safe ~ '' }}{{ (1 | safe)[::-1] }}", "{}") ==
+        "TrueTrueTrue11");
+  CHECK(render("{{ \"they're in-line (x) [y] <z> bill's\" | title }}|{{ \"they're in-line (x) bill's\".title() }}", "{}") ==
+        "They're In-Line (X) [Y] <Z> Bill's|They'Re In-Line (X) Bill'S");
+  CHECK(render("{{ 1e3 is divisibleby 2 }}{{ 7.5 is divisibleby 2.5 }}", "{}") == "TrueTrue");
+}
+
 TEST_CASE("chat template: errors are typed and name the line and column") {
   TextError e = failure("ok\n{% if x %}\n{% endfor %}");
   CHECK(e.kind == TextErrorKind::Template);
@@ -230,6 +239,9 @@ TEST_CASE("chat template: errors are typed and name the line and column") {
   CHECK(failure("{{ undefined_function() }}").kind == TextErrorKind::Template);
   CHECK(failure("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").kind == TextErrorKind::Template);
   CHECK(failure("{{ 9223372036854775807 + 1 }}").kind == TextErrorKind::Unsupported);
+  CHECK(failure("{{ 'a%s' % 'b' }}").kind == TextErrorKind::Unsupported);
+  CHECK(failure("{{ x is defined is true }}").message.find("tests cannot be chained") != std::string::npos);
+  CHECK(failure("{{ n[1:] }}", kVars).message.find("an integer cannot be sliced") != std::string::npos);
   CHECK(failure("{{ x }}", "[1]").kind == TextErrorKind::BadInput);
 }
 
