@@ -195,6 +195,7 @@ int64_t lengthOf(const Value& v, const Args& a) {
 
 // selectattr / rejectattr: the items whose attribute passes the test (truth without one).
 Value selectAttr(const Value& seq, const Args& a, bool keep) {
+  if (!truthy(seq)) return Value::ofList({});  // as Jinja, which iterates only a true value
   const std::string attr = needString(a.get(0, "", kUndefined), a, "selectattr");
   Args testArgs = a;
   testArgs.positional.erase(testArgs.positional.begin(), testArgs.positional.begin() + std::min<size_t>(2, a.positional.size()));
@@ -211,6 +212,7 @@ Value selectAttr(const Value& seq, const Args& a, bool keep) {
 // map(attribute=NAME[, default=D]) or map(FILTER, args...); not map('map', ...),
 // which would recurse as deep as its arguments are many.
 Value mapFilter(const Value& seq, const Args& a) {
+  if (!truthy(seq)) return Value::ofList({});
   List out;
   const Value& attr = a.get(Args::kNamedOnly, "attribute", kUndefined);
   if (attr.kind != Value::String && a.get(0, "", kUndefined).s == "map")
@@ -302,14 +304,18 @@ Value applyFilter(const std::string& name, const Value& v, const Args& a) {
     int64_t x = needInt(v, a, "abs");
     return x == INT64_MIN ? Value::number(-double(x)) : Value::integer(x < 0 ? -x : x);
   }
+  if ((name == "int" || name == "float") && v.kind == Value::Undefined)  // int(Undefined) fails in Jinja
+    a.failHere(TextErrorKind::Template, v.s.empty() ? "an undefined value is used" : "'" + v.s + "' is undefined");
   if (name == "int") {
     if (v.kind == Value::Float && std::isfinite(v.f) && std::fabs(v.f) < 9e18) return Value::integer(int64_t(v.f));
     if (v.kind == Value::Int || v.kind == Value::Bool) return Value::integer(needInt(v, a, "int"));
-    if (v.kind == Value::String) {
+    if (v.kind == Value::String) {  // an integer, else a float's integer part, as Jinja's int filter
       std::string t = strip(v.s, kNone, true, true);
       char* end = nullptr;
       long long x = std::strtoll(t.c_str(), &end, 10);
       if (!t.empty() && end && *end == '\0') return Value::integer(x);
+      double f = std::strtod(t.c_str(), &end);
+      if (!t.empty() && end && *end == '\0' && std::isfinite(f) && std::fabs(f) < 9e18) return Value::integer(int64_t(f));
     }
     return a.get(0, "default", Value::integer(0));
   }
@@ -354,7 +360,10 @@ bool applyTest(const std::string& name, const Value& v, const Args& a) {
   if (name == "boolean") return v.kind == Value::Bool;
   if (name == "true" || name == "false") return v.kind == Value::Bool && v.b == (name == "true");
   if (name == "callable") return v.kind == Value::Macro;
-  if (name == "odd" || name == "even") return (needInt(v, a, name.c_str()) % 2 != 0) == (name == "odd");
+  if (name == "odd" || name == "even") {  // value % 2 == 1, == 0 (Python's modulo)
+    double r = v.kind == Value::Float ? v.f - 2 * std::floor(v.f / 2) : double(((needInt(v, a, name.c_str()) % 2) + 2) % 2);
+    return r == (name == "odd" ? 1 : 0);
+  }
   if (name == "divisibleby") {
     if (v.kind == Value::Float || arg.kind == Value::Float) {
       double d = arg.kind == Value::Float ? arg.f : double(needInt(arg, a, "divisibleby"));

@@ -35,20 +35,31 @@ Value arithmetic(const Expr& e, const Value& a, const Value& b, const Args& wher
     where.checkSize(a.s.size() + b.s.size());
     return Value::string(a.s + b.s);
   }
-  if (op == "+" && a.kind == Value::ListKind && b.kind == Value::ListKind) {
+  if (op == "+" && a.kind == Value::ListKind && b.kind == Value::ListKind && a.isTuple == b.isTuple) {
     where.checkSize(a.list->size() + b.list->size());
     List l = *a.list;
     l.insert(l.end(), b.list->begin(), b.list->end());
-    return Value::ofList(std::move(l));
+    Value sum = Value::ofList(std::move(l));
+    sum.isTuple = a.isTuple;
+    return sum;
   }
-  if (op == "*" && (a.kind == Value::String || b.kind == Value::String) && (isIntLike(a) || isIntLike(b))) {
-    const Value& s = a.kind == Value::String ? a : b;
-    int64_t n = std::max<int64_t>(0, intOf(a.kind == Value::String ? b : a));
-    if (s.s.empty()) return s;
-    if (s.s.size() > where.limits->maxOutput / uint64_t(std::max<int64_t>(n, 1))) where.checkSize(where.limits->maxOutput + 1);
-    std::string out;
-    for (int64_t k = 0; k < n; ++k) out += s.s;
-    return Value::string(std::move(out));
+  bool sequence = a.kind == Value::String || a.kind == Value::ListKind || b.kind == Value::String || b.kind == Value::ListKind;
+  if (op == "*" && sequence && (isIntLike(a) || isIntLike(b))) {  // repetition
+    const Value& s = isIntLike(a) ? b : a;
+    int64_t n = std::max<int64_t>(0, intOf(isIntLike(a) ? a : b));
+    size_t size = s.kind == Value::String ? s.s.size() : s.list->size();
+    if (size == 0) return s;
+    if (size > where.limits->maxOutput / uint64_t(std::max<int64_t>(n, 1))) where.checkSize(where.limits->maxOutput + 1);
+    if (s.kind == Value::String) {
+      std::string out;
+      for (int64_t k = 0; k < n; ++k) out += s.s;
+      return Value::string(std::move(out));
+    }
+    List out;
+    for (int64_t k = 0; k < n; ++k) out.insert(out.end(), s.list->begin(), s.list->end());
+    Value repeated = Value::ofList(std::move(out));
+    repeated.isTuple = s.isTuple;
+    return repeated;
   }
   if (op == "%" && a.kind == Value::String)
     fail(TextErrorKind::Unsupported, e.line, e.column, "string formatting with '%' is not implemented");
@@ -111,7 +122,7 @@ bool less(const Expr& e, const Value& a, const Value& b) {
     return (isIntLike(a) ? double(intOf(a)) : a.f) < (isIntLike(b) ? double(intOf(b)) : b.f);
   }
   if (a.kind == Value::String && b.kind == Value::String) return a.s < b.s;
-  if (a.kind == Value::ListKind && b.kind == Value::ListKind) {  // Python's: the first unequal element decides
+  if (a.kind == Value::ListKind && b.kind == Value::ListKind && a.isTuple == b.isTuple) {  // the first unequal element decides
     const List &x = *a.list, &y = *b.list;
     for (size_t k = 0; k < x.size() && k < y.size(); ++k)
       if (!equal(x[k], y[k])) return less(e, x[k], y[k]);
@@ -128,7 +139,9 @@ bool contains(const Expr& e, const Value& container, const Value& item) {
       return container.s.find(item.s) != std::string::npos;
     case Value::ListKind:
       return std::any_of(container.list->begin(), container.list->end(), [&](const Value& v) { return equal(v, item); });
-    case Value::DictKind: return item.kind == Value::String && container.find(item.s);
+    case Value::DictKind:
+      if (item.kind == Value::ListKind || item.kind == Value::DictKind) typeError(e, "in", item, container);  // unhashable
+      return item.kind == Value::String && container.find(item.s);
     default: typeError(e, "in", item, container);
   }
 }

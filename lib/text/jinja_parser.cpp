@@ -463,9 +463,10 @@ class Parser {
   }
 
   ExprP parseFilters(ExprP e) {
-    for (;;) {
+    for (bool tested = false;;) {  // tested: a test ended the last step (x is a is b is refused)
       const Token& t = cur();
       if (skipOp("|")) {
+        tested = false;
         ExprP f = make(Expr::Filter, t, expectName());
         if (isOp("(")) {
           f = parseCall(std::move(e), std::move(f));
@@ -474,7 +475,8 @@ class Parser {
         }
         e = sealed(std::move(f));
       } else if (skipName("is")) {
-        if (e->kind == Expr::Test) fail(TextErrorKind::Template, t.line, t.column, "tests cannot be chained ('x is a is b')");
+        if (tested) fail(TextErrorKind::Template, t.line, t.column, "tests cannot be chained ('x is a is b')");
+        tested = true;
         bool negated = skipName("not");
         ExprP test = make(Expr::Test, t, expectName());
         test->negated = negated;

@@ -207,7 +207,7 @@ std::string str(const Value& v) {
 
 std::string repr(const Value& v) {
   switch (v.kind) {
-    case Value::Undefined: return "";
+    case Value::Undefined: return "Undefined";  // inside a list or dict; alone it renders empty (str)
     case Value::None: return "None";
     case Value::Bool: return v.b ? "True" : "False";
     case Value::Int: return std::to_string(v.i);

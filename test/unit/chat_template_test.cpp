@@ -194,6 +194,14 @@ TEST_CASE("chat template: list order, safe, Jinja's title filter beside str.titl
   CHECK(render("{{ \"they're in-line (x) [y] <z> bill's\" | title }}|{{ \"they're in-line (x) bill's\".title() }}", "{}") ==
         "They're In-Line (X) [Y] <Z> Bill's|They'Re In-Line (X) Bill'S");
   CHECK(render("{{ 1e3 is divisibleby 2 }}{{ 7.5 is divisibleby 2.5 }}", "{}") == "TrueTrue");
+  CHECK(render("{{ 2.5 is even }}{{ 3.0 is odd }}{{ -3 is odd }}{{ '1000.0' | int }}{{ [1] * 2 }}{{ (1,) * 2 }}{{ [] * 3 }}",
+               "{}") == "FalseTrueTrue1000[1, 1](1, 1)[]");
+  CHECK(render("{{ 'ab' | map(attribute='role') | list }}{{ 0 | selectattr('x') | list }}{{ none | map('upper') | list }}",
+               "{}") == "[Undefined, Undefined][][]");
+  CHECK(failure("{{ (1, 2) + [3] }}").kind == TextErrorKind::Template);
+  CHECK(failure("{{ (1, 2) < [3] }}").kind == TextErrorKind::Template);
+  CHECK(failure("{{ [] in {} }}").kind == TextErrorKind::Template);
+  CHECK(failure("{{ missing | int }}").message.find("'missing' is undefined") != std::string::npos);
 }
 
 TEST_CASE("chat template: errors are typed and name the line and column") {
