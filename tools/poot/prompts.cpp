@@ -52,11 +52,7 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
       std::string rendered;
       if (chat) {
         auto r = chat->apply(rest, true);
-        if (!r) {
-          Error e = textError(r.error());
-          e.loc = {path, line, column};
-          return e;
-        }
+        if (!r) return textError(r.error(), {}, {path, line, column});
         rendered = std::move(*r);
       }
       auto ids = tokenizer->encode(chat ? std::string_view(rendered) : rest, !chat);
@@ -104,13 +100,17 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
   return prompts;
 }
 
-Error textError(const text::TextError& e, const std::string& where) {
-  ErrorKind kind = e.kind == text::TextErrorKind::Io            ? ErrorKind::Io
-                   : e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
-                   : e.kind == text::TextErrorKind::BadInput || e.kind == text::TextErrorKind::Raised ? ErrorKind::Bind
-                   : e.kind == text::TextErrorKind::Template                                         ? ErrorKind::Syntax
-                                                                                                      : ErrorKind::Format;
-  return makeError(kind, {}, (where.empty() ? "" : where + ": ") + e.message);
+Error textError(const text::TextError& e, const std::string& where, Loc loc) {
+  ErrorKind kind = ErrorKind::Format;
+  switch (e.kind) {
+    case text::TextErrorKind::Io: kind = ErrorKind::Io; break;
+    case text::TextErrorKind::Unsupported: kind = ErrorKind::Capability; break;
+    case text::TextErrorKind::BadInput:
+    case text::TextErrorKind::Raised: kind = ErrorKind::Bind; break;
+    case text::TextErrorKind::Template: kind = ErrorKind::Syntax; break;
+    case text::TextErrorKind::Format: break;
+  }
+  return makeError(kind, std::move(loc), (where.empty() ? "" : where + ": ") + e.message);
 }
 
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath) {

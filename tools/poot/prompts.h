@@ -47,8 +47,9 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
 // `where` when given: an unsupported component is a capability refusal
 // (exit 3), a file that cannot be read Io, text or an id the tokenizer
 // refuses or a conversation the chat template refuses Bind, a chat template
-// that does not parse or fails as it renders Syntax, a malformed file Format.
-Error textError(const text::TextError& e, const std::string& where = {});
+// that does not parse or fails as it renders Syntax, a malformed file Format;
+// at loc where given.
+Error textError(const text::TextError& e, const std::string& where = {}, Loc loc = {});
 
 // The eos_token_id of a config file; none when the file has no such key.
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath);

@@ -22,13 +22,10 @@ int runChat(const TokenizeOptions& opts) {
   auto chat = text::ChatConfig::load(opts.model);
   if (!chat) return report(textError(chat.error()));
   auto messages = readFile(opts.chat);  // "-": standard input
-  if (!messages) return report(makeError(ErrorKind::Io, {opts.chat}, "cannot read the messages (" + messages.error().message + ")"));
+  if (!messages)
+    return report(makeError(ErrorKind::Io, {opts.chat}, "cannot read the messages (" + messages.error().message + ")"));
   auto rendered = chat->apply(*messages, !opts.noGenerationPrompt);
-  if (!rendered) {
-    Error e = textError(rendered.error());
-    e.loc = {opts.chat};
-    return report(e);
-  }
+  if (!rendered) return report(textError(rendered.error(), {}, {opts.chat}));
   if (!opts.ids) {
     std::cout << *rendered << std::flush;
     return 0;
