@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 pootc=$1/tools/pootc/pootc
 c=fuzz/corpus
 rm -rf $c
-mkdir -p $c/{graph_text,graph_binary,profile,plan,npy,safetensors,config}
+mkdir -p $c/{graph_text,graph_binary,profile,plan,npy,safetensors,config,chat_template}
 
 small_graphs=(examples/graphs/decode-attention.pg test/lit/run/Inputs/{embed,guarded,scaled,ids}.pg
   test/lit/cli/Inputs/small.pg)
@@ -46,3 +46,8 @@ python3 test/lit/make-weights.py test/lit/passes/matmul-operands.pg "$tmp/sharde
 cp "$tmp/sharded/model.safetensors.index.json" $c/safetensors/matmul-operands.index.json
 
 cp examples/models/*.json $c/config/
+
+# Chat templates: the lit tests' (the published ones stay out: their
+# licenses are their authors').
+python3 -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))["chat_template"])' \
+  test/lit/generate/Inputs/chat-config.json > $c/chat_template/lit.jinja

@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (clang, with ASan and UBSan) and runs each for a
 # bounded time, starting from its seed corpus in fuzz/corpus/<target>/ (read
 # only; what a run adds goes to build-fuzz/corpus/<target>/). Usage:
-# scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...] (default 20 s, all seven
+# scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...] (default 20 s, all eight
 # targets); POOT_FUZZ_JOBS sets ninja's -j. A crash fails the script and leaves
 # the input in build-fuzz/crashes/. fuzz/README.md says what each target covers.
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(graph_text graph_binary profile plan npy safetensors config)
+[ ${#targets[@]} -gt 0 ] || targets=(graph_text graph_binary profile plan npy safetensors config chat_template)
 
 mkdir -p build-fuzz
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \

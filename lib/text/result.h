@@ -1,7 +1,8 @@
 // Errors of the text layer as values. lib/text stands on nothing of poot's
 // (docs/text.md), so, as lib/kv, it has its own small error type: a TextError
 // carries a kind (for a caller to act on) and a lower-case message naming the
-// file and field where there is one (for a person); TextResult<T> is a value
+// file and field where there is one (for a person), and a chat template's
+// line and column where the error is in one; TextResult<T> is a value
 // or a TextError.
 #pragma once
 
@@ -16,12 +17,15 @@ enum class TextErrorKind {
   Io,           // a file could not be read
   Format,       // a file is not what its format says (bad JSON, a missing or mistyped field)
   Unsupported,  // a well-formed component poot does not implement (named in the message)
-  BadInput,     // text that is not UTF-8, or an id the vocabulary does not have
+  BadInput,     // text that is not UTF-8, an id the vocabulary does not have, messages that are not a conversation
+  Template,     // a chat template that does not parse, or fails as it renders (a type error, a limit passed)
+  Raised,       // the chat template refused the conversation (its raise_exception)
 };
 
 struct TextError {
   TextErrorKind kind;
   std::string message;
+  int line = 0, column = 0;  // where in a chat template (1-based), 0 where none
 };
 
 template <class T>

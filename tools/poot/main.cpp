@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
       "generate", "generate tokens for a file of prompts over a paged prefill plan and a paged decode plan");
   gen->footer("Both plans come from one model: pootc trace --kv paged, --phase prefill (any --tokens) and\n"
               "--phase decode, the same --capacity and pool, compiled for the device (docs/runtime.md,\n"
-              "'Generating tokens'). Each prompt line is token ids separated by spaces (text with --tokenizer).\n"
+              "'Generating tokens'). Each prompt line is token ids separated by spaces (text with --tokenizer; a\n"
+              "JSON messages array with --chat, rendered through the model's chat template).\n"
               "Prompts run as the plans' batch rows; a new one is admitted as soon as another finishes and the\n"
               "pool can hold it to its last token. The rows of one step share a position, so each step serves the prompts furthest behind.\n"
               "A prompt stops after --max-new tokens or at an end-of-sequence id (kept in its output): --eos, else\n"
@@ -116,10 +117,15 @@ int main(int argc, char** argv) {
                   "the prompts: one a line, token ids separated by spaces (text with --tokenizer), optionally after "
                   "@NAME (an --adapter)")
       ->required();
-  gen->add_option("--tokenizer", gopts.tokenizer,
+  CLI::Option* tokOpt = gen->add_option("--tokenizer", gopts.tokenizer,
                   "a model directory with tokenizer.json (or the file): the prompts are text, encoded as 'poot "
                   "tokenize' does, and the generated text streams to stdout prompt by prompt (the report then goes to "
                   "stderr); --output's lines gain \"text\"");
+  gen->add_flag("--chat", gopts.chat,
+                "each prompt line is a conversation, a JSON array of {\"role\", \"content\"} messages, rendered through "
+                "the chat template of tokenizer_config.json beside --tokenizer's file with add_generation_prompt, "
+                "then encoded without adding special tokens (as 'poot tokenize --chat FILE --ids')")
+      ->needs(tokOpt);
   gen->add_option("--weights", gopts.weights,
                   "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
   gen->add_option("--adapter", gopts.adapters,
@@ -192,13 +198,29 @@ int main(int argc, char** argv) {
                    "added unless --no-special. Reads byte-level BPE tokenizers (Llama-3, Qwen2/3, DeepSeek) and\n"
                    "SentencePiece-style BPE (Llama-2, Gemma; docs/text.md says which components); others are refused\n"
                    "with exit 3, naming the component.\n"
+                   "With --chat FILE, renders the conversation in FILE (a JSON array of {\"role\", \"content\"}\n"
+                   "messages; - for standard input) through the chat template of tokenizer_config.json beside the\n"
+                   "tokenizer, as transformers' apply_chat_template does, and prints the text as it is (no newline\n"
+                   "added), or with --ids its token ids on one line, encoded without adding special tokens (the\n"
+                   "template writes them). docs/text.md, 'Chat templates', says which Jinja is read.\n"
                    "Examples:\n"
                    "  echo 'Hello, world' | poot tokenize models/llama-3-8b\n"
-                   "  echo '9906 11 1917' | poot tokenize models/llama-3-8b --decode");
+                   "  echo '9906 11 1917' | poot tokenize models/llama-3-8b --decode\n"
+                   "  poot tokenize models/llama-3-8b --chat chat.json --ids");
   tokenize->add_option("MODEL", topts.model, "a model directory holding tokenizer.json, or the file")->required();
-  tokenize->add_flag("--decode", topts.decode, "decode lines of token ids to text");
-  tokenize->add_flag("--no-special", topts.noSpecial,
+  CLI::Option* decodeOpt = tokenize->add_flag("--decode", topts.decode, "decode lines of token ids to text");
+  CLI::Option* noSpecialOpt = tokenize->add_flag("--no-special", topts.noSpecial,
                      "encoding: leave out the template's special tokens; decoding: leave out special tokens");
+  CLI::Option* chatOpt = tokenize->add_option("--chat", topts.chat,
+                                              "a JSON messages array to render through the model's chat template "
+                                              "(- for standard input), instead of reading lines")
+                             ->type_name("FILE")
+                             ->excludes(decodeOpt)
+                             ->excludes(noSpecialOpt);
+  tokenize->add_flag("--ids", topts.ids, "with --chat: print the rendered text's token ids")->needs(chatOpt);
+  tokenize->add_flag("--no-generation-prompt", topts.noGenerationPrompt,
+                     "with --chat: render with add_generation_prompt false (no assistant header at the end)")
+      ->needs(chatOpt);
 
   std::string version = std::string("poot ") + POOT_VERSION + " (plan format " + std::to_string(poot::rt::kPlanVersion) + ")";
   if (auto code = poot::parseCommandLine(app, argc, argv, version)) return *code;

@@ -16,7 +16,8 @@
 namespace poot {
 
 Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab,
-                                          const std::set<std::string>& adapters, const text::Tokenizer* tokenizer) {
+                                          const std::set<std::string>& adapters, const text::Tokenizer* tokenizer,
+                                          const text::ChatConfig* chat) {
   auto read = readFile(path);  // "-": standard input
   if (!read) return makeError(ErrorKind::Io, {path}, "cannot read the prompts file (" + read.error().message + ")");
   const std::string& text = *read;
@@ -48,7 +49,13 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
         rest = j == std::string_view::npos ? std::string_view() : row.substr(j + 1);
       }
       int column = int(row.size() - rest.size()) + 1;
-      auto ids = tokenizer->encode(rest, true);
+      std::string rendered;
+      if (chat) {
+        auto r = chat->apply(rest, true);
+        if (!r) return textError(r.error(), {}, {path, line, column});
+        rendered = std::move(*r);
+      }
+      auto ids = tokenizer->encode(chat ? std::string_view(rendered) : rest, !chat);
       if (!ids) return makeError(ErrorKind::Syntax, {path, line, column}, ids.error().message);
       for (int32_t id : *ids)
         if (id >= vocab)
@@ -93,12 +100,17 @@ Expected<std::vector<Prompt>> readPrompts(const std::string& path, int64_t vocab
   return prompts;
 }
 
-Error textError(const text::TextError& e, const std::string& where) {
-  ErrorKind kind = e.kind == text::TextErrorKind::Io            ? ErrorKind::Io
-                   : e.kind == text::TextErrorKind::Unsupported ? ErrorKind::Capability
-                   : e.kind == text::TextErrorKind::BadInput    ? ErrorKind::Bind
-                                                                 : ErrorKind::Format;
-  return makeError(kind, {}, (where.empty() ? "" : where + ": ") + e.message);
+Error textError(const text::TextError& e, const std::string& where, Loc loc) {
+  ErrorKind kind = ErrorKind::Format;
+  switch (e.kind) {
+    case text::TextErrorKind::Io: kind = ErrorKind::Io; break;
+    case text::TextErrorKind::Unsupported: kind = ErrorKind::Capability; break;
+    case text::TextErrorKind::BadInput:
+    case text::TextErrorKind::Raised: kind = ErrorKind::Bind; break;
+    case text::TextErrorKind::Template: kind = ErrorKind::Syntax; break;
+    case text::TextErrorKind::Format: break;
+  }
+  return makeError(kind, std::move(loc), (where.empty() ? "" : where + ": ") + e.message);
 }
 
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath) {

@@ -1,16 +1,48 @@
 // poot tokenize: a model's tokenizer (lib/text) over standard input, one
-// line at a time, for scripts and tests.
+// line at a time, for scripts and tests; with --chat, a conversation
+// through the model's chat template.
 #include <climits>
 #include <iostream>
 #include <sstream>
 #include <string>
 
+#include "ir/io.h"
 #include "prompts.h"
 #include "tool.h"
 
 namespace poot {
 
+namespace {
+
+// --chat: the conversation rendered through the chat template, printed as
+// it is, or its ids encoded without adding special tokens (the template
+// writes them, as apply_chat_template(tokenize=True) encodes). The
+// tokenizer is loaded only for --ids.
+int runChat(const TokenizeOptions& opts) {
+  auto chat = text::ChatConfig::load(opts.model);
+  if (!chat) return report(textError(chat.error()));
+  auto messages = readFile(opts.chat);  // "-": standard input
+  if (!messages)
+    return report(makeError(ErrorKind::Io, {opts.chat}, "cannot read the messages (" + messages.error().message + ")"));
+  auto rendered = chat->apply(*messages, !opts.noGenerationPrompt);
+  if (!rendered) return report(textError(rendered.error(), {}, {opts.chat}));
+  if (!opts.ids) {
+    std::cout << *rendered << std::flush;
+    return 0;
+  }
+  auto tok = text::Tokenizer::load(opts.model);
+  if (!tok) return report(textError(tok.error()));
+  auto ids = tok->encode(*rendered, false);
+  if (!ids) return report(textError(ids.error(), "the rendered conversation"));
+  for (size_t i = 0; i < ids->size(); ++i) std::cout << (i ? " " : "") << (*ids)[i];
+  std::cout << '\n' << std::flush;
+  return 0;
+}
+
+}  // namespace
+
 int runTokenize(const TokenizeOptions& opts) {
+  if (!opts.chat.empty()) return runChat(opts);
   auto tok = text::Tokenizer::load(opts.model);
   if (!tok) return report(textError(tok.error()));
   std::string line;

@@ -34,6 +34,7 @@ struct GenerateOptions {
   std::string prefillPlan, decodePlan;  // paged plans of one model (pootc trace --kv paged)
   std::string prompts;                  // one prompt a line, token ids separated by spaces (text with a tokenizer)
   std::string tokenizer;                // a tokenizer.json or its directory: text prompts, text out
+  bool chat = false;                    // each prompt a JSON messages array through tokenizer_config.json's chat template
   std::string weights;                  // a checkpoint (file, index or directory), optional
   std::string config;                   // a config.json or generation_config.json for eos_token_id
   std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
@@ -63,6 +64,9 @@ struct TokenizeOptions {
   std::string model;       // a tokenizer.json or the directory holding it
   bool decode = false;     // lines of ids to text (else lines of text to ids)
   bool noSpecial = false;  // encode: no template tokens; decode: special tokens left out
+  std::string chat;        // a JSON messages array to render through the chat template ("-": stdin); empty: none
+  bool ids = false;        // chat: print the rendered text's token ids, not the text
+  bool noGenerationPrompt = false;  // chat: add_generation_prompt false
 };
 
 int runTokenize(const TokenizeOptions& opts);
