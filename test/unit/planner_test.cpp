@@ -603,11 +603,17 @@ TEST_CASE("plan: plain kernels get one thread per result element, 256 per workgr
   CHECK(p.dispatches[0].grid[0] == 16);  // 4000 elements
   CHECK(p.dispatches[1].grid[0] == 1);
   CHECK(p.dispatches[2].grid[0] == 1);
-  CHECK(p.dispatches[3].grid[0] == 1);  // 4 rows
+  CHECK(p.dispatches[3].grid[0] == 4);  // 4 rows, a workgroup each
   CHECK(p.dispatches[4].grid[0] == 1);
   for (size_t i = 0; i < p.dispatches.size(); ++i) CHECK(p.dispatches[i].eqn == int32_t(i));
   CHECK(p.dispatches[3].writes.size() == 2);
   CHECK(printSchedule(p.kernels[0].request.schedule) == "elementwise lanes=0 splits=1 workgroup=256 memory=0");
+  // A row selection: the threads a power of two up to the row's 1000, at
+  // most 256; a candidate and its index a thread in workgroup memory.
+  CHECK(printSchedule(p.kernels[size_t(p.dispatches[3].kernel)].request.schedule) ==
+        "rows lanes=0 splits=1 workgroup=256 memory=2048");
+  CHECK(rowsSchedule(5, DType::I64, target("lavapipe")).workgroupMemory == 8 * (8 + 4));
+  CHECK(rowsSchedule(9, DType::BF16, target("lavapipe")).workgroupSize == 16);
   Synth s;
   s.maxwg = 64;
   CHECK(plan(g, s.make()).kernels[0].request.schedule.workgroupSize == 64);

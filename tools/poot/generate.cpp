@@ -59,7 +59,7 @@ const Value* param(const Graph& g, const std::string& name) {
 }
 
 Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
-  auto need = [&](const std::string& name, Storage storage, DType dtype, size_t rank) -> Expected<const Value*> {
+  auto need = [&](const std::string& name, Storage storage, DType dtype, int64_t rank) -> Expected<const Value*> {
     const Value* v = param(g, name);
     if (!v || v->storage != storage || v->type.dtype != dtype || v->type.rank() != rank)
       return planError(plan, "not a paged step plan: it has no " + std::string(storageName(storage)) + " %" + name +
