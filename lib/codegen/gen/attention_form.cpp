@@ -158,4 +158,22 @@ std::pair<V, V> headAndRest(Builder& b, V w, kir::Scalar t) {
   return {h, b.convert(b.sub(w, b.convert(h, kir::Scalar::F32)), t)};
 }
 
+V softmaxStep(Builder& b, V laneMax, const std::vector<V>& scores, int32_t m, int32_t l, double dropped,
+              std::vector<V>& weights) {
+  const double inf = std::numeric_limits<double>::infinity();
+  V most = b.max(laneMax, b.shuffleXor(laneMax, 1));
+  most = b.max(most, b.shuffleXor(most, 2));
+  V old = b.get(m), mNew = b.max(old, most);
+  V rescale = b.select(b.eq(mNew, b.f32(-inf)), b.f32(1), b.exp(b.sub(old, mNew)));
+  V sum = b.mul(b.get(l), rescale);
+  for (V x : scores) {
+    V w = b.select(b.eq(x, b.f32(-inf)), b.f32(dropped), b.exp(b.sub(x, mNew)));
+    sum = b.add(sum, w);
+    weights.push_back(w);
+  }
+  b.set(l, sum);
+  b.set(m, mNew);
+  return rescale;
+}
+
 }  // namespace poot::attn

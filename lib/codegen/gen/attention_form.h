@@ -130,6 +130,15 @@ FragmentVars zeroFragment(Builder& b);
 std::array<V, 4> getFragment(Builder& b, const FragmentVars& vars);
 void setFragment(Builder& b, const FragmentVars& vars, const std::array<V, 4>& x);
 std::pair<V, V> headAndRest(Builder& b, V w, kir::Scalar t);
+// One online-softmax step of a fragment row, which the 4 lanes t of its g
+// share (each holding `scores` of some of its keys, `laneMax` their
+// maximum): the row's maximum over the 4 (ShuffleXor 1 and 2, so they agree
+// exactly), the running maximum and denominator share in variables m and l
+// updated, the weights exp(s - m) appended to `weights` (`dropped` for a
+// -inf score); gives the rescale exp(m - m_new) of the running output (1
+// while the row has seen no key).
+V softmaxStep(Builder& b, V laneMax, const std::vector<V>& scores, int32_t m, int32_t l, double dropped,
+              std::vector<V>& weights);
 
 // The decode and prefill schedules' kernels (decode.cpp, decode_mma.cpp,
 // prefill.cpp, prefill_mma.cpp).

@@ -213,17 +213,7 @@ kir::Kernel decodeMmaKernel(const GenInput& in, const Form& f) {
             sc.push_back(x);
             most = b.max(most, x);
           }
-        most = b.max(most, b.shuffleXor(most, 1));
-        most = b.max(most, b.shuffleXor(most, 2));
-        V m = b.get(mv[h]), mNew = b.max(m, most);
-        rescale[h] = b.select(b.eq(mNew, b.f32(-kInf)), b.f32(1), b.exp(b.sub(m, mNew)));
-        V l = b.mul(b.get(lv[h]), rescale[h]);
-        for (V x : sc) {
-          p[h].push_back(b.select(b.eq(x, b.f32(-kInf)), b.f32(0), b.exp(b.sub(x, mNew))));
-          l = b.add(l, p[h].back());
-        }
-        b.set(lv[h], l);
-        b.set(mv[h], mNew);
+        rescale[h] = softmaxStep(b, most, sc, mv[h], lv[h], 0, p[h]);
       }
       for (int64_t n = 0; n < NV; ++n) {
         std::array<V, 4> o = getFragment(b, ov[size_t(n)]);

@@ -324,18 +324,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             sc.push_back(x);
             most = b.max(most, x);
           }
-        most = b.max(most, b.shuffleXor(most, 1));
-        most = b.max(most, b.shuffleXor(most, 2));
-        V m = b.get(mv[i]), mNew = b.max(m, most);
-        V rescale = b.select(b.eq(mNew, b.f32(-kInf)), b.f32(1), b.exp(b.sub(m, mNew)));
-        V l = b.mul(b.get(lv[i]), rescale);
-        for (V x : sc) {
-          V w = b.select(b.eq(x, b.f32(-kInf)), b.f32(-0.0), b.exp(b.sub(x, mNew)));
-          l = b.add(l, w);
-          p[i].push_back(w);
-        }
-        b.set(lv[i], l);
-        b.set(mv[i], mNew);
+        V rescale = softmaxStep(b, most, sc, mv[i], lv[i], -0.0, p[i]);
         for (auto& o : ov)
           for (size_t e = 0; e < 2; ++e) b.set(o[i * 2 + e], b.mul(b.get(o[i * 2 + e]), rescale));
       }
