@@ -220,7 +220,7 @@ class Planner {
       AttentionDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, shared, d_);
       std::string why = decode.reason + "; " + prefill.reason;
       if (prefill.schedule) {
-        int64_t blocks = B * (Hq / nrep) * ceilDiv(Lq, prefill.schedule->tileM / nrep);
+        int64_t blocks = B * Hkv * ceilDiv(Lq, prefill.schedule->tileM / nrep);
         auto grid = gridFor(e, "attention", blocks, "B * Hkv * query blocks");
         if (!grid) return grid.error();
         dispatch(kernel(request(e, *prefill.schedule), i, why), i, *grid, operands(e), results(e));
@@ -228,7 +228,7 @@ class Planner {
       }
       decode.reason = why;
     }
-    int64_t groups = decode.schedule ? B * (Hq / nrep) : B * Hq, packed = decode.schedule ? nrep * Lq : 1;
+    int64_t groups = decode.schedule ? B * Hkv : B * Hq, packed = decode.schedule ? nrep * Lq : 1;
     // The tensor-core decode has chosen its splits.
     bool mma = decode.schedule && decode.schedule->kind == "decode-mma";
     SplitDecision split = mma ? SplitDecision{decode.schedule->splits, ""} : chooseSplits(groups, packed, Lq, Lk, Dv, d_);
@@ -375,18 +375,16 @@ class Planner {
       count = numel(g_.type(e.operands[e.op == Op::ScatterUpdate ? 2 : 1]).shape);
     }
     if (opInfo(e.op).cls == OpClass::Reduce) kind = "reduce";
-    Schedule s = plainSchedule(e.op == Op::IndexGuard ? "guard" : kind, d_);
-    if (e.op == Op::TopK || e.op == Op::BlockTopK) {
-      const Type& x = g_.type(e.operands[0]);
-      unit = "rows, one a workgroup";
-      count /= r.shape.back();
-      s = rowsSchedule(x.shape.back(), x.dtype, d_);
-    }
+    // A row selection takes a workgroup a row; the rest a thread an element.
+    const bool rows = e.op == Op::TopK || e.op == Op::BlockTopK;
+    Schedule s = rows ? rowsSchedule(g_.type(e.operands[0]).shape.back(), g_.type(e.operands[0]).dtype, d_)
+                      : plainSchedule(e.op == Op::IndexGuard ? "guard" : kind, d_);
     std::array<int64_t, 3> grid = {1, 1, 1};
     if (e.op != Op::IndexGuard) {
-      int64_t groups = s.kind == "rows" ? count : (count + s.workgroupSize - 1) / s.workgroupSize;
-      auto g = gridFor(e, ("op " + std::string(opName(e.op))).c_str(), groups,
-                       str(count) + " " + unit + ", " + str(s.workgroupSize) + " per workgroup");
+      int64_t groups = rows ? count / r.shape.back() : ceilDiv(count, s.workgroupSize);
+      std::string counted = rows ? str(groups) + " rows, one a workgroup"
+                                 : str(count) + " " + unit + ", " + str(s.workgroupSize) + " per workgroup";
+      auto g = gridFor(e, ("op " + std::string(opName(e.op))).c_str(), groups, counted);
       if (!g) return g.error();
       grid = *g;
     }
