@@ -348,12 +348,28 @@ class Reader {
 
   Status readExports(const flatbuffers::Vector<flatbuffers::Offset<fbp::Export>>* xs, std::vector<Export>& out,
                      const char* what) const {
-    if (!xs) return ok();
-    for (flatbuffers::uoffset_t i = 0; i < xs->size(); ++i) {
+    // Each export is one of the source graph's outputs (or witnesses), once,
+    // in a buffer of its type: what the caller reads back, and what `poot
+    // run --check` compares with the oracle, has the graph's size.
+    const Graph& g = out_.source;
+    const auto& declared = std::string(what) == "output" ? g.outputs : g.validations;
+    size_t count = xs ? xs->size() : 0;
+    if (count != declared.size())
+      return fail(what, "the plan exports " + str(int64_t(count)) + " " + what + "s, the source graph " +
+                            str(int64_t(declared.size())));
+    for (flatbuffers::uoffset_t i = 0; i < count; ++i) {
       const fbp::Export& x = *xs->Get(i);
-      if (!validBuffer(x.buffer()))
-        return fail(item(what, i), std::string(what) + " '" + x.name()->str() + "' names no buffer");
-      out.push_back(Export{x.name()->str(), x.buffer()});
+      const std::string name = x.name()->str();
+      if (!validBuffer(x.buffer())) return fail(item(what, i), std::string(what) + " '" + name + "' names no buffer");
+      if (g.value(declared[i].value).name != name)
+        return fail(item(what, i), std::string(what) + " '" + name + "' is not the source graph's " + what + " " +
+                                       str(int64_t(i)) + " ('" + g.value(declared[i].value).name + "')");
+      const Type& want = g.type(declared[i].value);
+      const Buffer& b = out_.buffers[size_t(x.buffer())];
+      if (b.type != want)
+        return fail(item(what, i), std::string(what) + " '" + name + "' is " + want.str() +
+                                       " in the source graph, but its buffer '" + b.name + "' holds " + b.type.str());
+      out.push_back(Export{name, x.buffer()});
     }
     return ok();
   }
