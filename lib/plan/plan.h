@@ -74,6 +74,12 @@ namespace poot {
 //   "gemm-mma"           the gemm's blocks and splits on matrix units, for
 //                        two-byte operands: a threadM x threadN block a
 //                        warp, as fragments of `matrix` (schedule.h)
+//   "gemv-mma"           MatMul with 2 to 32 rows of two-byte operands and
+//                        b read along K, on a warp matrix op, computed
+//                        transposed: a workgroup of 4 warps owns tileM rows
+//                        and tileN columns, steps of K staged by
+//                        asynchronous copies, each warp multiplying tileK
+//                        keys of a step (schedule.h); splits as gemm
 //   "matmul-combine"     a split gemm's sum: one thread per result element
 //                        adds its `splits` partials in chunk order
 //   "fused"              a fusion group without reductions (ir/fusion.h):
@@ -99,7 +105,7 @@ struct Schedule {
                                                      // a tile
   int64_t threadM = 0, threadN = 0;                  // gemv, gemm: a thread's rows x columns; prefill: rows x keys;
                                                      // gemm-mma: a warp's
-  std::string matrix;                                // gemm-mma, prefill-mma, decode-mma: the matrix op
+  std::string matrix;                                // gemm-mma, gemv-mma, prefill-mma, decode-mma: the matrix op
                                                      // (ir/matrix.h) by name
   bool operator==(const Schedule&) const = default;
 };

@@ -311,13 +311,13 @@ class Planner {
     MatMulDecision c = chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
                                     g_.type(e.operands[1]).dtype, d_);
     if (members.size() > 1) {
-      // Only a gemv runs a group as one kernel: there one launch of all the
-      // columns reads a once and fills the device (Llama-3-8B's q, k and v
-      // on the H200: 0.027 ms against 0.033 apart). A gemm's rows already
+      // Only a gemv (or gemv-mma) runs a group as one kernel: there one
+      // launch of all the columns reads a once and fills the device
+      // (Llama-3-8B's q, k and v on the H200: 0.027 ms against 0.033 apart). A gemm's rows already
       // fill it, and one launch of the group's tiles ran 9% slower than the
       // products apart in a 2048-token prefill (bench/model/NOTES.md), so
       // each member is planned alone, in the group's order.
-      if (c.schedule.kind != "gemv") {
+      if (c.schedule.kind != "gemv" && c.schedule.kind != "gemv-mma") {
         for (int32_t at : members)
           if (auto s = planMatMul(at, {at}); !s) return s;
         return ok();

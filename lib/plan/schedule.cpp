@@ -390,13 +390,56 @@ MatMulDecision gemv(int64_t batch, int64_t m, int64_t k, int64_t n, bool transpo
   return {s, why};
 }
 
+// The gemv-mma for this product (schedule.h), or nothing with the reason in
+// `declined` ("" where the profile has no warp op for the operands).
+std::optional<MatMulDecision> gemvMma(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a,
+                                      DType b, const DeviceProfile& d, std::string& declined) {
+  auto op = std::find_if(d.matrix_ops.begin(), d.matrix_ops.end(), [&](MatrixOp o) {
+    const MatrixShape& sh = matrixShape(o);
+    return sh.threads == 32 && sh.k == 16 && sh.operand == a;
+  });
+  if (a != b || op == d.matrix_ops.end()) return std::nullopt;
+  const std::string name = matrixShape(*op).name;
+  auto no = [&](const std::string& why) -> std::optional<MatMulDecision> {
+    declined = "not on " + name + " as a gemv: " + why;
+    return std::nullopt;
+  };
+  if (!transposedB) return no("b is not K-major");
+  if (k % 8) return no("K=" + str(k) + " is not a multiple of 8");
+  const int64_t nt = ceilDiv(m, 8), c = ceilDiv(nt, 2), keys = 32 * std::max<int64_t>(1, 2 / c);
+  const int64_t step = kGemvMmaWarps * keys;
+  Schedule s{"gemv-mma", 0, 1, 32 * kGemvMmaWarps,
+             kGemvMmaStages * (8 * nt + 16 * c) * (step + kGemvMmaPad) * 2 + kGemvMmaWarps * c * nt * 128 * 4};
+  s.tileM = 8 * nt, s.tileN = 16 * c, s.tileK = keys, s.vector = 8, s.matrix = name;
+  if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
+    return no("its workgroup does not fit the device");
+  const int64_t workgroups = batch * ceilDiv(n, s.tileN), count = batch * m * n;
+  while (workgroups * s.splits < kGemvMmaFill * d.compute_units && s.splits * 2 <= kMaxGemmSplits &&
+         k / (s.splits * 2) >= step && s.splits * 2 * count * 4 <= d.max_buffer_bytes &&
+         s.splits * 2 * count <= INT32_MAX)
+    s.splits *= 2;
+  std::string why = str(m) + " rows of " + dtypeName(a) + " on " + name + " as a gemv, b's rows the op's A: " +
+                    str(workgroups) + " workgroups of " + str(s.tileN) + " columns, " + str(kGemvMmaWarps) +
+                    " warps of " + str(keys) + " keys in steps of " + str(step) + " through " +
+                    str(kGemvMmaStages) + " stages";
+  if (s.splits > 1)
+    why += ", times " + str(s.splits) + " chunks of K=" + str(k) + " for " + str(kGemvMmaFill) + " workgroups a unit";
+  return MatMulDecision{s, why};
+}
+
 }  // namespace
 
 MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
                             const DeviceProfile& d) {
+  // 2 to kGemvMmaRows rows of two-byte operands: the gemv on matrix units
+  // where it applies; why not is kept for the reason of what is chosen.
+  std::string notGemvMma;
+  if (m >= 2 && m <= kGemvMmaRows)
+    if (auto g = gemvMma(batch, m, k, n, transposedB, a, b, d, notGemvMma)) return *g;
+  if (!notGemvMma.empty()) notGemvMma = "; " + notGemvMma;
   if (m <= kGemvMaxRows)
     return gemv(batch, m, k, n, transposedB, a, b, d,
-                str(m) + " rows: one read of b serves " + str(std::min(m, kGemvRows)) + " of them");
+                str(m) + " rows: one read of b serves " + str(std::min(m, kGemvRows)) + " of them" + notGemvMma);
   if (a == DType::I64) return gemv(batch, m, k, n, transposedB, a, b, d, str(m) + " rows of i64");
   // A tile taller than the rows rounded up to a power of two (16 at least)
   // would compute more rows that do not exist than rows that do. K splits,
@@ -470,7 +513,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   why += "), or the smallest that fits";
   if (!shape) why += "; not on matrix units: " + notMma;
   else if (!notMma.empty()) why += "; not on " + notMma;
-  return {s, why};
+  return {s, why + notGemvMma};
 }
 
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std::vector<int64_t>& ns) {
@@ -512,6 +555,9 @@ std::string printSchedule(const Schedule& s) {
   if (s.kind == "gemm")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
   if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
+  if (s.kind == "gemv-mma")
+    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector) +
+           " matrix=" + s.matrix;
   if (s.kind == "gemm-mma")
     out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector) +
            " warp=" + str(s.threadM) + "x" + str(s.threadN) + " matrix=" + s.matrix;

@@ -268,6 +268,24 @@ int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool
 int64_t gemmMmaBytes(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages);
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
 
+// The tensor-core gemv ("gemv-mma", plan.h): a product of 2 to
+// kGemvMmaRows rows (one row streams b faster on the gemv's SIMT lanes:
+// bench/matmul NOTES, session 20) of a two-byte a and a K-major b of the same dtype (a
+// weight [n, k] as models keep it), K a multiple of 8, on the profile's
+// first warp m16n8k16 of that dtype. It is computed transposed: 16 rows of
+// b are the op's A and 8 rows of a its B, so the op's 16 rows are columns
+// of the result and its 8 columns rows of a. A workgroup of kGemvMmaWarps
+// warps owns tileM = 8 NT rows (NT = ceil(m / 8)) and tileN = 16 C columns,
+// C = ceil(NT / 2), and walks K in steps of kGemvMmaWarps * tileK keys,
+// tileK = 32 max(1, 2 / C); each step's rows of b and a are copied
+// asynchronously into one of kGemvMmaStages stage buffers (rows of the
+// step's keys and kGemvMmaPad more), and warp w multiplies the step's keys
+// w tileK .. (w + 1) tileK - 1. The warps' sums fold in workgroup memory. K
+// splits as the gemm's (f32 partials, then a matmul-combine) while the
+// launch has fewer than kGemvMmaFill workgroups a compute unit and each
+// chunk keeps a whole step.
+constexpr int64_t kGemvMmaRows = 32, kGemvMmaWarps = 4, kGemvMmaFill = 2, kGemvMmaStages = 4, kGemvMmaPad = 32;
+
 // Words of padding after each k row of a gemm's staged tiles: 4, so every k
 // row starts 16-byte aligned (the compute loop reads 4 words at once) while
 // the stores of neighbouring threads (neighbouring k) spread over half the

@@ -219,9 +219,10 @@ TEST_CASE("gen matmul: split-K gemm and its combine") {
 // warpgroup ops left out), on the KIR interpreter (which gives mma its
 // meaning; the H200 runs in test/device): every tile, both layouts of b,
 // bf16 and f16, rows, K and N that are multiples of no tile, fragment or
-// run, and a split K. The bound is checkWithin's: the products of two-byte
-// values are exact in f32 and each result is a sum of them, so 2 gamma_K
-// plus one ulp of the result.
+// run (the tiles of at most 32 rows take a K that is not a multiple of 8,
+// which the gemv-mma declines), and a split K. The bound is checkWithin's:
+// the products of two-byte values are exact in f32 and each result is a sum
+// of them, so 2 gamma_K plus one ulp of the result.
 TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K") {
   DeviceProfile d = testing::loadTarget("nvidia-h200");
   std::erase_if(d.matrix_ops, [](MatrixOp op) { return matrixShape(op).threads != 32; });
@@ -232,7 +233,7 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
   };
   for (const char* t : {"bf16", "f16"})
     for (Mma c : {Mma{130, 72, 260, 1, "128x256", 1}, Mma{130, 72, 136, 3, "128x128", 1}, Mma{40, 40, 23, 1, "64x128", 1},
-                  Mma{20, 200, 9, 1, "32x128", 1}, Mma{17, 2100, 130, 8, "32x128", 4}, Mma{16, 45, 7, 132, "16x128", 1}}) {
+                  Mma{20, 202, 9, 1, "32x128", 1}, Mma{17, 2100, 130, 8, "32x128", 4}, Mma{16, 45, 7, 132, "16x128", 1}}) {
       CAPTURE(t);
       CAPTURE(c.m);
       d.compute_units = c.units;
@@ -251,13 +252,13 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
   // Batched and broadcast (the MLA forms), and what stays on SIMT units:
   // f32, mixed dtypes, few rows, a profile without the op.
   d.compute_units = 132;
-  CHECK(run(Case{"bf16[2,1,20,40]", "bf16[3,9,40]", "bf16[2,3,20,9]", true}, d, false) == "gemm-mma");
+  CHECK(run(Case{"bf16[2,1,20,42]", "bf16[3,9,42]", "bf16[2,3,20,9]", true}, d, false) == "gemm-mma");
   MatMulDecision f32 = chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::F32, d);
   CHECK(f32.schedule.kind == "gemm");
   CHECK(f32.reason.find("; not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype)") !=
         std::string::npos);
   CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::BF16, d).schedule.kind == "gemm");
-  CHECK(chooseMatMul(1, 8, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemv");
+  CHECK(chooseMatMul(1, 8, 64, 64, false, DType::BF16, DType::BF16, d).schedule.kind == "gemv");
   std::string why = chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d).reason;
   CHECK(why.rfind("64 rows of bf16 on m16n8k16.bf16: ", 0) == 0);
   d.matrix_ops = {MatrixOp::M16N8K8Tf32, MatrixOp::M16N8K16F16};
@@ -302,9 +303,14 @@ TEST_CASE("gen matmul: gemm-mma on warpgroups, every tile, bf16 and f16, split K
   MatMulDecision odd = chooseMatMul(1, 130, 45, 64, true, DType::F16, DType::F16, d);
   CHECK(odd.schedule.matrix == "m16n8k16.f16");
   CHECK(odd.reason.find("; not on m64nNk16.f16: K=45 is not a multiple of 8") != std::string::npos);
+  // Few rows go to the gemv-mma; where its stages do not fit (the 32x128
+  // tile's 69120 bytes do), the warpgroup's tiles are too tall.
+  d.workgroup_memory_bytes = 70000;
   MatMulDecision few = chooseMatMul(1, 20, 64, 64, true, DType::BF16, DType::BF16, d);
   CHECK(few.schedule.matrix == "m16n8k16.bf16");
   CHECK(few.reason.find("; not on m64nNk16.bf16: no tile of at most 32 rows fits the device's workgroup") !=
+        std::string::npos);
+  CHECK(few.reason.find("; not on m16n8k16.bf16 as a gemv: its workgroup does not fit the device") !=
         std::string::npos);
 }
 
@@ -344,7 +350,7 @@ struct Group {
 
 std::string groupText(const Group& c, bool abs) {
   Shape as = testing::ty(c.a).shape;
-  std::string t = "graph g\ninput %a : " + c.a + "\n", x = "%a";
+  std::string t = "graph g\ninput %a : " + c.a + "\n", x = "%a", rt = c.a.substr(0, c.a.find('['));
   std::vector<std::string> bs;
   for (size_t i = 0; i < c.ns.size(); ++i) {
     bs.push_back(std::string(c.bType) + (c.transposed ? dims({c.ns[i], c.k}) : dims({c.k, c.ns[i]})));
@@ -357,7 +363,7 @@ std::string groupText(const Group& c, bool abs) {
     Shape rs = as;
     rs.back() = c.ns[i];
     t += "%r" + std::to_string(i) + " = MatMul(" + x + ", " + b + ") {" + (c.transposed ? "transpose_b=true, " : "") +
-         "fusion=0} : f32" + shapeStr(rs) + "\n";
+         "fusion=0} : " + rt + shapeStr(rs) + "\n";
   }
   // Outside the bound's graph each result is read through a Neg, so it is a
   // temporary in the arena, beside the other products' scratch.
@@ -365,7 +371,7 @@ std::string groupText(const Group& c, bool abs) {
     std::string r = std::to_string(i);
     Shape rs = as;
     rs.back() = c.ns[i];
-    if (!abs) t += "%o" + r + " = Neg(%r" + r + ") : f32" + shapeStr(rs) + "\n";
+    if (!abs) t += "%o" + r + " = Neg(%r" + r + ") : " + rt + shapeStr(rs) + "\n";
     t += "output %" + std::string(abs ? "r" : "o") + r + "\n";
   }
   return t;
@@ -444,6 +450,58 @@ TEST_CASE("gen matmul: product groups, one kernel for products of one a") {
     REQUIRE(p.scratch.size() == 3);
     CHECK(p.scratch[0].floats == 2 * 33 * 20);
   }
+}
+
+// The tensor-core gemv (gemv-mma) on the H200 profile's m16n8k16 ops, on
+// the KIR interpreter (the H200 runs in test/device): every row tile (1 to
+// 4 of 8 rows), bf16 and f16, K a multiple of 8 but of no step (whole steps
+// and a partial one), N past one column block, split K (the partials and
+// their combine), a broadcast batch axis, a product group with and without
+// splits; and what it declines. The bound is the gemm-mma's.
+TEST_CASE("gen matmul: gemv-mma, every row tile, bf16 and f16, split K, groups; what it declines") {
+  DeviceProfile d = testing::loadTarget("nvidia-h200");
+  struct Skinny {
+    int64_t m, k, n, units, splits;
+  };
+  for (const char* t : {"bf16", "f16"})
+    for (Skinny c : {Skinny{2, 40, 23, 132, 1}, Skinny{5, 264, 50, 132, 1}, Skinny{8, 1000, 17, 1, 1},
+                     Skinny{9, 2056, 40, 4, 4}, Skinny{17, 520, 70, 1, 1}, Skinny{32, 4104, 33, 2, 2}}) {
+      CAPTURE(t);
+      CAPTURE(c.m);
+      d.compute_units = c.units;
+      DType dt = *parseDType(t);
+      Schedule s = chooseMatMul(1, c.m, c.k, c.n, true, dt, dt, d).schedule;
+      CHECK(s.kind == "gemv-mma");
+      CHECK(s.matrix == std::string("m16n8k16.") + t);
+      CHECK(s.tileM == 8 * ceilDiv(c.m, 8));
+      CHECK(s.tileN == 16 * ceilDiv(s.tileM / 8, 2));
+      CHECK(s.splits == c.splits);
+      CHECK(run(Case{t + dims({c.m, c.k}), t + dims({c.n, c.k}), t + dims({c.m, c.n}), true}, d, false) == "gemv-mma");
+    }
+  d.compute_units = 132;
+  CHECK(run(Case{"bf16[2,1,3,40]", "bf16[3,9,40]", "bf16[2,3,3,9]", true}, d, false) == "gemv-mma");
+  for (int64_t units : {132, 4}) {
+    d.compute_units = units;
+    int64_t k = units == 4 ? 2056 : 488;  // long enough to split (a whole step a chunk) or not
+    Plan p = runGroup(Group{"bf16[3," + std::to_string(k) + "]", k, {40, 9, 24}, true, "bf16"}, d, false);
+    const KernelRequest& r = p.kernels.at(0).request;
+    CHECK(r.schedule.kind == "gemv-mma");
+    CHECK(r.results.size() == 3);
+    CHECK(r.schedule.splits == (units == 4 ? 2 : 1));
+    CHECK(p.scratch.size() == (units == 4 ? 1 : 0));
+  }
+  // Declined: b plain, K not a multiple of 8, more than 32 rows, f32; one
+  // row stays on the gemv (which streams b faster there).
+  d.compute_units = 132;
+  MatMulDecision plain = chooseMatMul(1, 4, 64, 64, false, DType::BF16, DType::BF16, d);
+  CHECK(plain.schedule.kind == "gemv");
+  CHECK(plain.reason.find("; not on m16n8k16.bf16 as a gemv: b is not K-major") != std::string::npos);
+  MatMulDecision odd = chooseMatMul(1, 20, 45, 64, true, DType::F16, DType::F16, d);
+  CHECK(odd.schedule.kind == "gemm-mma");
+  CHECK(odd.reason.find("; not on m16n8k16.f16 as a gemv: K=45 is not a multiple of 8") != std::string::npos);
+  CHECK(chooseMatMul(1, 33, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemm-mma");
+  CHECK(chooseMatMul(1, 4, 64, 64, true, DType::F32, DType::F32, d).schedule.kind == "gemv");
+  CHECK(chooseMatMul(1, 1, 64, 64, true, DType::BF16, DType::BF16, d).schedule.kind == "gemv");
 }
 
 }  // namespace

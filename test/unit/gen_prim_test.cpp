@@ -621,47 +621,49 @@ TEST_CASE("gen: tiny graphs on the generated kernels in bf16 and f16") {
   }
 }
 
-// The same tiny prefills (20 tokens, so the products have more rows than a
-// gemv takes) planned for the H200, whose profile lists the bf16 matrix op:
-// their products run the gemm-mma schedule and their attention the
-// tensor-core prefill (one tf32 product a score for bf16 inputs), on the KIR
-// interpreter, which gives mma its meaning (the H200 runs them in
-// test/device). Same bound.
+// The same tiny prefills planned for the H200, whose profile lists the bf16
+// matrix op: at 20 tokens their products run the gemv-mma schedule (at most
+// 32 rows), at 40 the gemm-mma, and their attention the tensor-core prefill
+// (one tf32 product a score for bf16 inputs), on the KIR interpreter, which
+// gives mma its meaning (the H200 runs them in test/device). Same bound.
 TEST_CASE("gen: tiny bf16 prefills on the H200's matrix units, on the KIR interpreter") {
   static const DeviceProfile h200 = testing::loadTarget("nvidia-h200");
   for (const auto& path : testing::filesIn(testing::sourceDir() / "examples" / "models", "tiny-", ".json")) {
-    CAPTURE(path.filename().string());
-    auto cfg = trace::loadConfig(path.string());
-    REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
-    trace::TraceOptions opts;
-    opts.phase = trace::Phase::Prefill;
-    opts.capacity = 32;
-    opts.tokens = 20;
-    opts.dtype = DType::BF16;
-    opts.weightsDtype = DType::BF16;
-    auto g = trace::traceModel(*cfg, opts);
-    REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
-    PassContext ctx;
-    auto s = runPipeline(*g, ctx, PipelineOptions{});
-    REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
-    auto plan = planGraph(*g, h200);
-    REQUIRE_MESSAGE(bool(plan), (plan ? "" : plan.error().str()));
-    int gemms = 0, attentions = 0;
-    for (const Kernel& k : plan->kernels) {
-      gemms += k.request.schedule.kind == "gemm-mma";
-      attentions += k.request.schedule.kind == "prefill-mma";
+    for (int64_t tokens : {20, 40}) {
+      CAPTURE(path.filename().string());
+      CAPTURE(tokens);
+      auto cfg = trace::loadConfig(path.string());
+      REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
+      trace::TraceOptions opts;
+      opts.phase = trace::Phase::Prefill;
+      opts.capacity = 48;
+      opts.tokens = tokens;
+      opts.dtype = DType::BF16;
+      opts.weightsDtype = DType::BF16;
+      auto g = trace::traceModel(*cfg, opts);
+      REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
+      PassContext ctx;
+      auto s = runPipeline(*g, ctx, PipelineOptions{});
+      REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+      auto plan = planGraph(*g, h200);
+      REQUIRE_MESSAGE(bool(plan), (plan ? "" : plan.error().str()));
+      int gemms = 0, attentions = 0;
+      for (const Kernel& k : plan->kernels) {
+        gemms += k.request.schedule.kind == (tokens <= kGemvMmaRows ? "gemv-mma" : "gemm-mma");
+        attentions += k.request.schedule.kind == "prefill-mma";
+      }
+      CHECK(gemms > 0);
+      if (path.filename() != "tiny-sparse.json") CHECK(attentions > 0);  // its selected attention has no tensor-core form
+      uint64_t seed = testing::freshSeed();
+      CAPTURE(seed);
+      auto params = completeParams(*g, {}, seed);
+      auto want = evaluate(*g, params);
+      REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+      auto kir = testing::runOnKir(*g, h200, params);
+      REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+      for (const auto& [name, t] : want->outputs) checkSame("kir output " + name, t, kir->outputs.at(name), testing::relativeToBefore(3e-2));
+      for (const auto& [name, t] : want->states) checkSame("kir state " + name, t, kir->states.at(name), testing::relativeToBefore(3e-2));
     }
-    CHECK(gemms > 0);
-    if (path.filename() != "tiny-sparse.json") CHECK(attentions > 0);  // its selected attention has no tensor-core form
-    uint64_t seed = testing::freshSeed();
-    CAPTURE(seed);
-    auto params = completeParams(*g, {}, seed);
-    auto want = evaluate(*g, params);
-    REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
-    auto kir = testing::runOnKir(*g, h200, params);
-    REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
-    for (const auto& [name, t] : want->outputs) checkSame("kir output " + name, t, kir->outputs.at(name), testing::relativeToBefore(3e-2));
-    for (const auto& [name, t] : want->states) checkSame("kir state " + name, t, kir->states.at(name), testing::relativeToBefore(3e-2));
   }
 }
 

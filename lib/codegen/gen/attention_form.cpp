@@ -139,20 +139,6 @@ KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi) 
   return {lo, hi};
 }
 
-FragmentVars zeroFragment(Builder& b) {
-  FragmentVars vars{};
-  for (int32_t& x : vars) x = b.var(kir::Scalar::F32, b.f32(0));
-  return vars;
-}
-
-std::array<V, 4> getFragment(Builder& b, const FragmentVars& vars) {
-  return {b.get(vars[0]), b.get(vars[1]), b.get(vars[2]), b.get(vars[3])};
-}
-
-void setFragment(Builder& b, const FragmentVars& vars, const std::array<V, 4>& x) {
-  for (size_t e = 0; e < 4; ++e) b.set(vars[e], x[e]);
-}
-
 std::pair<V, V> headAndRest(Builder& b, V w, kir::Scalar t) {
   V h = b.convert(w, t);
   return {h, b.convert(b.sub(w, b.convert(h, kir::Scalar::F32)), t)};

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "codegen/gen/generators.h"
+#include "codegen/gen/index.h"
 #include "codegen/gen/streaming.h"
 
 namespace poot::attn {
@@ -120,15 +121,14 @@ DecodeFold decodeFold(Builder& b, int64_t slices, int64_t rows, int64_t dv);
 void foldDecodeRows(Builder& b, const Form& f, const DecodeFold& fold, const std::function<V(V)>& queryRow, V tid,
                     int64_t threads, int64_t splits, V split, int32_t out);
 
-// What the tensor-core kernels (prefill_mma.cpp, decode_mma.cpp) share: an
-// accumulator fragment (an Mma's C and D) as four f32 variables, and a
-// weight w (f32) as the two-byte type t's head h = t(w) and remainder t(w -
-// h) (w - h is exact in f32), which the value products take one after the
-// other.
-using FragmentVars = std::array<int32_t, 4>;
-FragmentVars zeroFragment(Builder& b);
-std::array<V, 4> getFragment(Builder& b, const FragmentVars& vars);
-void setFragment(Builder& b, const FragmentVars& vars, const std::array<V, 4>& x);
+// What the tensor-core kernels (prefill_mma.cpp, decode_mma.cpp) share:
+// accumulator fragments (index.h), and a weight w (f32) as the two-byte type
+// t's head h = t(w) and remainder t(w - h) (w - h is exact in f32), which
+// the value products take one after the other.
+using gen::FragmentVars;
+using gen::getFragment;
+using gen::setFragment;
+using gen::zeroFragment;
 std::pair<V, V> headAndRest(Builder& b, V w, kir::Scalar t);
 // One online-softmax step of a fragment row, which the 4 lanes t of its g
 // share (each holding `scores` of some of its keys, `laneMax` their

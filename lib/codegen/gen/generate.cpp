@@ -12,6 +12,7 @@ Expected<kir::Kernel> generateKernel(const GenInput& in) {
   if (kind == "elementwise" || kind == "in-place") return genElementwise(in);
   if (kind == "reduce") return genReduce(in);
   if (kind == "fused" || kind == "fused-rows") return genFused(in);
+  if (kind == "gemv-mma") return genGemvMma(in);
   if (kind == "gemv" || kind == "gemm" || kind == "gemm-mma" || kind == "matmul-combine") return genMatMul(in);
   if (kind == "rows") return genRows(in);
   if (kind == "guard") return genGuard(in);

@@ -42,6 +42,7 @@ Expected<kir::Kernel> genElementwise(const GenInput& in);
 Expected<kir::Kernel> genReduce(const GenInput& in);   // ReduceSum/Max/Min
 Expected<kir::Kernel> genFused(const GenInput& in);    // fusion groups: fused, fused-rows
 Expected<kir::Kernel> genMatMul(const GenInput& in);   // gemv, gemm, matmul-combine
+Expected<kir::Kernel> genGemvMma(const GenInput& in);  // gemv-mma
 Expected<kir::Kernel> genRows(const GenInput& in);     // TopK, BlockTopK
 Expected<kir::Kernel> genGuard(const GenInput& in);    // IndexGuard
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -174,6 +175,23 @@ inline RopePair ropePair(Builder& b, V c, int64_t D, bool half) {
 inline V ropeRotate(Builder& b, const RopePair& p, V x1, V x2, V co, V si) {
   V rotated1 = b.sub(b.mul(x1, co), b.mul(x2, si)), rotated2 = b.add(b.mul(x2, co), b.mul(x1, si));
   return b.select(p.first, rotated1, rotated2);
+}
+
+// ---------------------------------------------------------------- fragments
+
+// An accumulator fragment of a warp's matrix op (an Mma's C and D, kir.h)
+// as four f32 variables, which the tensor-core kernels carry across steps.
+using FragmentVars = std::array<int32_t, 4>;
+inline FragmentVars zeroFragment(Builder& b) {
+  FragmentVars vars{};
+  for (int32_t& x : vars) x = b.var(Scalar::F32, b.f32(0));
+  return vars;
+}
+inline std::array<V, 4> getFragment(Builder& b, const FragmentVars& vars) {
+  return {b.get(vars[0]), b.get(vars[1]), b.get(vars[2]), b.get(vars[3])};
+}
+inline void setFragment(Builder& b, const FragmentVars& vars, const std::array<V, 4>& x) {
+  for (size_t e = 0; e < 4; ++e) b.set(vars[e], x[e]);
 }
 
 // ---------------------------------------------------------------- values
