@@ -1018,6 +1018,38 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
     k.body.items.push_back(1);
     CHECK(errorOf(verify(k)) == "kernel ints: %1 (exp): not defined on i32");
   }
+  SUBCASE("the regular forms' operand types (kir.h's OpInfo rows)") {
+    // opcode, operand type, whether the verifier takes it.
+    struct Row {
+      Opc op;
+      Scalar t;
+      bool ok;
+    };
+    for (Row r : {Row{Opc::Shl, Scalar::I64, true}, Row{Opc::Shl, Scalar::F32, false}, Row{Opc::Shl, Scalar::Bool, false},
+                  Row{Opc::And, Scalar::Bool, true}, Row{Opc::Xor, Scalar::F32, false}, Row{Opc::Pow, Scalar::F32, true},
+                  Row{Opc::Pow, Scalar::I32, false}, Row{Opc::Min, Scalar::I64, true}, Row{Opc::Add, Scalar::Bool, false},
+                  Row{Opc::Not, Scalar::I32, true}, Row{Opc::Abs, Scalar::Bool, false}, Row{Opc::Floor, Scalar::F32, true},
+                  Row{Opc::Lt, Scalar::Bool, false}, Row{Opc::Eq, Scalar::Bool, true}, Row{Opc::Ge, Scalar::I64, true}}) {
+      CAPTURE(opcName(r.op));
+      CAPTURE(scalarName(r.t));
+      Builder bl("form", 1, 1);
+      V a = bl.constant(r.t, 1);
+      Kernel k = bl.finish();
+      const Form form = opInfo(r.op).form;
+      Scalar result = form == Form::Compare ? Scalar::Bool : r.t;
+      k.insts.push_back(Inst{r.op, result, form == Form::Unary ? std::vector<V>{a} : std::vector<V>{a, a}});
+      k.body.items.push_back(V(k.insts.size() - 1));
+      if (r.ok) CHECK(bool(verify(k)));
+      else CHECK(errorOf(verify(k)) == "kernel form: %1 (" + std::string(opcName(r.op)) + "): not defined on " + scalarName(r.t));
+    }
+    // An id takes no operand.
+    Builder bl("id", 1, 1);
+    V a = bl.i32(1);
+    Kernel k = bl.finish();
+    k.insts.push_back(Inst{Opc::Local, Scalar::I32, {a}});
+    k.body.items.push_back(1);
+    CHECK(errorOf(verify(k)).find("(local): 1 operand") != std::string::npos);
+  }
   SUBCASE("a value used after the block that defines it") {
     Builder bl("scope", 4, 1);
     int32_t out = bl.buffer("y", DType::I32, 4, true);

@@ -98,7 +98,7 @@ std::vector<V> Builder::mmaResult(V m) {
 
 std::array<V, 4> Builder::mma(MatrixOp op, const std::vector<V>& a, const std::vector<V>& b,
                               const std::array<V, 4>& c) {
-  const MatrixShape& shape = matrixShape(op);
+  [[maybe_unused]] const MatrixShape& shape = matrixShape(op);
   assert(int64_t(a.size()) == shape.aRegs && int64_t(b.size()) == shape.bRegs);
   Inst mma{Opc::Mma, Scalar::F32, a};
   mma.args.insert(mma.args.end(), b.begin(), b.end());

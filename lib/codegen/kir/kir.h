@@ -189,9 +189,11 @@ enum class Opc : uint8_t {
 };
 
 // The one row each opcode has here: its name, what it defines, who executes
-// it and which emitters lower it. The verifier, the interpreter, the printer
-// and the emitters read these from here; an opcode's operand rules and
-// meaning stay in their own switches.
+// it, which emitters lower it and, for the regular forms, its operand rule.
+// The verifier, the interpreter, the printer and the emitters read these
+// from here; the operand rules of the other forms (memory, warp and control
+// operations, conversions) and every opcode's meaning stay in their own
+// switches.
 enum class Defines : uint8_t {
   Value,    // an SSA value (For: its induction value)
   Wide,     // several elements, read only through Lane
@@ -203,11 +205,25 @@ enum class Scope : uint8_t {
   Warpgroup,  // a whole warpgroup at once (128 threads), likewise
   Workgroup,  // every thread of the workgroup (Barrier)
 };
+// The regular forms, whose operand rule is the row's: Id (no operand, an
+// i32), Binary (two operands of one type, giving it), Unary (one operand,
+// giving its type), Compare (two operands of one type, giving a bool); the
+// operand type must be one of the row's `types`. Other: the verifier's own
+// rule.
+enum class Form : uint8_t { Other, Id, Binary, Unary, Compare };
+// A set of Scalars, one bit each (bit s for Scalar s).
+using Types = uint8_t;
+constexpr Types typeBit(Scalar s) { return Types(1u << unsigned(s)); }
+constexpr Types kIntTypes = typeBit(Scalar::I32) | typeBit(Scalar::I64);
+constexpr Types kNumberTypes = kIntTypes | typeBit(Scalar::F32);
+constexpr Types kBitTypes = kIntTypes | typeBit(Scalar::Bool);
 struct OpInfo {
   const char* name;
   Defines defines;
   Scope scope;
   bool ptxOnly;  // only the NVPTX lowering has it; SPIR-V's legalization and AMDGPU's refuse it
+  Form form = Form::Other;
+  Types types = 0;  // the operand types a regular form takes
 };
 const OpInfo& opInfo(Opc o);
 inline const char* opcName(Opc o) { return opInfo(o).name; }

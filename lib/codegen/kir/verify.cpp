@@ -32,9 +32,6 @@ bool breaksChain(Opc op) {
   return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::CopyAsync ||
          op == Opc::AsyncWait || op == Opc::Barrier || op == Opc::For || op == Opc::If;
 }
-bool isInt(Scalar s) { return s == Scalar::I32 || s == Scalar::I64; }
-// The types arithmetic and compares take: no bool, no two-byte storage type.
-bool isNumber(Scalar s) { return s != Scalar::Bool && !isTwoByte(s); }
 
 class Verifier {
  public:
@@ -122,33 +119,29 @@ class Verifier {
                        ", not a multiple of " + std::to_string(bytes));
   }
 
+  // The rule of a regular form (kir.h's OpInfo).
+  bool regular(V v, const Inst& in, const OpInfo& info) {
+    switch (info.form) {
+      case Form::Id: return arity(v, in, 0) && result(v, in, Scalar::I32);
+      case Form::Binary:
+        if (!arity(v, in, 2) || !sameTypes(v, in, 0, 1) || !result(v, in, typeOf(in.args[0]))) return false;
+        break;
+      case Form::Unary:
+        if (!arity(v, in, 1) || !result(v, in, typeOf(in.args[0]))) return false;
+        break;
+      case Form::Compare:
+        if (!arity(v, in, 2) || !sameTypes(v, in, 0, 1) || !result(v, in, Scalar::Bool)) return false;
+        break;
+      case Form::Other: return fail(v, "no regular form");
+    }
+    Scalar t = typeOf(in.args[0]);
+    return typeIn(v, t, (info.types & typeBit(t)) != 0);
+  }
+
   bool typed(V v, const Inst& in) {
+    if (const OpInfo& info = opInfo(in.op); info.form != Form::Other) return regular(v, in, info);
     switch (in.op) {
       case Opc::Const: return arity(v, in, 0) && typeIn(v, in.type, !isTwoByte(in.type));
-      case Opc::GroupX: case Opc::GroupY: case Opc::Local: return arity(v, in, 0) && result(v, in, Scalar::I32);
-      case Opc::Add: case Opc::Sub: case Opc::Mul: case Opc::Div: case Opc::Rem: case Opc::Min: case Opc::Max:
-      case Opc::Pow: case Opc::And: case Opc::Or: case Opc::Xor: case Opc::Shl: case Opc::ShrA: case Opc::ShrL: {
-        if (!arity(v, in, 2) || !sameTypes(v, in, 0, 1) || !result(v, in, typeOf(in.args[0]))) return false;
-        Scalar t = in.type;
-        bool allowed = in.op == Opc::Pow                                        ? t == Scalar::F32
-                       : in.op == Opc::And || in.op == Opc::Or || in.op == Opc::Xor ? t == Scalar::Bool || isInt(t)
-                       : in.op >= Opc::Shl                                      ? isInt(t)
-                                                                                : isNumber(t);
-        return typeIn(v, t, allowed);
-      }
-      case Opc::Neg: case Opc::Not: case Opc::Abs: case Opc::Exp: case Opc::Log: case Opc::Sqrt: case Opc::Rsqrt:
-      case Opc::Tanh: case Opc::Sin: case Opc::Cos: case Opc::Floor: {
-        if (!arity(v, in, 1) || !result(v, in, typeOf(in.args[0]))) return false;
-        Scalar t = in.type;
-        bool allowed = in.op == Opc::Not                        ? t == Scalar::Bool || isInt(t)
-                       : in.op == Opc::Neg || in.op == Opc::Abs ? isNumber(t)
-                                                                : t == Scalar::F32;
-        return typeIn(v, t, allowed);
-      }
-      case Opc::Lt: case Opc::Le: case Opc::Gt: case Opc::Ge: case Opc::Eq: case Opc::Ne:
-        return arity(v, in, 2) && sameTypes(v, in, 0, 1) && result(v, in, Scalar::Bool) &&
-               typeIn(v, typeOf(in.args[0]),
-                      isNumber(typeOf(in.args[0])) || (in.op >= Opc::Eq && typeOf(in.args[0]) == Scalar::Bool));
       case Opc::Select:
         return arity(v, in, 3) && want(v, in, 0, Scalar::Bool, "condition") && sameTypes(v, in, 1, 2) &&
                result(v, in, typeOf(in.args[1]));
@@ -300,6 +293,7 @@ class Verifier {
         if (k_.sharedOffsets()[size_t(in.imm)] % 16 == 0) return true;
         return fail(v, "shared " + std::to_string(in.imm) + " (" + s.name + ") does not start at a multiple of 16 bytes");
       }
+      default: break;  // the regular forms, above
     }
     return fail(v, "unknown opcode");
   }
