@@ -5,7 +5,10 @@
 # 16, 64 (gemv) and 65, 513 (gemm); K 37 (one key a run), 36 (runs of 4),
 # 1000 (runs of 4 or 8, whole unrolled steps and a tail); N 19 and 300; the
 # weight transposed ([N, K], as checkpoints store it) or plain ([K, N]); f32
-# weights and, transposed, bf16 ones read as stored; and one batched product
+# weights and, transposed, bf16 ones read as stored; products all in bf16
+# or f16 (x, W [N, K] and y, as `pootc trace --dtype bf16` writes a layer)
+# at 2 to 32 rows, the gemv-mma's, with K 40 (one step, partial), 1000 and
+# 4104 (whole steps, a partial one, split chunks); and one batched product
 # whose batch axes broadcast.
 # Usage: test/device/matmul_graphs.sh OUT_DIR
 set -euo pipefail
@@ -34,6 +37,23 @@ for m in 1 2 3 7 16 64 65 513; do
             echo "output %y"
           } > "$out/$name.pg"
         done
+      done
+    done
+  done
+done
+for t in bf16 f16; do
+  for m in 2 7 17 32; do
+    for k in 40 1000 4104; do
+      for n in 19 300; do
+        name=matmul-m$m-k$k-n$n-$t
+        {
+          echo "graph ${name//-/_}"
+          echo "input %x : $t[$m,$k]"
+          echo "weight %w : $t[$n,$k]"
+          echo "%wt = Transpose(%w) {perm=[1, 0]} : $t[$k,$n]"
+          echo "%y = MatMul(%x, %wt) : $t[$m,$n]"
+          echo "output %y"
+        } > "$out/$name.pg"
       done
     done
   done
