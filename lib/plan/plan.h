@@ -77,9 +77,9 @@ namespace poot {
 //   "gemv-mma"           MatMul with 2 to 32 rows of two-byte operands and
 //                        b read along K, on a warp matrix op, computed
 //                        transposed: a workgroup of 4 warps owns tileM rows
-//                        and tileN columns, steps of K staged by
-//                        asynchronous copies, each warp multiplying tileK
-//                        keys of a step (schedule.h); splits as gemm
+//                        and tileN columns, steps of tileK keys staged by
+//                        asynchronous copies, each warp multiplying its
+//                        share of a step (schedule.h); splits as gemm
 //   "matmul-combine"     a split gemm's sum: one thread per result element
 //                        adds its `splits` partials in chunk order
 //   "fused"              a fusion group without reductions (ir/fusion.h):

@@ -390,6 +390,12 @@ MatMulDecision gemv(int64_t batch, int64_t m, int64_t k, int64_t n, bool transpo
   return {s, why};
 }
 
+// Whether `splits` chunks of f32 partials of `count` elements fit one buffer
+// and i32 indices (the split gemm's and gemv-mma's scratch).
+bool splitFits(int64_t splits, int64_t count, const DeviceProfile& d) {
+  return splits * count * 4 <= d.max_buffer_bytes && splits * count <= INT32_MAX;
+}
+
 // The gemv-mma for this product (schedule.h), or nothing with the reason in
 // `declined` ("" where the profile has no warp op for the operands).
 std::optional<MatMulDecision> gemvMma(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a,
@@ -410,13 +416,12 @@ std::optional<MatMulDecision> gemvMma(int64_t batch, int64_t m, int64_t k, int64
   const int64_t step = kGemvMmaWarps * keys;
   Schedule s{"gemv-mma", 0, 1, 32 * kGemvMmaWarps,
              kGemvMmaStages * (8 * nt + 16 * c) * (step + kGemvMmaPad) * 2 + kGemvMmaWarps * c * nt * 128 * 4};
-  s.tileM = 8 * nt, s.tileN = 16 * c, s.tileK = keys, s.vector = 8, s.matrix = name;
+  s.tileM = 8 * nt, s.tileN = 16 * c, s.tileK = step, s.vector = 8, s.matrix = name;
   if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
     return no("its workgroup does not fit the device");
   const int64_t workgroups = batch * ceilDiv(n, s.tileN), count = batch * m * n;
   while (workgroups * s.splits < kGemvMmaFill * d.compute_units && s.splits * 2 <= kMaxGemmSplits &&
-         k / (s.splits * 2) >= step && s.splits * 2 * count * 4 <= d.max_buffer_bytes &&
-         s.splits * 2 * count <= INT32_MAX)
+         k / (s.splits * 2) >= step && splitFits(s.splits * 2, count, d))
     s.splits *= 2;
   std::string why = str(m) + " rows of " + dtypeName(a) + " on " + name + " as a gemv, b's rows the op's A: " +
                     str(workgroups) + " workgroups of " + str(s.tileN) + " columns, " + str(kGemvMmaWarps) +
@@ -450,7 +455,6 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   // latency) and the partials still fit one buffer and i32 indices.
   int64_t tallest = std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m))));
   int64_t count = batch * m * n;
-  auto splitFits = [&](int64_t s) { return s * count * 4 <= d.max_buffer_bytes && s * count <= INT32_MAX; };
   int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
   const GemmTile* pick = nullptr;
   int64_t workgroups = 0, splits = 1;
@@ -466,7 +470,7 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
       pick = &t;
       workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
       while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
-             splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2))
+             splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2, count, d))
         splits *= 2;
       if (workgroups * splits >= d.compute_units) break;
     }

@@ -276,14 +276,13 @@ int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
 // b are the op's A and 8 rows of a its B, so the op's 16 rows are columns
 // of the result and its 8 columns rows of a. A workgroup of kGemvMmaWarps
 // warps owns tileM = 8 NT rows (NT = ceil(m / 8)) and tileN = 16 C columns,
-// C = ceil(NT / 2), and walks K in steps of kGemvMmaWarps * tileK keys,
-// tileK = 32 max(1, 2 / C); each step's rows of b and a are copied
-// asynchronously into one of kGemvMmaStages stage buffers (rows of the
-// step's keys and kGemvMmaPad more), and warp w multiplies the step's keys
-// w tileK .. (w + 1) tileK - 1. The warps' sums fold in workgroup memory. K
-// splits as the gemm's (f32 partials, then a matmul-combine) while the
-// launch has fewer than kGemvMmaFill workgroups a compute unit and each
-// chunk keeps a whole step.
+// C = ceil(NT / 2), and walks K in steps of tileK = kGemvMmaWarps * 32
+// max(1, 2 / C) keys; each step's rows of b and a are copied asynchronously
+// into one of kGemvMmaStages stage buffers (rows of the step's keys and
+// kGemvMmaPad more), and each warp multiplies its share of the step. The warps' sums fold in workgroup memory. K
+// splits as the gemm's (f32 partials, then a matmul-combine, chunks of
+// gemmChunkKeys) while the launch has fewer than kGemvMmaFill workgroups a
+// compute unit and each chunk keeps a whole step.
 constexpr int64_t kGemvMmaRows = 32, kGemvMmaWarps = 4, kGemvMmaFill = 2, kGemvMmaStages = 4, kGemvMmaPad = 32;
 
 // Words of padding after each k row of a gemm's staged tiles: 4, so every k

@@ -101,8 +101,9 @@ class Reader {
         if (slot.lo > slot.hi) return fail(item("slot", i), "empty declared range [" + str(slot.lo) + ", " + str(slot.hi) + "]");
         out_.slots.push_back(std::move(slot));
       }
-    if (auto s = readExports(fp_.outputs(), out_.outputs, "output"); !s) return s.error();
-    if (auto s = readExports(fp_.validations(), out_.validations, "validation"); !s) return s.error();
+    if (auto s = readExports(fp_.outputs(), out_.source.outputs, out_.outputs, "output"); !s) return s.error();
+    if (auto s = readExports(fp_.validations(), out_.source.validations, out_.validations, "validation"); !s)
+      return s.error();
     return std::move(out_);
   }
 
@@ -346,13 +347,12 @@ class Reader {
     return ok();
   }
 
-  Status readExports(const flatbuffers::Vector<flatbuffers::Offset<fbp::Export>>* xs, std::vector<Export>& out,
-                     const char* what) const {
+  Status readExports(const flatbuffers::Vector<flatbuffers::Offset<fbp::Export>>* xs,
+                     const std::vector<poot::Export>& declared, std::vector<Export>& out, const char* what) const {
     // Each export is one of the source graph's outputs (or witnesses), once,
     // in a buffer of its type: what the caller reads back, and what `poot
     // run --check` compares with the oracle, has the graph's size.
     const Graph& g = out_.source;
-    const auto& declared = std::string(what) == "output" ? g.outputs : g.validations;
     size_t count = xs ? xs->size() : 0;
     if (count != declared.size())
       return fail(what, "the plan exports " + str(int64_t(count)) + " " + what + "s, the source graph " +

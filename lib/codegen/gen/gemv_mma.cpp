@@ -5,7 +5,7 @@
 //
 // A workgroup (product, batch, column block c0, split) of NW warps owns
 // tileN = 16 C columns and all tileM = 8 NT rows, and walks its keys [kLo,
-// kHi) in steps of BK = NW tileK. Each step's rows of b (tileN) and of a
+// kHi) (the split's chunk, gemmChunkKeys) in steps of BK = tileK. Each step's rows of b (tileN) and of a
 // (tileM) are copied asynchronously into one of kGemvMmaStages stage
 // buffers (pipelineSteps: the copies of the next steps in flight while the
 // warps multiply this one), 16 bytes a copy, so a warp's copies read 512
@@ -14,7 +14,7 @@
 // chunk are multiples of 8) are zeros. So the bytes in flight are in
 // workgroup memory, not in registers.
 //
-// Warp w multiplies keys w tileK .. (w + 1) tileK - 1 of each step, in runs
+// Warp w multiplies keys w KW .. (w + 1) KW - 1 of each step (KW = BK / NW), in runs
 // of 32: lane (g = lane / 4, t = lane % 4) reads the run's keys 8 t .. 8 t +
 // 7 of rows g and g + 8 of each column tile and of row g of each row tile,
 // one 16-byte workgroup-memory load each (the pad puts rows g and g + 1 in
@@ -41,10 +41,10 @@ Expected<kir::Kernel> genGemvMma(const GenInput& in) {
   const Schedule& s = r.schedule;
   const MatrixOp op = *matrixOpNamed(s.matrix);
   std::vector<Product> ps = productsOf(r);
-  const int64_t T = s.workgroupSize, NW = T / 32, NT = s.tileM / 8, C = s.tileN / 16, KW = s.tileK;
-  const int64_t BK = NW * KW, SR = BK + kGemvMmaPad, ST = kGemvMmaStages, S = s.splits;
+  const int64_t T = s.workgroupSize, NW = T / 32, NT = s.tileM / 8, C = s.tileN / 16, BK = s.tileK, KW = BK / NW;
+  const int64_t SR = BK + kGemvMmaPad, ST = kGemvMmaStages, S = s.splits;
   const int64_t rowsA = 8 * NT, rowsB = 16 * C, stage = (rowsA + rowsB) * SR, runs = (rowsA + rowsB) * BK / 8;
-  const int64_t chunk = ceilDiv(ceilDiv(ps[0].k, S), BK) * BK;
+  const int64_t chunk = gemmChunkKeys(s, ps[0].k);
   int64_t total = 0;
   std::vector<int64_t> scratchAt;  // each product's first partial
   for (const Product& p : ps) scratchAt.push_back(S * total), total += p.count();
@@ -68,8 +68,9 @@ Expected<kir::Kernel> genGemvMma(const GenInput& in) {
     // 8 (e % (BK / 8)) .. + 7 of the step.
     auto issue = [&](V st, V k0) {
       for (int64_t e0 = 0; e0 < runs; e0 += T) {
+        V e = b.add(tid, b.i32(e0));
         auto copy = [&](bool isB) {
-          V e = b.add(tid, b.i32(e0)), row = divBy(b, e, BK / 8), j = remBy(b, e, BK / 8);
+          V row = divBy(b, e, BK / 8), j = remBy(b, e, BK / 8);
           V key = b.add(k0, b.mul(j, b.i32(8)));
           V at = b.add(b.mul(st, b.i32(stage)), b.add(b.mul(row, b.i32(SR)), b.mul(j, b.i32(8))));
           V x = isB ? b.add(c0, row) : b.add(r0, b.sub(row, b.i32(rowsB)));
@@ -79,7 +80,6 @@ Expected<kir::Kernel> genGemvMma(const GenInput& in) {
         };
         // Each copy is of b or of a as its row falls; runs split evenly.
         int64_t firstA = rowsB * BK / 8;
-        V e = b.add(tid, b.i32(e0));
         if (e0 + T <= firstA) copy(true);
         else if (e0 >= firstA && e0 + T <= runs) copy(false);
         else
