@@ -9,7 +9,9 @@
 # run: `NAME FOLDER round R: device D ms, W TB/s of weight` (W: the weight's
 # bytes over the device time). With AB_CHECK=1 each plan of the first folder
 # then runs once more with --check (the oracle on the CPU: keep the cases
-# small, MATMUL_M of 32 or less).
+# small, MATMUL_M of 32 or less). With AB_TORCH=1, PyTorch then times the
+# same cases (torch_bench.py, after its copy ceiling) and prints its table
+# with the first folder's second-round times as poot's.
 # Usage: bench/matmul/ab.sh DIR...
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 DIR..." >&2; exit 2; }
@@ -19,6 +21,8 @@ iters=${AB_ITERS:-50}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+: >"$tmp/poot.tsv"
+cases=()
 while IFS=$'\t' read -r name m n k dt; do
   bytes=$((n * k * 2))
   [ "$dt" = f32 ] && bytes=$((n * k * 4))
@@ -36,6 +40,7 @@ while IFS=$'\t' read -r name m n k dt; do
       fi
       awk -v n="$name" -v d="$(basename "$dir")" -v r="$round" -v ms="$ms" -v b="$bytes" \
         'BEGIN { printf "%s %s round %d: device %s ms, %.2f TB/s of weight\n", n, d, r, ms, b / (ms * 1e-3) / 1e12 }'
+      [ "$dir" = "$1" ] && [ "$round" = 2 ] && printf '%s\tcuda\t%s\t%s\t-\n' "$name" "$ms" "$iters" >>"$tmp/poot.tsv"
     done
   done
   if [ "${AB_CHECK:-0}" = 1 ]; then
@@ -43,4 +48,10 @@ while IFS=$'\t' read -r name m n k dt; do
       sed "s/^/$name check: /" || echo "$name check: no check line"
     rm -rf "$tmp/out"
   fi
+  cases+=("$name:$m:$n:$k:$dt")
 done <"$1/cases.tsv"
+if [ "${AB_TORCH:-0}" = 1 ]; then
+  here=$(cd "$(dirname "$0")" && pwd)
+  python3 "$here/torch_bench.py" ceiling "$tmp/ceiling"
+  python3 "$here/torch_bench.py" cases --poot "$tmp/poot.tsv" --ceiling "$tmp/ceiling" "${cases[@]}"
+fi

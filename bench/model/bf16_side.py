@@ -18,6 +18,12 @@ B = 1, 8 and 32 at 512 tokens of context, B = 1 at 4096, prefills of 512
 and 2048 tokens; and (unless TORCH_COMPILE=0) the B = 1 decode through
 torch.compile(mode="reduce-overhead") over a static cache of 4096 tokens.
 
+compiled PLANS WORK [B...]: the bf16 model from WORK/bf16 (as check loads
+it) through torch.compile(mode="reduce-overhead") over a static cache: the
+decode step of B rows at 512 tokens of context (default B = 8 and 32), what
+a user serving a batch with transformers would run; each batch size is
+compiled afresh.
+
 Each prints one line a figure, `name value`.
 """
 import os
@@ -96,5 +102,15 @@ def check(plans, work):
     print(f"torch.compile-bf16-decode-b1-ctx512.ms {ms:.3f}")
 
 
+@torch.inference_mode()
+def compiled(plans, work, *batches):
+    model = LlamaForCausalLM.from_pretrained(f"{work}/bf16", dtype=torch.bfloat16).cuda().eval()
+    for batch in [int(b) for b in batches] or [8, 32]:
+        seconds, ms = compiled_decode(model, model.config, torch.bfloat16, batch)
+        print(f"torch.compile-bf16.b{batch}.compile_s {seconds:.1f}")
+        print(f"torch.compile-bf16-decode-b{batch}-ctx512.ms {ms:.3f}")
+        torch._dynamo.reset()
+
+
 if __name__ == "__main__":
-    {"prepare": prepare, "check": check}[sys.argv[1]](sys.argv[2], sys.argv[3])
+    {"prepare": prepare, "check": check, "compiled": compiled}[sys.argv[1]](*sys.argv[2:])

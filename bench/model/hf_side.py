@@ -118,23 +118,23 @@ def check(plans, work):
         print(f"torch.prefill-{n}.ms {timed(lambda: model(ids), 5):.3f}")
 
 
-def static_cache(config, length, dtype):
-    """A StaticCache of `length` tokens for one row, whichever of its
+def static_cache(config, length, dtype, batch=1):
+    """A StaticCache of `length` tokens for `batch` rows, whichever of its
     constructor's spellings this transformers has."""
     from transformers import StaticCache
 
     params = inspect.signature(StaticCache.__init__).parameters
     kw = {"config": config, "max_cache_len": length}
-    kw.update({k: v for k, v in (("max_batch_size", 1), ("device", "cuda"), ("dtype", dtype)) if k in params})
+    kw.update({k: v for k, v in (("max_batch_size", batch), ("device", "cuda"), ("dtype", dtype)) if k in params})
     return StaticCache(**kw)
 
 
-def compiled_decode(model, config, dtype):
-    """(compile seconds, median ms) of one decode step at 512 tokens of
-    context through torch.compile(mode="reduce-overhead") over a static cache
-    of 4096 tokens."""
-    ctx = torch.from_numpy(tokens(config, (1, 512), 7)).long().cuda()
-    cache = static_cache(config, 4096, dtype)
+def compiled_decode(model, config, dtype, batch=1):
+    """(compile seconds, median ms) of one decode step of `batch` rows at 512
+    tokens of context through torch.compile(mode="reduce-overhead") over a
+    static cache of 4096 tokens."""
+    ctx = torch.from_numpy(tokens(config, (batch, 512), 7)).long().cuda()
+    cache = static_cache(config, 4096, dtype, batch)
     model(ctx[:, :511], past_key_values=cache, cache_position=torch.arange(511, device="cuda"), use_cache=True)
     step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
     nxt, pos = ctx[:, 511:], torch.tensor([511], device="cuda")

@@ -78,8 +78,9 @@ namespace poot {
 //                        b read along K, on a warp matrix op, computed
 //                        transposed: a workgroup of 4 warps owns tileM rows
 //                        and tileN columns, steps of tileK keys staged by
-//                        asynchronous copies, each warp multiplying its
-//                        share of a step (schedule.h); splits as gemm
+//                        asynchronous copies, each warp multiplying a step
+//                        for its share of the columns (schedule.h); splits
+//                        as gemm
 //   "matmul-combine"     a split gemm's sum: one thread per result element
 //                        adds its `splits` partials in chunk order
 //   "fused"              a fusion group without reductions (ir/fusion.h):

@@ -412,23 +412,29 @@ std::optional<MatMulDecision> gemvMma(int64_t batch, int64_t m, int64_t k, int64
   };
   if (!transposedB) return no("b is not K-major");
   if (k % 8) return no("K=" + str(k) + " is not a multiple of 8");
-  const int64_t nt = ceilDiv(m, 8), c = ceilDiv(nt, 2), keys = 32 * std::max<int64_t>(1, 2 / c);
-  const int64_t step = kGemvMmaWarps * keys;
-  Schedule s{"gemv-mma", 0, 1, 32 * kGemvMmaWarps,
-             kGemvMmaStages * (8 * nt + 16 * c) * (step + kGemvMmaPad) * 2 + kGemvMmaWarps * c * nt * 128 * 4};
-  s.tileM = 8 * nt, s.tileN = 16 * c, s.tileK = step, s.vector = 8, s.matrix = name;
+  Schedule s{"gemv-mma", 0, 1, 32 * kGemvMmaWarps, 0};
+  s.tileM = 8 * ceilDiv(m, 8), s.tileN = kGemvMmaWarps * kGemvMmaWarpColumns, s.tileK = kGemvMmaKeys;
+  s.workgroupMemory = kGemvMmaStages * (s.tileM + s.tileN) * s.tileK * 2, s.vector = 8, s.matrix = name;
   if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
     return no("its workgroup does not fit the device");
-  const int64_t workgroups = batch * ceilDiv(n, s.tileN), count = batch * m * n;
-  while (workgroups * s.splits < kGemvMmaFill * d.compute_units && s.splits * 2 <= kMaxGemmSplits &&
-         k / (s.splits * 2) >= step && splitFits(s.splits * 2, count, d))
-    s.splits *= 2;
+  const int64_t workgroups = batch * ceilDiv(n, s.tileN), count = batch * m * n, wave = kGemvMmaFill * d.compute_units;
+  // The most chunks within one wave, each of whole steps, none empty.
+  for (int64_t c = std::min(kMaxGemmSplits, wave / workgroups); c > 1; --c) {
+    Schedule t = s;
+    t.splits = c;
+    int64_t chunk = gemmChunkKeys(t, k);
+    if (chunk >= kGemvMmaChunkSteps * s.tileK && (c - 1) * chunk < k && splitFits(c, count, d)) {
+      s.splits = c;
+      break;
+    }
+  }
   std::string why = str(m) + " rows of " + dtypeName(a) + " on " + name + " as a gemv, b's rows the op's A: " +
                     str(workgroups) + " workgroups of " + str(s.tileN) + " columns, " + str(kGemvMmaWarps) +
-                    " warps of " + str(keys) + " keys in steps of " + str(step) + " through " +
-                    str(kGemvMmaStages) + " stages";
+                    " warps of " + str(kGemvMmaWarpColumns) + " columns in steps of " + str(s.tileK) +
+                    " keys through " + str(kGemvMmaStages) + " stages";
   if (s.splits > 1)
-    why += ", times " + str(s.splits) + " chunks of K=" + str(k) + " for " + str(kGemvMmaFill) + " workgroups a unit";
+    why += ", times " + str(s.splits) + " chunks of K=" + str(k) + " (" + str(gemmChunkKeys(s, k)) +
+           " keys) within one wave of " + str(wave) + " workgroups";
   return MatMulDecision{s, why};
 }
 

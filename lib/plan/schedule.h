@@ -275,15 +275,23 @@ int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
 // first warp m16n8k16 of that dtype. It is computed transposed: 16 rows of
 // b are the op's A and 8 rows of a its B, so the op's 16 rows are columns
 // of the result and its 8 columns rows of a. A workgroup of kGemvMmaWarps
-// warps owns tileM = 8 NT rows (NT = ceil(m / 8)) and tileN = 16 C columns,
-// C = ceil(NT / 2), and walks K in steps of tileK = kGemvMmaWarps * 32
-// max(1, 2 / C) keys; each step's rows of b and a are copied asynchronously
-// into one of kGemvMmaStages stage buffers (rows of the step's keys and
-// kGemvMmaPad more), and each warp multiplies its share of the step. The warps' sums fold in workgroup memory. K
-// splits as the gemm's (f32 partials, then a matmul-combine, chunks of
-// gemmChunkKeys) while the launch has fewer than kGemvMmaFill workgroups a
-// compute unit and each chunk keeps a whole step.
-constexpr int64_t kGemvMmaRows = 32, kGemvMmaWarps = 4, kGemvMmaFill = 2, kGemvMmaStages = 4, kGemvMmaPad = 32;
+// warps owns tileM = 8 NT rows (NT = ceil(m / 8)) and tileN =
+// kGemvMmaWarps * kGemvMmaWarpColumns columns, a warp a share of them, and
+// walks K in steps of tileK = kGemvMmaKeys; each step's rows of b and a are
+// copied asynchronously into one of kGemvMmaStages stage buffers (a row of
+// the step's keys each: workgroup memory kGemvMmaStages (tileM + tileN)
+// tileK 2 bytes), and every warp multiplies the whole step for its columns
+// (so a's rows, which every workgroup reads, are at most a third of the
+// bytes staged, and no warp's sums need folding). On the H200 16 columns a
+// warp streamed b faster than 32 or 64 at every shape of 8 to 32 rows, and
+// 8 stages or 3 workgroups a compute unit gained nothing (bench/matmul
+// NOTES, session 21). K splits as the gemm's (f32 partials, then a matmul-combine,
+// chunks of gemmChunkKeys) into the most chunks that still keep the launch
+// within one wave of kGemvMmaFill workgroups a compute unit, each chunk at
+// least kGemvMmaChunkSteps steps: a second wave, partly filled, would
+// stream at a fraction of the rate.
+constexpr int64_t kGemvMmaRows = 32, kGemvMmaWarps = 4, kGemvMmaWarpColumns = 16, kGemvMmaKeys = 64;
+constexpr int64_t kGemvMmaStages = 5, kGemvMmaFill = 2, kGemvMmaChunkSteps = 8;
 
 // Words of padding after each k row of a gemm's staged tiles: 4, so every k
 // row starts 16-byte aligned (the compute loop reads 4 words at once) while

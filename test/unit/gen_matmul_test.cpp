@@ -455,8 +455,8 @@ TEST_CASE("gen matmul: product groups, one kernel for products of one a") {
 // The tensor-core gemv (gemv-mma) on the H200 profile's m16n8k16 ops, on
 // the KIR interpreter (the H200 runs in test/device): every row tile (1 to
 // 4 of 8 rows), bf16 and f16, K a multiple of 8 but of no step (whole steps
-// and a partial one), N past one column block, split K (the partials and
-// their combine), a broadcast batch axis, a product group with and without
+// and a partial one), N past two column blocks, split K in even and uneven
+// chunks, 2 to 6 of them (the partials and their combine), a broadcast batch axis, a product group with and without
 // splits; and what it declines. The bound is the gemm-mma's.
 TEST_CASE("gen matmul: gemv-mma, every row tile, bf16 and f16, split K, groups; what it declines") {
   DeviceProfile d = testing::loadTarget("nvidia-h200");
@@ -464,8 +464,9 @@ TEST_CASE("gen matmul: gemv-mma, every row tile, bf16 and f16, split K, groups; 
     int64_t m, k, n, units, splits;
   };
   for (const char* t : {"bf16", "f16"})
-    for (Skinny c : {Skinny{2, 40, 23, 132, 1}, Skinny{5, 264, 50, 132, 1}, Skinny{8, 1000, 17, 1, 1},
-                     Skinny{9, 2056, 40, 4, 4}, Skinny{17, 520, 70, 1, 1}, Skinny{32, 4104, 33, 2, 2}}) {
+    for (Skinny c : {Skinny{2, 40, 23, 132, 1}, Skinny{5, 264, 50, 132, 1}, Skinny{8, 1000, 17, 1, 2},
+                     Skinny{9, 2056, 40, 4, 4}, Skinny{17, 520, 70, 1, 1}, Skinny{32, 4104, 33, 2, 4},
+                     Skinny{12, 1032, 300, 132, 2}, Skinny{3, 3000, 20, 3, 6}}) {
       CAPTURE(t);
       CAPTURE(c.m);
       d.compute_units = c.units;
@@ -474,7 +475,7 @@ TEST_CASE("gen matmul: gemv-mma, every row tile, bf16 and f16, split K, groups; 
       CHECK(s.kind == "gemv-mma");
       CHECK(s.matrix == std::string("m16n8k16.") + t);
       CHECK(s.tileM == 8 * ceilDiv(c.m, 8));
-      CHECK(s.tileN == 16 * ceilDiv(s.tileM / 8, 2));
+      CHECK(s.tileN == kGemvMmaWarps * kGemvMmaWarpColumns);
       CHECK(s.splits == c.splits);
       CHECK(run(Case{t + dims({c.m, c.k}), t + dims({c.n, c.k}), t + dims({c.m, c.n}), true}, d, false) == "gemv-mma");
     }
@@ -482,12 +483,12 @@ TEST_CASE("gen matmul: gemv-mma, every row tile, bf16 and f16, split K, groups; 
   CHECK(run(Case{"bf16[2,1,3,40]", "bf16[3,9,40]", "bf16[2,3,3,9]", true}, d, false) == "gemv-mma");
   for (int64_t units : {132, 4}) {
     d.compute_units = units;
-    int64_t k = units == 4 ? 2056 : 488;  // long enough to split (a whole step a chunk) or not
+    int64_t k = units == 4 ? 2056 : 488;  // long enough to split (chunks of kGemvMmaChunkSteps steps) or not
     Plan p = runGroup(Group{"bf16[3," + std::to_string(k) + "]", k, {40, 9, 24}, true, "bf16"}, d, false);
     const KernelRequest& r = p.kernels.at(0).request;
     CHECK(r.schedule.kind == "gemv-mma");
     CHECK(r.results.size() == 3);
-    CHECK(r.schedule.splits == (units == 4 ? 2 : 1));
+    CHECK(r.schedule.splits == (units == 4 ? 4 : 1));
     CHECK(p.scratch.size() == (units == 4 ? 1 : 0));
   }
   // Declined: b plain, K not a multiple of 8, more than 32 rows, f32; one
