@@ -44,6 +44,7 @@ typedef enum poot_status {
   POOT_ERROR_RANGE = 8,      /* a slot or token word out of range; a failed validation */
   POOT_ERROR_CAPABILITY = 9, /* the device (or its driver) cannot run the plan */
   POOT_ERROR_MEMORY = 10,    /* host memory ran out */
+  POOT_ERROR_TRUST = 11,     /* a plan not signed by a trusted key */
 } poot_status;
 
 typedef enum poot_dtype {
@@ -88,6 +89,12 @@ POOT_API int poot_api_version(void);
 /* Reads and verifies a plan file (readPlanFile: identifier, version,
  * checksum, every record). */
 POOT_API poot_status poot_plan_load(const char* path, poot_plan** plan);
+/* poot_plan_load for a signed plan: `path`.sig must be a signature of the
+ * plan file's bytes by one of the `count` (at least 1) public key files
+ * (pootc keygen), checked before anything in the plan is read;
+ * POOT_ERROR_TRUST when it is missing, by another key, or does not match. */
+POOT_API poot_status poot_plan_load_trusted(const char* path, const char* const* public_keys, size_t count,
+                                            poot_plan** plan);
 POOT_API void poot_plan_free(poot_plan* plan);
 /* The plan's target ("spirv", "ptx", "hsaco") and device name; valid while the plan lives. */
 POOT_API const char* poot_plan_target(const poot_plan* plan);

@@ -34,6 +34,7 @@ const char* kindName(ErrorKind kind) {
     case ErrorKind::Range: return "Range";
     case ErrorKind::Capability: return "Capability";
     case ErrorKind::Memory: return "Memory";
+    case ErrorKind::Trust: return "Trust";
   }
   return "?";
 }

@@ -39,6 +39,7 @@ enum class ErrorKind {
   Range,    // a slot value outside its declared range
   Capability,  // the device cannot hold what the graph needs (exit code 3)
   Memory,   // host work past the host memory budget (ir/budget.h)
+  Trust,    // a plan that is not signed by a trusted key (runtime/signature.h)
 };
 
 // "Io", "Syntax", ...: the enumerator's name.

@@ -39,7 +39,7 @@ namespace {
 
 static_assert(int(DType::F32) == POOT_F32 && int(DType::F16) == POOT_F16 && int(DType::BF16) == POOT_BF16 &&
               int(DType::I32) == POOT_I32 && int(DType::I64) == POOT_I64 && int(DType::Bool) == POOT_BOOL);
-static_assert(int(ErrorKind::Io) + 1 == POOT_ERROR_IO && int(ErrorKind::Memory) + 1 == POOT_ERROR_MEMORY);
+static_assert(int(ErrorKind::Io) + 1 == POOT_ERROR_IO && int(ErrorKind::Trust) + 1 == POOT_ERROR_TRUST);
 
 thread_local std::string lastError;
 
@@ -141,6 +141,26 @@ poot_status poot_plan_load(const char* path, poot_plan** plan) {
     if (!path) return isNull("poot_plan_load", "path");
     if (!plan) return isNull("poot_plan_load", "plan");
     auto file = rt::loadPlanFile(path);
+    if (!file) return fail(file.error());
+    *plan = new poot_plan(planOf(file.take()));
+    return POOT_OK;
+  });
+}
+
+poot_status poot_plan_load_trusted(const char* path, const char* const* public_keys, size_t count, poot_plan** plan) {
+  return guarded("poot_plan_load_trusted", [&] {
+    if (!path) return isNull("poot_plan_load_trusted", "path");
+    if (!plan) return isNull("poot_plan_load_trusted", "plan");
+    if (count == 0 || !public_keys)
+      return fail(ErrorKind::Usage, "poot_plan_load_trusted: no public keys given (trust at least one)");
+    std::vector<std::string> files;
+    for (size_t i = 0; i < count; ++i) {
+      if (!public_keys[i]) return isNull("poot_plan_load_trusted", "a public key path");
+      files.push_back(public_keys[i]);
+    }
+    auto trusted = rt::loadTrustedKeys(files);
+    if (!trusted) return fail(trusted.error());
+    auto file = rt::loadPlanFile(path, *trusted);
     if (!file) return fail(file.error());
     *plan = new poot_plan(planOf(file.take()));
     return POOT_OK;

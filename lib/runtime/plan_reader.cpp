@@ -427,9 +427,11 @@ Expected<PlanFile> readPlanFile(const std::string& bytes, const std::string& fil
   return Reader(*root, file).run();
 }
 
-Expected<PlanFile> loadPlanFile(const std::string& path) {
+Expected<PlanFile> loadPlanFile(const std::string& path, const TrustedKeys& trusted) {
   auto bytes = readFile(path);
   if (!bytes) return bytes.error();
+  if (!trusted.empty())
+    if (Status s = verifyPlan(*bytes, path, signaturePath(path), trusted); !s) return s.error();
   return readPlanFile(*bytes, path);
 }
 

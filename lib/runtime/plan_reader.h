@@ -21,6 +21,7 @@
 
 #include "ir/diag.h"
 #include "ir/graph.h"
+#include "runtime/signature.h"
 
 namespace poot::rt {
 
@@ -120,6 +121,9 @@ bool isPlanFile(const std::string& bytes);
 
 // `file` is used in diagnostics only.
 Expected<PlanFile> readPlanFile(const std::string& bytes, const std::string& file);
-Expected<PlanFile> loadPlanFile(const std::string& path);
+// With trusted keys, the plan must carry a signature (PATH.sig) by one of
+// them over exactly these bytes (signature.h), checked before anything in
+// the plan is read.
+Expected<PlanFile> loadPlanFile(const std::string& path, const TrustedKeys& trusted = {});
 
 }  // namespace poot::rt

@@ -25,7 +25,7 @@ from . import _library
 
 __all__ = ["Error", "Plan", "Session"]
 
-_KINDS = ["ok", "io", "syntax", "verify", "profile", "format", "usage", "bind", "range", "capability", "memory"]
+_KINDS = ["ok", "io", "syntax", "verify", "profile", "format", "usage", "bind", "range", "capability", "memory", "trust"]
 # poot_dtype codes, in order.
 _DTYPES = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint16), np.dtype(np.int32),
            np.dtype(np.int64), np.dtype(np.bool_)]
@@ -51,6 +51,7 @@ def _open():
     P, T, S = ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.c_char_p
     for name, args in {
         "poot_plan_load": [S, ctypes.POINTER(P)],
+        "poot_plan_load_trusted": [S, ctypes.POINTER(S), ctypes.c_size_t, ctypes.POINTER(P)],
         "poot_plan_count": [P, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)],
         "poot_plan_param": [P, ctypes.c_int, ctypes.c_size_t, T],
         "poot_session_create": [P, S, S, ctypes.c_int, ctypes.POINTER(P)],
@@ -132,14 +133,30 @@ class _Args:
         self.count = len(arrays)
 
 
+def _path(p):
+    """A file path as C takes it: bytes without NUL (which would cut it short)."""
+    b = os.fsencode(p)
+    if b"\0" in b:
+        raise Error(_KINDS.index("usage"), "%r is not a file path (it holds a NUL)" % (p,))
+    return b
+
+
 class Plan:
     """A verified plan file: its target, device, and the name, numpy dtype
-    and shape of every input, weight, state, slot and output."""
+    and shape of every input, weight, state, slot and output. With `trust`
+    (a public key file of pootc keygen, or a list of them) the plan must be
+    signed by one of them (PATH.sig), or poot.Error of kind "trust" is
+    raised before anything in the plan is read."""
 
-    def __init__(self, path, _handle=None, _owner=None):
+    def __init__(self, path, trust=None, _handle=None, _owner=None):
         if _handle is None:
             handle = ctypes.c_void_p()
-            _check(_lib.poot_plan_load(os.fsencode(path), ctypes.byref(handle)))
+            if trust is None:
+                _check(_lib.poot_plan_load(_path(path), ctypes.byref(handle)))
+            else:
+                keys = [_path(k) for k in ([trust] if isinstance(trust, (str, bytes, os.PathLike)) else trust)]
+                array = (ctypes.c_char_p * len(keys))(*keys)
+                _check(_lib.poot_plan_load_trusted(_path(path), array, len(keys), ctypes.byref(handle)))
             _handle = handle.value
         self._handle, self._owner = _handle, _owner
         self.target = _lib.poot_plan_target(_handle).decode()
@@ -166,7 +183,7 @@ class Session:
         _check(_lib.poot_session_create(plan._handle, backend.encode(), device.encode(), int(allow_other_device),
                                         ctypes.byref(handle)))
         self._handle = handle.value
-        self.plan = Plan(None, _lib.poot_session_plan(self._handle), self)
+        self.plan = Plan(None, _handle=_lib.poot_session_plan(self._handle), _owner=self)
 
     def __del__(self):
         if getattr(self, "_handle", None):

@@ -118,6 +118,21 @@ raw[len(raw) // 2] ^= 0xFF
 with open(os.path.join(out, "corrupt.plan"), "wb") as f:
     f.write(raw)
 expect("format", ["corrupt.plan"], poot.Plan, os.path.join(out, "corrupt.plan"))
+# Signed plans: trust=KEY.pub (or a list) loads only a plan signed by one
+# of the keys, and refuses an unsigned one or another key's, as kind "trust".
+for name in ("rel", "other"):
+    subprocess.run([pootc, "keygen", "-o", os.path.join(out, name)], check=True, stdout=subprocess.DEVNULL)
+signed = os.path.join(out, "signed.plan")
+subprocess.run([pootc, "compile", graph, "--device", os.path.join(src, "targets", "lavapipe.yaml"), "-o", signed,
+                "--sign", os.path.join(out, "rel.key")], check=True)
+rel, other = os.path.join(out, "rel.pub"), os.path.join(out, "other.pub")
+assert poot.Plan(signed, trust=rel).inputs == plan.inputs
+assert poot.Plan(signed, trust=[other, rel]).device == plan.device
+expect("trust", ["signed.plan.sig", "not among the trusted keys", "other.pub"], poot.Plan, signed, trust=other)
+expect("trust", ["tiny-llama-decode.plan", "not signed"], poot.Plan, plan_path, trust=rel)
+expect("format", ["rel.key:1", "poot-ed25519-public-key"], poot.Plan, signed, trust=os.path.join(out, "rel.key"))
+expect("usage", ["no public keys"], poot.Plan, signed, trust=[])
+expect("usage", ["NUL"], poot.Plan, signed, trust=rel + "\0junk")
 expect("usage", ["metal"], poot.Session, plan, backend="metal")
 
 # The C API itself: null pointers and a byte count that does not fit.

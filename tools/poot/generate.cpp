@@ -283,9 +283,11 @@ int runGenerate(const GenerateOptions& o) {
   if (!adapterDirs) return report(adapterDirs.error());
   std::set<std::string> adapterNames;
   for (const auto& [name, dir] : *adapterDirs) adapterNames.insert(name);
-  auto prefillPlan = rt::loadPlanFile(o.prefillPlan);
+  auto trusted = rt::loadTrustedKeys(o.trust);
+  if (!trusted) return report(trusted.error());
+  auto prefillPlan = rt::loadPlanFile(o.prefillPlan, *trusted);
   if (!prefillPlan) return report(prefillPlan.error());
-  auto decodePlan = rt::loadPlanFile(o.decodePlan);
+  auto decodePlan = rt::loadPlanFile(o.decodePlan, *trusted);
   if (!decodePlan) return report(decodePlan.error());
   auto p = pagedShape(prefillPlan->source, o.prefillPlan);
   if (!p) return report(p.error());

@@ -17,7 +17,9 @@
 namespace poot {
 
 int runKernels(const KernelsOptions& opts) {
-  auto plan = rt::loadPlanFile(opts.plan);
+  auto trusted = rt::loadTrustedKeys(opts.trust);
+  if (!trusted) return report(trusted.error());
+  auto plan = rt::loadPlanFile(opts.plan, *trusted);
   if (!plan) return report(plan.error());
   auto backend = rt::openBackend(opts.backend, opts.device);
   if (!backend) return report(backend.error());

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
               "  poot run llama.plan --iterations 20\n"
               "  poot run llama.plan --backend cuda --iterations 20 --no-replay");
   run->add_option("PLAN", ropts.plan, "plan file (pootc compile -o PLAN)")->required();
+  run->add_option("--trust", ropts.trust, "a public key file (pootc keygen): refuse the plan unless PLAN.sig is its signature by this key "
+                  "(repeatable: any of them); checked before anything in the plan is read");
   run->add_option("--backend", ropts.backend,
                   "where to run it: vulkan (spirv plans) or cuda (ptx plans; the device from --device or "
                   "POOT_CUDA_DEVICE, else device 0) (default: vulkan)")
@@ -113,6 +115,9 @@ int main(int argc, char** argv) {
               "    (mixed.txt lines: '@chat 128000 9906 11', '@sql 128000 3110', '128000 791')");
   gen->add_option("PREFILL_PLAN", gopts.prefillPlan, "paged prefill plan")->required();
   gen->add_option("DECODE_PLAN", gopts.decodePlan, "paged decode plan (one token a row)")->required();
+  gen->add_option("--trust", gopts.trust,
+                  "a public key file (pootc keygen): refuse both plans unless each PLAN.sig is its signature by "
+                  "this key (repeatable: any of them)");
   gen->add_option("--prompts", gopts.prompts,
                   "the prompts: one a line, token ids separated by spaces (text with --tokenizer), optionally after "
                   "@NAME (an --adapter)")
@@ -182,6 +187,8 @@ int main(int argc, char** argv) {
                   "  poot kernels decode.plan --backend cuda\n"
                   "  poot kernels decode-vulkan.plan --device nvidia");
   kernels->add_option("PLAN", kopts.plan, "plan file (pootc compile -o PLAN)")->required();
+  kernels->add_option("--trust", kopts.trust, "a public key file (pootc keygen): refuse the plan unless PLAN.sig is its signature by this key "
+                  "(repeatable: any of them); checked before anything in the plan is read");
   kernels->add_option("--backend", kopts.backend,
                       "which API builds the kernels: vulkan (spirv plans), cuda (ptx) or hip (hsaco) (default: vulkan)")
       ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));

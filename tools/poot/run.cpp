@@ -113,7 +113,9 @@ std::string failedWitnesses(const Graph& g, const Evaluation& ev) {
 }  // namespace
 
 int runRun(const RunOptions& opts) {
-  auto plan = rt::loadPlanFile(opts.plan);
+  auto trusted = rt::loadTrustedKeys(opts.trust);
+  if (!trusted) return report(trusted.error());
+  auto plan = rt::loadPlanFile(opts.plan, *trusted);
   if (!plan) return report(plan.error());
   Graph graph = plan->source;
   auto backend = rt::openBackend(opts.backend, opts.device, !opts.noReplay);

@@ -26,6 +26,7 @@ struct RunOptions {
   int64_t iterations = 1;
   bool check = false;
   bool noReplay = false;             // cuda: launch in order at every step, no graph
+  std::vector<std::string> trust;    // public keys: run only a plan signed by one of them
 };
 
 int runRun(const RunOptions& opts);
@@ -38,6 +39,7 @@ struct GenerateOptions {
   std::string weights;                  // a checkpoint (file, index or directory), optional
   std::string config;                   // a config.json or generation_config.json for eos_token_id
   std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
+  std::vector<std::string> trust;       // public keys: run only plans signed by one of them
   std::vector<int32_t> eos;             // end-of-sequence ids; they win over any config
   int64_t maxNew = 16;                  // tokens to generate a prompt
   bool noPrefixCache = false;
@@ -76,6 +78,7 @@ struct KernelsOptions {
   std::string backend = "vulkan";
   std::string device;
   bool allowOtherDevice = false;  // build a plan made for another device of the same target
+  std::vector<std::string> trust;  // public keys: build only a plan signed by one of them
 };
 
 int runKernels(const KernelsOptions& opts);

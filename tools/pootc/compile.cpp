@@ -23,6 +23,7 @@
 #include "plan/planner.h"
 #include "plan/profile.h"
 #include "plan/schedule.h"
+#include "runtime/signature.h"
 
 namespace poot {
 
@@ -145,9 +146,16 @@ int emitPlan(const Graph& g, const DeviceProfile& d, const CompileOptions& opts,
   if (auto s = emitKernels(*plan, d, *kernels); !s) return report(s.error());
   timer.mark("emit");
   std::string bytes = opts.emit == "plan" ? writePlan(*plan) : printPlan(*plan);
+  std::string signature;
+  if (!opts.sign.empty()) {
+    auto sig = rt::signPlan(bytes, opts.sign);
+    if (!sig) return report(sig.error());
+    signature = std::move(*sig);
+  }
   if (!opts.dumpKernels.empty())
     if (auto s = dumpKernels(*plan, opts.dumpKernels); !s) return report(s.error());
   int rc = emitBytes(bytes, opts.output);
+  if (rc == 0 && !signature.empty()) rc = emitBytes(signature, rt::signaturePath(opts.output));
   timer.mark("write");
   return rc;
 }
@@ -160,6 +168,13 @@ std::string passNames() {
 
 }  // namespace
 
+int runKeygen(const std::string& name) {
+  auto id = rt::writeKeyPair(name);
+  if (!id) return report(id.error());
+  std::printf("wrote %s.key (secret: keep it private) and %s.pub, key %s\n", name.c_str(), name.c_str(), id->c_str());
+  return 0;
+}
+
 int runCompile(const CompileOptions& opts) {
   if (!opts.printAfter.empty() && opts.printAfter != "all" && !findPass(opts.printAfter))
     return report(usage("--print-after: unknown pass '" + opts.printAfter + "' (passes: " + passNames() + ", or all)"));
@@ -169,6 +184,8 @@ int runCompile(const CompileOptions& opts) {
   if (opts.emit == "plan" && (opts.output.empty() || (opts.output == "-" && isatty(STDOUT_FILENO))))
     return report(usage("--emit=plan writes a binary plan file: name it with -o FILE.plan, or -o - into a pipe (or use "
                         "--emit=plan-text)"));
+  if (!opts.sign.empty() && (opts.emit != "plan" || opts.output == "-"))
+    return report(usage("--sign writes FILE.plan.sig beside the plan: use it with --emit=plan and -o FILE.plan"));
   if (!opts.dumpKernels.empty() && opts.emit != "plan" && opts.emit != "plan-text")
     return report(usage("--dump-kernels writes the kernels of a plan: use it with --emit=plan or plan-text"));
   // What they print is text for a person; JSON mode prints nothing else on stderr.

@@ -23,9 +23,13 @@ struct CompileOptions {
   bool remarks = false;     // print why each candidate pattern did not fire
   std::string dumpKernels;  // a directory for each kernel's blob (.spv, .ptx, .hsaco)
   bool timePhases = false;  // print each phase's wall time to stderr
+  std::string sign;         // a secret key file (pootc keygen): also write OUTPUT.sig
 };
 
 int runCompile(const CompileOptions& opts);
+
+// pootc keygen -o NAME: a plan-signing key pair, NAME.key and NAME.pub.
+int runKeygen(const std::string& name);
 
 struct EvalOptions {
   std::string graph;

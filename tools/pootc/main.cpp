@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
                       "ENTRY.hsaco; with --emit=plan or plan-text");
   compile->add_flag("--time-phases", copts.timePhases,
                     "print the wall time of each phase (read, every pass, plan, buffers, kir, emit, write) to stderr");
+  compile->add_option("--sign", copts.sign,
+                      "a secret key file (pootc keygen): also write the plan's signature as FILE.plan.sig, which "
+                      "'poot run --trust KEY.pub' checks");
+
 
   CLI::App* inspect = app.add_subcommand("inspect", "print a plan: buffers, arena map, kernels, dispatches");
   poot::InspectOptions iopts;
@@ -127,6 +131,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 
+  std::string keyName;
+  CLI::App* keygen = app.add_subcommand("keygen", "make a key pair for signing plans (Ed25519)");
+  keygen->footer("Writes NAME.key, the secret key (mode 0600: whoever holds it can sign plans your runtimes\n"
+                 "trust), and NAME.pub, the public key to give to 'poot run --trust'. Neither file is ever\n"
+                 "replaced. docs/plan-file.md says what a signature guarantees.\n"
+                 "Examples:\n"
+                 "  pootc keygen -o release\n"
+                 "  pootc compile g.pg --device targets/lavapipe.yaml -o g.plan --sign release.key\n"
+                 "  poot run g.plan --trust release.pub");
+  keygen->add_option("-o,--output", keyName, "the key pair's name: writes NAME.key and NAME.pub")->required();
+
   std::string version = std::string("pootc ") + POOT_VERSION + " (plan format " + std::to_string(poot::kPlanFileVersion) +
                         ", LLVM " + poot::llvmVersion() + ")";
   if (auto code = poot::parseCommandLine(app, argc, argv, version)) return *code;
@@ -139,6 +154,7 @@ int main(int argc, char** argv) {
     if (*eval) return poot::runEval(eopts);
     if (*weights) return poot::runWeights(wopts);
     if (*trace) return poot::runTrace(topts);
+    if (*keygen) return poot::runKeygen(keyName);
     return 2;
   });
   return code ? *code : poot::report(code.error());
