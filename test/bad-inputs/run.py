@@ -45,7 +45,8 @@ names = {
     "lit": os.path.join(source, "test", "lit"),
     "fix": os.path.join(root, "fix"),
 }
-env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.path.join(build, "test", "mesa-shader-cache"))
+env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.environ.get("MESA_SHADER_CACHE_DIR",
+                                                          os.path.join(build, "test", "mesa-shader-cache")))
 
 
 def expand(text, extra):

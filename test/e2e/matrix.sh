@@ -7,19 +7,21 @@
 # when one is out of tolerance. The configs cover every attention form: GQA
 # (llama, qwen2, mistral), softcap and sliding window (gemma2), ALiBi (bloom),
 # the split MLA key (deepseek_v2) and the block-selected form (sparse).
-# Usage: test/e2e/matrix.sh BUILD_DIR [CONFIG_GLOBS] (space-separated,
-# default every tiny-* config). A fresh seed each run
-# (printed, so a failure can be replayed with E2E_SEED=N).
+# Usage: test/e2e/matrix.sh BUILD_DIR [CONFIG_GLOBS [FORMS]] (CONFIG_GLOBS
+# space-separated, default every tiny-* config; FORMS the KV forms to run,
+# of fixed, fixed-live, paged and paged-live, default all four). A fresh
+# seed each run (printed, so a failure can be replayed with E2E_SEED=N).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=$1
 globs=${2:-tiny-*}
+forms=${3:-fixed fixed-live paged paged-live}
 pootc=$build/tools/pootc/pootc
 poot=$build/tools/poot/poot
 seed=${E2E_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export MESA_SHADER_CACHE_DIR=$build/mesa-shader-cache
+export MESA_SHADER_CACHE_DIR=${MESA_SHADER_CACHE_DIR:-$build/mesa-shader-cache}
 echo "seed $seed"
 
 failed=0 ran=0
@@ -28,6 +30,7 @@ for config in $(for g in $globs; do echo examples/models/$g.json; done); do
   for phase in decode prefill; do
     for kv in fixed paged; do
       for live in "" --live; do
+        case " $forms " in *" $kv${live:+-live} "*) ;; *) continue ;; esac
         case="$name $phase $kv${live:+ live}"
         graph=$work/g.pg plan=$work/g.plan
         if ! $pootc trace "$config" --phase "$phase" --kv "$kv" $live -o "$graph" > "$work/log" 2>&1 ||

@@ -16,7 +16,8 @@ build = os.path.abspath(sys.argv[1])
 src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 out = os.path.join(build, "test", "embed")
 prefix = os.path.join(out, "prefix")
-env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.path.join(build, "test", "mesa-shader-cache"))
+env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.environ.get("MESA_SHADER_CACHE_DIR",
+                                                          os.path.join(build, "test", "mesa-shader-cache")))
 
 
 def run(*cmd, **kw):

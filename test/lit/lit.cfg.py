@@ -18,7 +18,8 @@ config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.envi
 config.substitutions.append(("%pootc", config.pootc))
 config.substitutions.append(("%poot\\b", os.path.join(config.build_root, "tools", "poot", "poot")))
 # Vulkan drivers (lavapipe) must not write their shader cache under $HOME.
-config.environment["MESA_SHADER_CACHE_DIR"] = os.path.join(config.build_root, "test", "mesa-shader-cache")
+config.environment["MESA_SHADER_CACHE_DIR"] = os.environ.get(
+    "MESA_SHADER_CACHE_DIR", os.path.join(config.build_root, "test", "mesa-shader-cache"))
 config.substitutions.append(("%examples", os.path.join(config.source_root, "examples")))
 config.substitutions.append(("%targets", os.path.join(config.source_root, "targets")))
 config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect-exit.py")))
