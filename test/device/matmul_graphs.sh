@@ -7,9 +7,11 @@
 # weight transposed ([N, K], as checkpoints store it) or plain ([K, N]); f32
 # weights and, transposed, bf16 ones read as stored; products all in bf16
 # or f16 (x, W [N, K] and y, as `pootc trace --dtype bf16` writes a layer)
-# at 2 to 32 rows, the gemv-mma's, with K 40 (one step, partial), 1000 and
-# 4104 (whole steps, a partial one, split chunks); and one batched product
-# whose batch axes broadcast.
+# at 2 to 32 rows (the gemv-mma's) and 65, 130 and 513 rows (the gemm-mma's,
+# on the warpgroup op where the profile has one), with K 40 (one step,
+# partial), 1000 and 4104 (whole steps, a partial one, split chunks), and
+# one of 1030 x 1000 x 2070 in bf16, enough workgroups for the 128-row tile
+# (two warpgroups); and one batched product whose batch axes broadcast.
 # Usage: test/device/matmul_graphs.sh OUT_DIR
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
@@ -42,7 +44,7 @@ for m in 1 2 3 7 16 64 65 513; do
   done
 done
 for t in bf16 f16; do
-  for m in 2 7 17 32; do
+  for m in 2 7 17 32 65 130 513; do
     for k in 40 1000 4104; do
       for n in 19 300; do
         name=matmul-m$m-k$k-n$n-$t
@@ -58,6 +60,14 @@ for t in bf16 f16; do
     done
   done
 done
+cat > "$out/matmul-m1030-k1000-n2070-bf16.pg" <<'PG'
+graph matmul_m1030_k1000_n2070_bf16
+input %x : bf16[1030,1000]
+weight %w : bf16[2070,1000]
+%wt = Transpose(%w) {perm=[1, 0]} : bf16[1000,2070]
+%y = MatMul(%x, %wt) : bf16[1030,2070]
+output %y
+PG
 cat > "$out/matmul-batched.pg" <<'PG'
 graph matmul_batched
 input %a : f32[2,1,70,36]

@@ -601,7 +601,7 @@ TEST_CASE("kir interpret: mma.shared multiplies each warpgroup's tiles from work
       std::vector<V> cs;
       for (int64_t e = 0; e < c; ++e) cs.push_back(bl.load(in, bl.add(bl.i32(elems + e), bl.mul(t, bl.i32(c)))));
       V d = bl.mmaShared(bl.mmaShared(op, tiles, aTile(0), bTile(0), cs), aTile(1), bTile(1));
-      std::vector<V> ds = bl.mmaResult(d);
+      std::vector<V> ds = bl.mmaWait(0, bl.mmaResult(d));
       for (int64_t e = 0; e < c; ++e) bl.store(out, bl.add(bl.mul(t, bl.i32(c)), bl.i32(e)), ds[size_t(e)]);
       std::vector<uint8_t> ib = bytesOf(src), ob(size_t(kThreads * c) * 4, 0xff);
       runOk(bl.finish(), 1, {&ib, &ob});
@@ -687,7 +687,79 @@ TEST_CASE("kir: mma.shared errors: chains broken or shared, warpgroups split, ti
         "kernel split: %7 (mma.shared): operand 0 differs between threads of the warpgroup (8 and 0) in workgroup (0, 0) thread 1");
 }
 
-TEST_CASE("kir interpret: toTf32 keeps sign, exponent and 10 mantissa bits; NaN and infinities stay") {
+// A warpgroup's chains in flight (kir.h, MmaWait): two chains of one link,
+// the second onto the first's accumulators through variables, the first
+// finished by a wait for at most one pending chain, the second by a wait
+// for none (`finish`) that gives the sums back. Before or after the first
+// wait the kernel may store into element `overwrite` of the array.
+Kernel pendingChains(int64_t overwrite, bool afterWait, bool finish) {
+  constexpr int64_t kTile = 64 * 64 + 8 * 64, kSecond = kTile;  // A's 64 rows and B's 8, twice
+  Builder bl("pending", 128, 1);
+  int32_t out = bl.buffer("out", DType::F32, 128 * 4, true);
+  int32_t tiles = bl.shared("tiles", Scalar::BF16, 2 * kTile);
+  V t = bl.local();
+  bl.forRange(bl.i32(0), bl.i32(2 * kTile), 128, [&](V e) {
+    V x = bl.add(e, t);
+    bl.sharedStore(tiles, x, bl.convert(bl.convert(bl.rem(x, bl.i32(7)), Scalar::F32), Scalar::BF16));
+  });
+  bl.barrier();
+  V stride = bl.i32(512), f = bl.f32(1);
+  auto store = [&] { bl.sharedStore(tiles, bl.i32(int32_t(overwrite)), bl.convert(bl.f32(100), Scalar::BF16)); };
+  std::vector<int32_t> acc;
+  for (V x : bl.mmaResult(bl.mmaShared(MatrixOp::M64NK16Bf16, tiles, {bl.i32(0), stride}, {bl.i32(64 * 64), stride},
+                                       {f, f, f, f})))
+    acc.push_back(bl.var(Scalar::F32, x));
+  std::vector<V> c;
+  for (int32_t x : acc) c.push_back(bl.get(x));
+  V second = bl.mmaShared(MatrixOp::M64NK16Bf16, tiles, {bl.i32(kSecond), stride}, {bl.i32(kSecond + 64 * 64), stride}, c);
+  std::vector<V> d = bl.mmaResult(second);
+  if (overwrite >= 0 && !afterWait) store();
+  bl.mmaWait(1, {});
+  if (overwrite >= 0 && afterWait) store();
+  if (finish) {
+    std::vector<V> sums = bl.mmaWait(0, d);
+    for (int64_t e = 0; e < 4; ++e) bl.store(out, bl.add(bl.mul(t, bl.i32(4)), bl.i32(e)), sums[size_t(e)]);
+  }
+  return bl.finish();
+}
+
+TEST_CASE("kir: mma.wait finishes chains oldest first, each chain's tiles kept until then, a chain's D read through it") {
+  std::vector<uint8_t> ob(128 * 4 * 4, 0xff);
+  // Element 64 * 64 is B's row 0, key 0 of the first chain (its 128-byte
+  // run is not moved by the swizzle); kSecond the second chain's A's.
+  constexpr int64_t kFirstB = 64 * 64, kSecondA = 64 * 64 + 8 * 64;
+  runOk(pendingChains(-1, false, true), 1, {&ob});
+  runOk(pendingChains(kFirstB, true, true), 1, {&ob});  // the first chain is finished by then
+  CHECK(errorOf(interpret(pendingChains(kFirstB, false, true), 1, {&ob})) ==
+        "kernel pending: %39 (mma.wait): byte 8192 of shared 0 (tiles), which warpgroup 0's chain of %15 read, changed "
+        "before this wait finished it in workgroup (0, 0)");
+  CHECK(errorOf(interpret(pendingChains(kSecondA, true, true), 1, {&ob})) ==
+        "kernel pending: %40 (mma.wait): byte 9216 of shared 0 (tiles), which warpgroup 0's chain of %30 read, changed "
+        "before this wait finished it in workgroup (0, 0)");
+  CHECK(errorOf(interpret(pendingChains(-1, false, false), 1, {&ob})) ==
+        "kernel pending: warpgroup 0 of workgroup (0, 0) ends with the chain of %30 not waited for");
+
+  // The verifier: a chain's Lane, or an accumulator set from one, read by
+  // anything but a set, a later chain's c operands or a wait.
+  auto early = [](bool throughVar) {
+    Builder bl("early", 128, 1);
+    int32_t out = bl.buffer("out", DType::F32, 128, true);
+    int32_t tiles = bl.shared("tiles", Scalar::BF16, 64 * 64 + 8 * 64);
+    V f = bl.f32(1);
+    V x = bl.mmaResult(bl.mmaShared(MatrixOp::M64NK16Bf16, tiles, {bl.i32(0), bl.i32(512)}, {bl.i32(64 * 64), bl.i32(512)},
+                                    {f, f, f, f}))[0];
+    if (throughVar) x = bl.get(bl.var(Scalar::F32, x));
+    bl.store(out, bl.local(), bl.add(x, f));
+    bl.mmaWait(0, {});
+    return bl.finish();
+  };
+  CHECK(errorOf(verify(early(false))) ==
+        "kernel early: %10 (add): reads %6, a matrix chain's result, before an mma.wait gives it back");
+  CHECK(errorOf(verify(early(true))) ==
+        "kernel early: %12 (add): reads %11, a matrix chain's result, before an mma.wait gives it back");
+}
+
+TEST_CASE("kir interpret: toTf32 keeps sign, exponent and 10 mantissa bits, NaN and infinities stay") {
   const float in[] = {1.0f + 0x1.0p-10f + 0x1.0p-11f, -3.14159f, std::numeric_limits<float>::infinity(),
                       -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
                       std::bit_cast<float>(0x7F800001u), std::numeric_limits<float>::max(), -0.0f};

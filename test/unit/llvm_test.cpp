@@ -259,10 +259,12 @@ TEST_CASE("llvm: warp operations are mma.sync and shfl.sync on ptx, refused on a
   CHECK(amd.error().message.find("shuffle.xor on f32 has no llvm lowering") != std::string::npos);
 }
 
-// A chain of three mma.shared: one fence (the async proxy's and wgmma's)
-// before the first link, one wgmma.mma_async a link, one commit and wait at
-// the end; the descriptors carry the 128-byte swizzle (bit 62); the
-// workgroup memory is 1024-byte aligned; sm_90a.
+// A chain of three mma.shared and waits for it: one fence (the async
+// proxy's and wgmma's) before the first link, one wgmma.mma_async a link,
+// one commit after the last, then the waits (for all but one chain, with no
+// operands; for all, the sums threaded through it); the descriptors carry
+// the 128-byte swizzle (bit 62); the workgroup memory is 1024-byte aligned;
+// sm_90a.
 TEST_CASE("llvm: a chain of mma.shared is wgmma on ptx sm_90a, refused on amdgpu") {
   kir::Builder b("group_ops", 128, 1);
   int32_t out = b.buffer("out", DType::F32, 128 * 8, true);
@@ -273,7 +275,9 @@ TEST_CASE("llvm: a chain of mma.shared is wgmma on ptx sm_90a, refused on amdgpu
   V d = b.mmaShared(MatrixOp::M64NK16F16, tiles, {zero, rows}, {b.i32(64 * 64), rows}, std::vector<V>(8, f));
   d = b.mmaShared(d, {b.i32(16), rows}, {b.i32(64 * 64 + 16), rows});
   d = b.mmaShared(d, {b.i32(32), rows}, {b.i32(64 * 64 + 32), rows});
-  std::vector<V> r = b.mmaResult(d);
+  std::vector<V> acc = b.mmaResult(d);
+  b.mmaWait(1, {});  // as a pipelined product waits for the chain before the last
+  std::vector<V> r = b.mmaWait(0, acc);
   for (int64_t e = 0; e < 8; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(8)), b.i32(e)), r[size_t(e)]);
   kir::Kernel k = b.finish();
   std::string ptx;
@@ -287,9 +291,11 @@ TEST_CASE("llvm: a chain of mma.shared is wgmma on ptx sm_90a, refused on amdgpu
   CHECK(count("fence.proxy.async.shared::cta") == 1);
   CHECK(count("wgmma.fence.sync.aligned") == 1);
   CHECK(count("wgmma.commit_group.sync.aligned") == 1);
-  CHECK(count("wgmma.wait_group.sync.aligned 0") == 1);
+  CHECK(count("wgmma.wait_group.sync.aligned 1;") == 1);
+  CHECK(count("wgmma.wait_group.sync.aligned 0;") == 1);
   CHECK(ptx.find("wgmma.fence.sync.aligned") < ptx.find("wgmma.mma_async"));
   CHECK(ptx.rfind("wgmma.mma_async") < ptx.find("wgmma.commit_group"));
+  CHECK(ptx.find("wgmma.commit_group") < ptx.find("wgmma.wait_group"));
   CHECK(ptx.find(".align 1024") != std::string::npos);
   // 1 << 62 | (1024 / 16) << 32: the 128-byte swizzle and the 1024-byte block stride.
   CHECK(ptx.find("4611686293305294848") != std::string::npos);

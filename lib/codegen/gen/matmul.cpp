@@ -513,7 +513,11 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
 // whole rows from global memory and writes 4 whole rows of workgroup memory;
 // out-of-range runs are zeros. The copies of the next ST - 1 steps fly while
 // the warpgroups multiply one, a chain of 4 MmaShared a step onto their
-// threadN / 2 accumulators.
+// threadN / 2 accumulators, waited for (MmaWait) before the step ends. (A
+// chain left running into the next step, the stage it reads freed a step
+// later, made ptxas serialize every wgmma: it takes the cp.async wait of
+// the next step for a read of the running chain's accumulators; bench/matmul
+// NOTES, session 22.)
 Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
   const Schedule& s = in.request.schedule;
   const Product& p = g.p;
@@ -577,7 +581,7 @@ Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
           d = b.mmaShared(d, at, bt);
         }
       }
-      std::vector<V> out = b.mmaResult(d);
+      std::vector<V> out = b.mmaWait(0, b.mmaResult(d));
       for (size_t i = 0; i < acc.size(); ++i) b.set(acc[i], out[i]);
     });
     // Element e of the warpgroup's D (kir::mmaGroupC).

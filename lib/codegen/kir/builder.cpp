@@ -96,6 +96,20 @@ std::vector<V> Builder::mmaResult(V m) {
   return out;
 }
 
+std::vector<V> Builder::mmaWait(int64_t n, const std::vector<V>& xs) {
+  assert(n >= 0);
+  Inst w{Opc::MmaWait, Scalar::F32, xs};
+  w.imm = n;
+  V m = emit(std::move(w));
+  std::vector<V> out;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    Inst lane{Opc::Lane, Scalar::F32, {m}};
+    lane.imm = int64_t(i);
+    out.push_back(emit(std::move(lane)));
+  }
+  return out;
+}
+
 std::array<V, 4> Builder::mma(MatrixOp op, const std::vector<V>& a, const std::vector<V>& b,
                               const std::array<V, 4>& c) {
   [[maybe_unused]] const MatrixShape& shape = matrixShape(op);

@@ -112,13 +112,16 @@ class Builder {
   // MmaShared), A and B's transpose each at (start, stride of its 8-row
   // blocks) in the 128-byte swizzle, C the n/2 values of `c`; or, chained,
   // accumulating onto `onto` (an earlier mmaShared). Both give the
-  // MmaShared, whose D mmaResult reads (after the chain's last link).
+  // MmaShared, whose D mmaResult reads (after the chain's last link) for
+  // accumulators; mmaWait waits until at most n chains are pending and
+  // gives xs back as ordinary values (kir.h, MmaWait).
   struct SharedTile {
     V start, rowStride;
   };
   V mmaShared(MatrixOp op, int32_t array, SharedTile a, SharedTile b, const std::vector<V>& c);
   V mmaShared(V onto, SharedTile a, SharedTile b);
   std::vector<V> mmaResult(V m);
+  std::vector<V> mmaWait(int64_t n, const std::vector<V>& xs);
   // x with its low 13 mantissa bits cleared: the TF32 value Mma takes
   // (truncated toward zero; NaN stays NaN, an infinity stays infinite).
   V toTf32(V x);

@@ -14,7 +14,9 @@
 // every workgroup. A warp operation (ShuffleXor, Mma) reads the lanes of
 // each warp with an active thread, all 32 of which must be active; an
 // MmaShared likewise each warpgroup, whose 128 threads must agree on its
-// indices. Where
+// indices. A chain of MmaShared is computed when issued; the workgroup-memory
+// bytes it read are kept until the MmaWait that finishes it, which stops the
+// run if any of them changed (kir.h: they must stay put until then). Where
 // kir.h is silent: Rem on f32 is C's fmod, and f32 -> int conversion
 // saturates (NaN gives 0). The kernel is verified first, so
 // the opcode cases assume well-typed operands; a barrier reached by part of
@@ -78,11 +80,13 @@ int depthOf(const Kernel& k, const Block& b) {
 }
 
 // The elements a wide instruction's Lanes read from what the machine kept
-// (wide_): a SharedLoadVec's and an Mma's imm, an MmaShared's n / 2; 0 for
-// every other instruction (a LoadVec keeps its index and reads the buffer).
+// (wide_): a SharedLoadVec's and an Mma's imm, an MmaShared's n / 2, an
+// MmaWait's operands; 0 for every other instruction (a LoadVec keeps its
+// index and reads the buffer).
 int64_t heldElements(const Kernel& k, V v) {
   const Inst& in = k.insts[size_t(v)];
   if (in.op == Opc::SharedLoadVec || in.op == Opc::Mma) return in.imm;
+  if (in.op == Opc::MmaWait) return int64_t(in.args.size());
   return in.op == Opc::MmaShared ? mmaSharedColumns(k, v) / 2 : 0;
 }
 
@@ -92,8 +96,10 @@ class Machine {
       : k_(k), bufs_(buffers), w_(size_t(k.workgroupSize)), lanes_(k.insts.size() * w_), vars_(k.vars.size() * w_) {
     masks_.assign(size_t(depthOf(k, k.body)) + 1, std::vector<uint8_t>(w_, 0));
     for (const Shared& s : k.shared) shared_.emplace_back(size_t(s.elems * scalarBytes(s.type)), uint8_t(0));
-    for (size_t v = 0; v < k.insts.size(); ++v)
+    for (size_t v = 0; v < k.insts.size(); ++v) {
       if (int64_t n = heldElements(k, V(v)); n > 0) wide_[V(v)].assign(size_t(n) * w_, 0);
+      if (V onto = chainedOnto(k, k.insts[v]); onto >= 0) chainedBy_[size_t(onto)] = 1;
+    }
   }
 
   Status run(int64_t gridY) {
@@ -109,6 +115,12 @@ class Machine {
             return makeError(ErrorKind::Verify, {},
                              "kernel " + k_.entry + ": thread " + std::to_string(t) + " of workgroup (" +
                                  std::to_string(gx) + ", " + std::to_string(gy) + ") ends with copies not waited for");
+        for (size_t g = 0; g < pending_.size(); ++g)
+          if (!pending_[g].empty())
+            return makeError(ErrorKind::Verify, {},
+                             "kernel " + k_.entry + ": warpgroup " + std::to_string(g) + " of workgroup (" +
+                                 std::to_string(gx) + ", " + std::to_string(gy) + ") ends with the chain of %" +
+                                 std::to_string(pending_[g].front().last) + " not waited for");
       }
     return ok();
   }
@@ -405,13 +417,24 @@ class Machine {
     return true;
   }
 
+  // Whether the warp (size 32) or warpgroup (128) of threads from t0 runs
+  // the warp operation v: 1 when all of it is active, 0 when none is, -1
+  // (the error recorded) when only part of it is.
+  int reached(const uint8_t* m, V v, size_t t0, size_t size) {
+    size_t n = size_t(std::count(m + t0, m + t0 + size, uint8_t(1)));
+    if (n == 0 || n == size) return n == size;
+    fail(v, -1, "reached by " + std::to_string(n) + " of " + (size == 32 ? "warp " : "warpgroup ") +
+                    std::to_string(t0 / size) + "'s " + std::to_string(size) + " threads");
+    return -1;
+  }
+
   // A ShuffleXor or Mma, warp by warp.
   bool warp(const uint8_t* m, V v, const Inst& in) {
     for (size_t w0 = 0; w0 < w_; w0 += 32) {
-      size_t n = size_t(std::count(m + w0, m + w0 + 32, uint8_t(1)));
-      if (n == 0) continue;
-      if (n != 32)
-        return fail(v, -1, "reached by " + std::to_string(n) + " of warp " + std::to_string(w0 / 32) + "'s 32 threads");
+      if (int r = reached(m, v, w0, 32); r <= 0) {
+        if (r < 0) return false;
+        continue;
+      }
       if (in.op == Opc::ShuffleXor) {
         const uint64_t* x = lanes(in.args[0]);
         uint64_t* r = lanes(v);
@@ -472,10 +495,10 @@ class Machine {
     V chain = chainedOnto(k_, in);
     std::vector<uint64_t>& d = wide_.at(v);
     for (size_t g0 = 0; g0 < w_; g0 += 128) {
-      size_t active = size_t(std::count(m + g0, m + g0 + 128, uint8_t(1)));
-      if (active == 0) continue;
-      if (active != 128)
-        return fail(v, -1, "reached by " + std::to_string(active) + " of warpgroup " + std::to_string(g0 / 128) + "'s 128 threads");
+      if (int r = reached(m, v, g0, 128); r <= 0) {
+        if (r < 0) return false;
+        continue;
+      }
       int64_t idx[4];
       for (size_t i = 0; i < 4; ++i) {
         const uint64_t* x = lanes(in.args[i]);
@@ -489,13 +512,17 @@ class Machine {
         if (idx[i] < 0 || idx[i] % 8 != 0 || idx[i] % 64 > 48 || idx[i + 1] < 0 || idx[i + 1] % 512 != 0)
           return fail(v, int64_t(g0), std::string(i == 0 ? "A" : "B") + "'s start " + std::to_string(idx[i]) +
                                           " or row stride " + std::to_string(idx[i + 1]) + " is not as kir.h has them");
-      // Element (row, key) of the tile at (start, row stride), swizzled.
+      // Element (row, key) of the tile at (start, row stride), swizzled; kept
+      // among the bytes the warpgroup's open chain read.
+      Chain& reading = openChains_[g0 / 128];
+      reading.array = size_t(in.imm);
       auto element = [&](const int64_t* tile, int64_t row, int64_t key, double& out) {
         int64_t x = 2 * (tile[0] + (row / 8) * tile[1] + (row % 8) * 64 + key);
         x ^= ((x >> 7) & 7) << 4;
         if (x + 2 > s.elems * 2) return false;
         uint16_t bits = 0;
         std::memcpy(&bits, bytes + size_t(x), 2);
+        reading.reads.emplace_back(uint32_t(x), bits);
         out = ot == Scalar::BF16 ? bf16ToFloat(bits) : halfToFloat(bits);
         return true;
       };
@@ -519,6 +546,37 @@ class Machine {
           for (int64_t kk = 0; kk < 16; ++kk) sum += a[size_t(rc.row * 16 + kk)] * b[size_t(rc.col * 16 + kk)];
           d[size_t(e) * w_ + g0 + l] = put(float(sum));
         }
+      if (!chainedBy_[size_t(v)]) {  // the chain's last link: now pending
+        reading.last = v;
+        pending_[g0 / 128].push_back(std::move(reading));
+        reading = Chain{};
+      }
+    }
+    return true;
+  }
+
+  // An MmaWait, warpgroup by warpgroup: its operands given back, and the
+  // oldest pending chains finished until at most imm are left, each checked
+  // to have read what workgroup memory still holds.
+  bool mmaWait(const uint8_t* m, V v, const Inst& in) {
+    for (size_t g0 = 0; g0 < w_; g0 += 128) {
+      if (int r = reached(m, v, g0, 128); r <= 0) {
+        if (r < 0) return false;
+        continue;
+      }
+      for (size_t e = 0; e < in.args.size(); ++e)
+        std::copy_n(lanes(in.args[e]) + g0, 128, wide_.at(v).begin() + std::ptrdiff_t(e * w_ + g0));
+      std::deque<Chain>& q = pending_[g0 / 128];
+      while (q.size() > size_t(in.imm)) {
+        const Chain& c = q.front();
+        const std::vector<uint8_t>& now = shared_[c.array];
+        for (auto [x, bits] : c.reads)
+          if (now[x] != uint8_t(bits) || now[x + 1] != uint8_t(bits >> 8))
+            return fail(v, -1, "byte " + std::to_string(x) + " of shared " + std::to_string(c.array) + " (" +
+                                   k_.shared[c.array].name + "), which warpgroup " + std::to_string(g0 / 128) +
+                                   "'s chain of %" + std::to_string(c.last) + " read, changed before this wait finished it");
+        q.pop_front();
+      }
     }
     return true;
   }
@@ -701,6 +759,9 @@ class Machine {
         case Opc::MmaShared:
           if (!warpgroup(m, v, in)) return false;
           break;
+        case Opc::MmaWait:
+          if (!mmaWait(m, v, in)) return false;
+          break;
         case Opc::GetVar: {
           const uint64_t* x = vars_.data() + size_t(in.ref) * w_;
           for (size_t t = 0; t < w_; ++t)
@@ -755,7 +816,9 @@ class Machine {
   std::vector<uint64_t> vars_;   // variable j's lanes at [j * w_, (j + 1) * w_)
   std::vector<std::vector<uint8_t>> masks_;  // the active threads at each nesting depth
   std::vector<std::vector<uint8_t>> shared_;  // each workgroup array's bytes
-  std::unordered_map<V, std::vector<uint64_t>> wide_;  // a SharedLoadVec's, Mma's or MmaShared's elements: e of thread t at [e * w_ + t]
+  // A SharedLoadVec's, Mma's, MmaShared's or MmaWait's elements: e of thread
+  // t at [e * w_ + t].
+  std::unordered_map<V, std::vector<uint64_t>> wide_;
   // Each thread's asynchronous copies: its open group, and its closed groups
   // oldest first.
   struct Copy {
@@ -764,6 +827,16 @@ class Machine {
   };
   std::vector<std::vector<Copy>> open_ = std::vector<std::vector<Copy>>(w_);
   std::vector<std::deque<std::vector<Copy>>> closed_ = std::vector<std::deque<std::vector<Copy>>>(w_);
+  // Each warpgroup's matrix chains: the bytes its open chain read so far
+  // (byte offset and value), and its pending chains oldest first.
+  struct Chain {
+    V last = -1;
+    size_t array = 0;
+    std::vector<std::pair<uint32_t, uint16_t>> reads;
+  };
+  std::vector<Chain> openChains_ = std::vector<Chain>((w_ + 127) / 128);
+  std::vector<std::deque<Chain>> pending_ = std::vector<std::deque<Chain>>((w_ + 127) / 128);
+  std::vector<uint8_t> chainedBy_ = std::vector<uint8_t>(k_.insts.size(), 0);  // MmaShared a later link chains onto
   int32_t gx_ = 0, gy_ = 0;
   Error err_{ErrorKind::Verify, {}, ""};
 };

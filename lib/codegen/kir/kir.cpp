@@ -120,6 +120,7 @@ const OpInfo& opInfo(Opc o) {
       {"shuffle.xor", D::Value, S::Warp, true},
       {"mma", D::Wide, S::Warp, true},
       {"mma.shared", D::Wide, S::Warpgroup, true},
+      {"mma.wait", D::Wide, S::Warpgroup, true},
       {"copy.async", D::Nothing, S::Thread, true},
       {"async.commit", D::Nothing, S::Thread, true},
       {"async.wait", D::Nothing, S::Thread, true},

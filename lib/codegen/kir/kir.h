@@ -115,9 +115,24 @@
 //    take one operand, an earlier MmaShared of the same op and n,
 //    accumulating onto its D: a chain, whose links stand in one block with
 //    no Store, SharedStore(Vec), CopyAsync, AsyncWait, Barrier, For or If
-//    between them, and each link but the last used by the next link only
-//    (the emitter issues a chain's products asynchronously and waits once at
-//    its end). Sums as Mma's.
+//    between them, and each link but the last used by the next link only.
+//    Sums as Mma's. A chain runs asynchronously: its last link closes it as
+//    one of the warpgroup's pending chains, which reads A and B from
+//    workgroup memory at any time until an MmaWait finishes it, so those
+//    bytes must not change before then. D is the chain's result at once for
+//    a later chain's c operands, but nothing else may read it before the
+//    wait: a chain's last link and a variable set from one of its Lanes
+//    (an accumulator) are read only by Lane, SetVar, an MmaShared's c
+//    operands or an MmaWait.
+//  - MmaWait(x0..x{m-1}), imm n: waits until at most n of the warpgroup's
+//    pending chains are unfinished (the oldest finish first) and gives the
+//    xs back unchanged, read by Lane 0 .. m - 1: the values an accumulator
+//    holds become ordinary values through it. A warpgroup operation, like
+//    MmaShared; every chain is finished before the kernel ends. (PTX's
+//    wgmma.commit_group after a chain and wgmma.wait_group n, the xs threaded
+//    through the wait; the interpreter computes a chain when it is issued
+//    and stops at the wait that finishes it when the bytes it read changed,
+//    or at a kernel's end with chains unfinished.)
 //  - CopyAsync(gindex, sindex, ok), ref a read-only buffer and imm a
 //    workgroup array whose elements are the buffer's value type: starts a
 //    copy of 16 bytes from the buffer's element gindex to the array's element
@@ -178,6 +193,7 @@ enum class Opc : uint8_t {
   ShuffleXor,                     // (x) -> x of lane (lane ^ imm) of the warp
   Mma,                            // (a..., b..., c0..c3), ref a MatrixOp; read only by Lane 0..3
   MmaShared,                      // (aStart, aRowStride, bStart, bRowStride, c... or a chained MmaShared), ref a MatrixOp, imm shared
+  MmaWait,                        // (x...), imm n: until at most n of the warpgroup's chains are pending; read only by Lane
   CopyAsync,                      // (gindex, sindex, ok): 16 bytes of buffers[ref] into shared[imm]
   AsyncCommit,                    // closes the thread's open group of copies
   AsyncWait,                      // until at most imm of the thread's closed groups are unfinished

@@ -101,6 +101,10 @@ class Printer {
         return def + "mma.shared " + matrixShape(MatrixOp(in.ref)).name + " " + tile(0) + ", " + tile(2) + ", " +
                args(in, 4) + typed;
       }
+      case Opc::MmaWait: {
+        std::string a = args(in, 0);
+        return def + "mma.wait " + std::to_string(in.imm) + (a.empty() ? "" : ", " + a) + typed;
+      }
       default: {
         std::string a = args(in, 0);
         return def + opcName(in.op) + (a.empty() ? "" : " " + a) + typed;

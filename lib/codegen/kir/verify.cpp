@@ -11,7 +11,8 @@
 // ShuffleXor, Mma or MmaShared under an If or For whose condition or bound
 // is per-thread is an error, and so is a warp operation in a workgroup that
 // is not whole warps (whole warpgroups for MmaShared). A third walk checks
-// each MmaShared chain.
+// each MmaShared chain, and a last pass who reads a chain's D before an
+// MmaWait (its Lanes, and the accumulators set from them).
 #include "codegen/kir/verify.h"
 
 #include <vector>
@@ -30,7 +31,7 @@ bool isCollective(Opc op) { return opInfo(op).scope != Scope::Thread; }
 // What may not stand between two links of an MmaShared chain (kir.h).
 bool breaksChain(Opc op) {
   return op == Opc::Store || op == Opc::SharedStore || op == Opc::SharedStoreVec || op == Opc::CopyAsync ||
-         op == Opc::AsyncWait || op == Opc::Barrier || op == Opc::For || op == Opc::If;
+         op == Opc::AsyncWait || op == Opc::MmaWait || op == Opc::Barrier || op == Opc::For || op == Opc::If;
 }
 
 class Verifier {
@@ -55,7 +56,7 @@ class Verifier {
                      std::to_string(k_.workgroupSize) + " threads, not whole " +
                      (scope == Scope::Warpgroup ? "warpgroups of 128" : "warps of 32"));
     }
-    if (!chains(k_.body)) return err_;
+    if (!chains(k_.body) || !accumulators()) return err_;
     bool changed = true;
     while (changed) {
       changed = false;
@@ -181,7 +182,9 @@ class Verifier {
         if (!arity(v, in, 1)) return false;
         const Inst& vec = k_.insts[size_t(in.args[0])];
         if (!result(v, in, vec.type)) return false;
-        int64_t n = vec.op == Opc::MmaShared ? mmaSharedColumns(k_, in.args[0]) / 2 : vec.imm;
+        int64_t n = vec.op == Opc::MmaShared ? mmaSharedColumns(k_, in.args[0]) / 2
+                    : vec.op == Opc::MmaWait ? int64_t(vec.args.size())
+                                             : vec.imm;
         if (in.imm >= 0 && in.imm < n) return true;
         return fail(v, "lane " + std::to_string(in.imm) + " of a " + opcName(vec.op) + " of " + std::to_string(n));
       }
@@ -260,6 +263,12 @@ class Verifier {
           if (!want(v, in, i, Scalar::F32, "c")) return false;
         return true;
       }
+      case Opc::MmaWait:
+        if (!result(v, in, Scalar::F32)) return false;
+        for (size_t i = 0; i < in.args.size(); ++i)
+          if (!want(v, in, i, Scalar::F32, "value")) return false;
+        if (in.imm >= 0) return true;
+        return fail(v, "waits for " + std::to_string(in.imm) + " pending chains");
       case Opc::GetVar:
         return arity(v, in, 0) && ref(v, in, k_.vars.size(), "variable") && result(v, in, k_.vars[size_t(in.ref)]);
       case Opc::SetVar:
@@ -375,6 +384,38 @@ class Verifier {
       if (uses_[size_t(onto)] != 1)
         return fail(b.items[i], "chains onto %" + std::to_string(onto) + ", which has " +
                                     std::to_string(uses_[size_t(onto)] - 1) + " other uses");
+    }
+    return true;
+  }
+
+  // A chain's D before its MmaWait (kir.h): the values that hold it are the
+  // Lanes of an MmaShared and the Gets of an accumulator, a variable set
+  // from one of them (to a fixed point); each is read only by SetVar, an
+  // MmaShared's c operands or an MmaWait.
+  bool accumulators() {
+    std::vector<uint8_t> held(k_.insts.size(), 0), acc(k_.vars.size(), 0);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t v = 0; v < k_.insts.size(); ++v) {
+        const Inst& in = k_.insts[v];
+        bool h = (in.op == Opc::Lane && in.args.size() == 1 && k_.insts[size_t(in.args[0])].op == Opc::MmaShared) ||
+                 (in.op == Opc::GetVar && acc[size_t(in.ref)]);
+        held[v] = h;
+        if (in.op == Opc::SetVar && held[size_t(in.args[0])] && !acc[size_t(in.ref)]) {
+          acc[size_t(in.ref)] = 1;
+          changed = true;
+        }
+      }
+    }
+    for (size_t v = 0; v < k_.insts.size(); ++v) {
+      const Inst& in = k_.insts[v];
+      for (size_t i = 0; i < in.args.size(); ++i) {
+        if (!held[size_t(in.args[i])] || in.op == Opc::SetVar || in.op == Opc::MmaWait ||
+            (in.op == Opc::MmaShared && i >= 4))
+          continue;
+        return fail(V(v), "reads %" + std::to_string(in.args[i]) +
+                              ", a matrix chain's result, before an mma.wait gives it back");
+      }
     }
     return true;
   }

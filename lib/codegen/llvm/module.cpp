@@ -75,6 +75,7 @@ class Writer {
   void barrier();
   Value* warpOp(kir::V v);
   Value* mmaShared(kir::V v);
+  Value* mmaWait(const kir::Inst& in);
   Value* inlineAsm(const std::string& text, llvm::Type* result, const std::string& constraints,
                    const std::vector<Value*>& args);
   Status loop(kir::V v);
@@ -255,8 +256,8 @@ Status Writer::inst(kir::V v) {
     }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      r = vec.op == Opc::Mma || vec.op == Opc::MmaShared ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
-                                 : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
+      bool held = vec.op == Opc::Mma || vec.op == Opc::MmaShared || vec.op == Opc::MmaWait;  // a struct of registers
+      r = held ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)}) : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
       if (vec.op == Opc::LoadVec) r = widen(k_.buffers[size_t(vec.ref)].elem, r);
       break;
     }
@@ -290,6 +291,7 @@ Status Writer::inst(kir::V v) {
     case Opc::ShuffleXor:
     case Opc::Mma: r = warpOp(v); break;
     case Opc::MmaShared: r = mmaShared(v); break;
+    case Opc::MmaWait: r = mmaWait(in); break;
     default: {  // the binary operations
       auto x = binary(v, arg(0), arg(1));
       if (!x) return x.error();
@@ -297,7 +299,7 @@ Status Writer::inst(kir::V v) {
       break;
     }
   }
-  if (r && !r->hasName() && !llvm::isa<llvm::Constant>(r)) r->setName("v" + std::to_string(v));
+  if (r && !r->getType()->isVoidTy() && !r->hasName() && !llvm::isa<llvm::Constant>(r)) r->setName("v" + std::to_string(v));
   vals_[size_t(v)] = r;
   return ok();
 }
@@ -475,8 +477,9 @@ Value* Writer::inlineAsm(const std::string& text, llvm::Type* result, const std:
 // visible to the asynchronous proxy the products read through
 // (fence.proxy.async) and fences the accumulator registers (wgmma.fence);
 // every link issues wgmma.mma_async, its C the D registers it tied; the last
-// commits the group and waits for it, D threaded through the wait so that
-// nothing reads it before. The descriptors hold the tile's byte address and
+// commits the group. An MmaWait waits (wgmma.wait_group) with its operands
+// threaded through the wait, so nothing reads them before; the verifier
+// keeps every other reader of a chain's D behind one (kir.h). The descriptors hold the tile's byte address and
 // its 1024-byte block stride, each over 16, and the 128-byte swizzle (mode
 // 1; no leading offset, which that swizzle does not read).
 Value* Writer::mmaShared(kir::V v) {
@@ -514,11 +517,22 @@ Value* Writer::mmaShared(kir::V v) {
                      ", p, 1, 1, 0, 0;\n\t}";
   ops.push_back(b_.getInt32(1));
   Value* d = inlineAsm(text, result, outs + ties + ",l,l,r,~{memory}", ops);
-  if (chainedOnto_[size_t(v)]) return d;
+  if (!chainedOnto_[size_t(v)]) inlineAsm("wgmma.commit_group.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
+  return d;
+}
+
+Value* Writer::mmaWait(const kir::Inst& in) {
+  std::string text = "wgmma.wait_group.sync.aligned " + std::to_string(in.imm) + ";";
+  if (in.args.empty()) return inlineAsm(text, b_.getVoidTy(), "~{memory}", {});
+  std::string outs, ties;
   std::vector<Value*> held;
-  for (unsigned i = 0; i < regs; ++i) held.push_back(b_.CreateExtractValue(d, {i}));
-  return inlineAsm("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;", result, outs + ties + ",~{memory}",
-                   held);
+  for (size_t i = 0; i < in.args.size(); ++i) {
+    outs += std::string(i ? "," : "") + "=f";
+    ties += "," + std::to_string(i);
+    held.push_back(vals_[size_t(in.args[i])]);
+  }
+  auto* result = llvm::StructType::get(ctx_, std::vector<llvm::Type*>(in.args.size(), b_.getFloatTy()));
+  return inlineAsm(text, result, outs + ties + ",~{memory}", held);
 }
 
 // PTX's cp.async.cg of 16 bytes with a source size (16, or 0 for zeros),
