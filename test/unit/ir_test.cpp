@@ -800,7 +800,7 @@ TEST_CASE("verifier: names, exports that name no current value, shared state upd
   CHECK(verify(bad).error().str() == "t.pg:5:8: error: output refers to no value");
 }
 
-TEST_CASE("ordered comparisons need numbers; Eq and Ne take bools") {
+TEST_CASE("ordered comparisons need numbers, Eq and Ne take bools") {
   CHECK(errorOf(check(Op::Lt, {"bool[2]", "bool[2]"})) == "operand 1 (bool[2]) must be numeric to be ordered");
   CHECK(typeOf(check(Op::Eq, {"bool[2]", "bool[2]"})) == "bool[2]");
 }

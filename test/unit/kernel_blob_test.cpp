@@ -77,7 +77,7 @@ std::vector<uint8_t> replaced(const std::vector<uint8_t>& b, const std::string& 
 
 }  // namespace
 
-TEST_CASE("kernel blob: generated SPIR-V passes and gives its bindings and workgroup; broken modules are refused") {
+TEST_CASE("kernel blob: generated SPIR-V passes and gives its bindings and workgroup, broken modules are refused") {
   Compiled k = addKernel("lavapipe");
   auto facts = rt::checkKernelBlob(rt::Target::Spirv, k.blob, k.entry, k.arch);
   REQUIRE_MESSAGE(bool(facts), (facts ? "" : facts.error().str()));
@@ -144,7 +144,7 @@ TEST_CASE("kernel blob: a SPIR-V LocalSize past 64 bits saturates") {
   CHECK(facts->workgroupSize == INT64_MAX);
 }
 
-TEST_CASE("kernel blob: generated PTX passes and gives its parameters; broken text is refused") {
+TEST_CASE("kernel blob: generated PTX passes and gives its parameters, broken text is refused") {
   Compiled k = addKernel("nvidia-h200");
   auto facts = rt::checkKernelBlob(rt::Target::Ptx, k.blob, k.entry, k.arch);
   REQUIRE_MESSAGE(bool(facts), (facts ? "" : facts.error().str()));
@@ -191,7 +191,7 @@ TEST_CASE("kernel blob: a PTX kernel waits for the previous ones only if griddep
   CHECK(!waits("// griddepcontrol.wait;\nret;"));
 }
 
-TEST_CASE("kernel blob: generated HSACO passes; objects of another kind are refused") {
+TEST_CASE("kernel blob: generated HSACO passes, objects of another kind are refused") {
   Compiled k = addKernel("amd-mi300x");
   auto facts = rt::checkKernelBlob(rt::Target::Hsaco, k.blob, k.entry, k.arch);
   REQUIRE_MESSAGE(bool(facts), (facts ? "" : facts.error().str()));

@@ -54,7 +54,7 @@ Graph oneWeight() {
 
 }  // namespace
 
-TEST_CASE("lora: the merge is W + lora_alpha / r * B A, or / sqrt(r) with rsLoRA") {
+TEST_CASE("lora: the merge is W + (lora_alpha / r) B A, or over sqrt(r) with rsLoRA") {
   TempDirs temps;
   Graph g = oneWeight();
   BoundParams base;

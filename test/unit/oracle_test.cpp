@@ -692,7 +692,7 @@ TEST_CASE("oracle: a paged read word outside the pool is a range error") {
   CHECK(ev.error().message == "Attention %y: read word 8 of row 1, key 2 is outside the pool [0, 8)");
 }
 
-TEST_CASE("oracle: live length visits only the first len keys; NaN past it cannot reach the output") {
+TEST_CASE("oracle: live length visits only the first len keys, NaN past it cannot reach the output") {
   AttnCase c;
   c.live = true, c.Lk = 10;
   checkAttention(c, [&](std::map<std::string, Tensor>& p, std::mt19937&) {
@@ -719,7 +719,7 @@ TEST_CASE("oracle: live length visits only the first len keys; NaN past it canno
   for (int64_t i = 0; i < y.size(); ++i) CHECK(std::isfinite(y.get(i)));
 }
 
-TEST_CASE("oracle: a masked key's value row is not read; a fully masked row or len 0 is NaN") {
+TEST_CASE("oracle: a masked key's value row is not read, a fully masked row or len 0 is NaN") {
   AttnCase c;
   c.Hm = 1, c.live = true, c.Lq = 2, c.Lk = 6;
   uint32_t seed = freshSeed();

@@ -141,7 +141,7 @@ TEST_CASE("plan: lanes never pass the workgroup size") {
   CHECK(attentionLanes(64, s.make()) == 32);
 }
 
-TEST_CASE("plan: streaming attention launches B * Hq * Lq workgroups, folded 2-D past the x limit") {
+TEST_CASE("plan: streaming attention launches B x Hq x Lq workgroups, folded 2-D past the x limit") {
   // Eight threads a workgroup: too few for a decode or prefill tile.
   Synth s;
   s.maxwg = 8;

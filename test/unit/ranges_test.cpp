@@ -65,7 +65,7 @@ TEST_CASE("ranges: slots, Iota and Constant") {
   CHECK(r.isFor(g));
 }
 
-TEST_CASE("ranges: Add, Sub, Mul, Div by constants and by intervals; wrapping gives the whole dtype") {
+TEST_CASE("ranges: Add, Sub, Mul, Div by constants and by intervals, wrapping gives the whole dtype") {
   Graph g = parseUnverified(
       "graph g\n"
       "slot %pos : i32[] range [0, 63]\n"

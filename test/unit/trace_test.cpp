@@ -180,7 +180,7 @@ TEST_CASE("trace: every llama variant traces, verifies and round-trips through t
   }
 }
 
-TEST_CASE("trace: the interface is tokens, pos and logits; pos spans [0, cap - L]") {
+TEST_CASE("trace: the interface is tokens, pos and logits, pos spans [0, cap - L]") {
   ModelConfig cfg = tinyConfig();
   for (const TraceOptions& o : allVariants()) {
     CAPTURE(describe(o));
