@@ -6,13 +6,16 @@
 // is written or read back by the host, nor copied), however the steps
 // alternate between the plans; tokens reach the sink as they come, each
 // request ending at its max-new tokens or a stop id, or when cancelled,
-// queued or running; bad requests are refused with typed errors and queue
+// queued or running; a step that fails on the device changes nothing
+// (stepping again gives what a run without the failure gives, sampled
+// tokens included); bad requests are refused with typed errors and queue
 // nothing. Tokens against the oracle are tested on lavapipe by
 // test/lit/generate (poot generate runs this engine) and the Python test.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "fake_backend.h"
@@ -243,4 +246,70 @@ TEST_CASE("engine: a request the plans cannot serve is refused and queues nothin
   REQUIRE(idle);
   CHECK_FALSE(*idle);
   CHECK(s->events.empty());
+}
+
+TEST_CASE("engine: a failed step changes nothing, and stepping again runs it again") {
+  // Sampled at temperature 1 over the fake device's equal logits, every
+  // token is a uniform draw of the request's generator: a step that failed
+  // but had drawn for some rows, or committed, would change the tokens after
+  // it. The failures: a device run, and each download of the first step
+  // (the witnesses, then one row of logits after another: its two rows
+  // sample, so a failed second read comes after the first row's draw).
+  struct Outcome {
+    std::vector<std::tuple<int64_t, int32_t, kv::Finish>> events;
+    int failures = 0;
+  };
+  auto run = [](int failAt, int download) {  // download 0: fail a run; n: fail the step's n-th download
+    auto s = serve();
+    for (int32_t length : {5, 7, 20}) {
+      engine::Request q = request(length, 5);
+      q.sampling = {1.0, 1.0, 11};
+      REQUIRE(s->engine->submit(q));
+    }
+    Outcome out;
+    bool armed = failAt >= 0;
+    for (int steps = 0;;) {
+      size_t events = s->events.size();
+      kv::BatchStats before = s->engine->stats();
+      if (armed && steps == failAt) {
+        armed = false;
+        if (download > 0) s->calls.failDownload = download;
+        else s->calls.failRuns = 1;
+      }
+      auto step = s->engine->step();
+      s->calls.failDownload = 0;
+      if (!step) {
+        ++out.failures;
+        CHECK(step.error().message.rfind("the fake device failed", 0) == 0);
+        CHECK(s->events.size() == events);
+        CHECK(s->engine->stats().generated == before.generated);
+        CHECK(s->engine->stats().prefillSteps == before.prefillSteps);
+        CHECK(s->engine->stats().decodeSteps == before.decodeSteps);
+        continue;
+      }
+      if (!*step) break;
+      ++steps;
+    }
+    for (const auto& e : s->events) out.events.emplace_back(e.request, e.token, e.finish);
+    return out;
+  };
+  Outcome clean = run(-1, 0);
+  REQUIRE(clean.events.size() == 15);
+  std::set<int32_t> tokens;
+  for (const auto& e : clean.events) tokens.insert(std::get<1>(e));
+  CHECK(tokens.size() > 8);  // the draws differ: something is compared
+  for (int at : {0, 2, 5}) {
+    CAPTURE(at);
+    Outcome failed = run(at, 0);
+    CHECK(failed.failures == 1);
+    CHECK(failed.events == clean.events);
+  }
+  int failures = 0;
+  for (int download = 1; download <= 6; ++download) {
+    CAPTURE(download);
+    Outcome failed = run(0, download);
+    CHECK(failed.events == clean.events);
+    failures += failed.failures;
+  }
+  CHECK(failures >= 3);  // at least a witness and both rows' logits
 }

@@ -29,6 +29,8 @@ struct Calls {
   std::vector<int64_t> allocations;                          // bytes, in order (the buffer id is the index)
   std::vector<std::pair<rt::BufferId, int64_t>> uploaded;    // (buffer, bytes) of each upload
   std::vector<std::pair<rt::BufferId, int64_t>> downloaded;  // (buffer, bytes) of each download
+  int failRuns = 0;      // the next runs to fail (an Io error), then counted down
+  int failDownload = 0;  // n > 0: the n-th download from now fails (an Io error); 0: none
 };
 
 // Host memory for buffers; kernels and programs are only counted. Fresh
@@ -50,6 +52,8 @@ class FakeBackend final : public rt::Backend {
     return ok();
   }
   Status download(rt::BufferId b, int64_t offset, void* data, int64_t bytes) override {
+    if (calls_->failDownload > 0 && --calls_->failDownload == 0)
+      return makeError(ErrorKind::Io, {}, "the fake device failed a download");
     calls_->downloaded.emplace_back(b, bytes);
     REQUIRE(size_t(offset + bytes) <= mem_[size_t(b)].size());
     std::memcpy(data, mem_[size_t(b)].data() + offset, size_t(bytes));
@@ -66,6 +70,10 @@ class FakeBackend final : public rt::Backend {
   }
   Expected<rt::ProgramId> record(const std::vector<rt::DispatchCommand>&) override { return programs_++; }
   Status run(rt::ProgramId) override {
+    if (calls_->failRuns > 0) {
+      --calls_->failRuns;
+      return makeError(ErrorKind::Io, {}, "the fake device failed a run");
+    }
     ++calls_->runs;
     return ok();
   }
