@@ -5,9 +5,12 @@
 # greedy tokens test/lit/generate checks against the oracle; a stop id ends
 # a request at that token; a cancelled request, queued or running, stops
 # with a "cancelled" event, its tokens a prefix of its full run, and the
-# others' tokens do not change; every refusal has its kind and a message
-# naming what is wrong, and queues nothing. Usage: test_engine.py BUILD,
-# with the build tree's package on PYTHONPATH.
+# others' tokens do not change; a LoRA adapter loaded into the engine gives
+# the tokens of its merged weights, and loaded again under its name with
+# other weights (a hot reload) serves the requests submitted from then on
+# while one submitted before finishes on the old; every refusal has its kind
+# and a message naming what is wrong, and queues nothing. Usage:
+# test_engine.py BUILD, with the build tree's package on PYTHONPATH.
 import json
 import os
 import shutil
@@ -39,7 +42,7 @@ subprocess.run([sys.executable, os.path.join(src, "test", "lit", "make-weights.p
 prompts = [list(range(5)), list(range(30, 41)), list(range(60, 80))]
 
 
-def generate(max_new, *more):
+def generate(max_new, *more, weights=weights):
     """poot generate's tokens for the prompts."""
     with open(os.path.join(out, "prompts.txt"), "w") as f:
         f.write("".join(" ".join(map(str, p)) + "\n" for p in prompts))
@@ -117,6 +120,30 @@ assert finish == {ids[0]: "cancelled", ids[1]: "length", ids[2]: "cancelled"}, f
 assert tokens[ids[0]] == greedy[0][:2] and tokens[ids[2]] == [], tokens
 assert tokens[ids[1]] == greedy[1], tokens
 print("cancel: a running and a queued request stopped, the other's tokens unchanged")
+
+# Adapters: a (on q and v) and b (on k and down), each checked against its
+# merged weights run by poot generate. a is loaded, a request on it runs a
+# step, then the name a is loaded again with b's weights: the running
+# request finishes on a's, the one submitted after runs on b's.
+adapters = {}
+for name, extra in (("a", []), ("b", ["--seed", "12", "--target", "self_attn.k_proj.weight", "--target",
+                                      "mlp.down_proj.weight"])):
+    subprocess.run([sys.executable, os.path.join(src, "test", "lit", "generate", "Inputs", "make-adapter.py"),
+                    os.path.join(out, "prefill.pg"), weights, os.path.join(out, "lora-" + name),
+                    os.path.join(out, "merged-" + name + ".safetensors")] + extra, check=True)
+    adapters[name] = generate(6, weights=os.path.join(out, "merged-" + name + ".safetensors"))
+assert adapters["a"] != greedy and adapters["b"] != greedy and adapters["a"] != adapters["b"]
+engine.load_adapter("a", os.path.join(out, "lora-a"))
+first = engine.submit(prompts[2], max_new=6, adapter="a")
+base = engine.submit(prompts[2], max_new=6)
+assert engine.step()
+engine.load_adapter("a", os.path.join(out, "lora-b"))
+second = engine.submit(prompts[2], max_new=6, adapter="a")
+tokens, _ = run(engine, [first, base, second])
+assert tokens[first] == adapters["a"][2], (tokens[first], adapters["a"][2])
+assert tokens[base] == greedy[2], (tokens[base], greedy[2])
+assert tokens[second] == adapters["b"][2], (tokens[second], adapters["b"][2])
+print("adapters: a's and, after the reload, b's tokens equal their merged weights'")
 
 # Refusals, none of which queues anything.
 before = engine.submit([1], max_new=1)
