@@ -56,7 +56,7 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
     else if (v.storage == Storage::State) s.states[v.name] = v.type;
     else if (v.name != "tokens" && v.name != "pos" && v.name != "read" && v.name != "write")
       return planError(plan, "its " + std::string(storageName(v.storage)) + " %" + v.name +
-                                 " is not one poot generate binds (tokens, pos, read, write)");
+                                 " is not one the engine binds (tokens, pos, read, write)");
   }
   for (const auto& [name, t] : s.states)
     if (t.rank() < 1 || t.shape[0] != s.poolSlots)

@@ -1,4 +1,4 @@
-// Continuous batching over a KvCache: the policy `poot generate` follows to
+// Continuous batching over a KvCache: the policy the engine follows to
 // decide which sequences share each step of a paged prefill plan and a paged
 // decode plan. Requests wait in a queue and are started (their prefix looked
 // up) only when a row is free and the pool can hold them to their last token,
