@@ -5,13 +5,15 @@
  * memory, and reads outputs and states. Every check is the runtime's own, as
  * `poot run` makes it: readPlanFile's verification, the Session's device
  * check, and each step's bind checks (dtype, shape, slot ranges, token ranges).
+ * The engine (poot_engine_*) serves a model's paged prefill and decode plans
+ * as `poot generate` does: requests in, tokens out as they come.
  *
  * Every function that can fail returns a poot_status; on anything but
  * POOT_OK, poot_last_error() holds the message of that failure (for this
  * thread, until its next failing call). No function throws or aborts on bad
  * input: a null pointer, an unknown name or a mistyped tensor is an error
- * code and a message naming it. Objects are not shared between threads
- * without the caller's own locking. */
+ * code and a message naming it, and changes nothing. Objects are not shared
+ * between threads without the caller's own locking. */
 #ifndef POOT_POOT_H
 #define POOT_POOT_H
 
@@ -138,6 +140,78 @@ POOT_API poot_status poot_session_output(poot_session* session, const char* name
  * valid until the next read of the same state, the next step or the
  * session's end. */
 POOT_API poot_status poot_session_read_state(poot_session* session, const char* name, poot_tensor* state);
+
+/* The serving engine: one model's paged prefill and decode plans (pootc
+ * trace --kv paged) on one device, with one copy of the weights and of the
+ * KV pools shared by both, a paged KV cache with prefix caching and
+ * continuous batching, as `poot generate` runs them (docs/runtime.md). */
+typedef struct poot_engine poot_engine;
+
+/* How a request ended. */
+typedef enum poot_finish {
+  POOT_FINISH_NONE = 0,      /* it goes on */
+  POOT_FINISH_LENGTH = 1,    /* it generated max_new tokens */
+  POOT_FINISH_STOP = 2,      /* it generated one of its stop ids (the last token) */
+  POOT_FINISH_CANCELLED = 3, /* poot_engine_cancel ended it (token -1) */
+} poot_finish;
+
+/* What a request asks for. */
+typedef struct poot_request {
+  const int32_t* prompt; /* token ids, each in [0, vocabulary) */
+  size_t length;         /* at least 1 */
+  int32_t max_new;       /* tokens to generate, at least 1 */
+  const int32_t* stop;   /* end-of-sequence ids (kept in the output); null when stop_count is 0 */
+  size_t stop_count;
+  double temperature;    /* 0: greedy (the first largest logit); above 0: seeded sampling */
+  double top_p;          /* in (0, 1]: the nucleus */
+  uint64_t seed;         /* the request draws from its own generator, seeded from this and its index */
+  const char* adapter;   /* an adapter poot_engine_load_adapter loaded; null: the base model */
+} poot_request;
+
+/* A token for a request, in the order the engine generated them. */
+typedef struct poot_event {
+  int64_t request;    /* as poot_engine_submit numbered it */
+  int32_t token;      /* -1 when the request was cancelled */
+  poot_finish finish; /* how the request ended with this token */
+} poot_event;
+
+/* Starts an engine over two plans of one model: `prefill` a paged prefill
+ * plan, `decode` a paged decode plan of one token a row, both of the same
+ * capacity, vocabulary, pool, states and weights (else POOT_ERROR_BIND naming
+ * the plan). It opens `backend` on `device` as poot_session_create does,
+ * binds the weights once from the checkpoint at `weights` (a .safetensors
+ * file, a shard index or a model directory; null: every weight from the
+ * generator with seed 0, as `poot run` draws them), and zeroes the pools.
+ * prefix_cache 0 computes every prompt and caches nothing. The engine keeps
+ * its own copies of the plans. */
+POOT_API poot_status poot_engine_create(const poot_plan* prefill, const poot_plan* decode, const char* backend,
+                                        const char* device, int allow_other_device, const char* weights,
+                                        int prefix_cache, poot_engine** engine);
+POOT_API void poot_engine_free(poot_engine* engine);
+/* Loads a LoRA adapter as PEFT saves it (adapter_config.json,
+ * adapter_model.safetensors) under `name`, merged into the weights it
+ * targets; requests naming it run on it. Loading a name again gives the
+ * requests submitted from then on the new weights; those submitted before
+ * finish on the old. */
+POOT_API poot_status poot_engine_load_adapter(poot_engine* engine, const char* name, const char* dir);
+/* Queues a request, numbered from 0 in submission order. A request the
+ * plans cannot serve (a token id outside the vocabulary, more tokens than
+ * the capacity or the pool holds: POOT_ERROR_RANGE), bad sampling options,
+ * max_new below 1 or an unknown adapter (POOT_ERROR_USAGE) is refused and
+ * nothing is queued. */
+POOT_API poot_status poot_engine_submit(poot_engine* engine, const poot_request* request, int64_t* id);
+/* Runs one step (a prefill or a decode of the requests its batcher picks);
+ * *ran is 0 when no request was queued or running, else 1. The step's
+ * tokens are then ready for poot_engine_poll. A failed step changes nothing:
+ * stepping again runs it again. */
+POOT_API poot_status poot_engine_step(poot_engine* engine, int* ran);
+/* Ends a request, queued or running; its event (token -1,
+ * POOT_FINISH_CANCELLED) is queued. *cancelled is 0 when it had already
+ * ended. An id never given is POOT_ERROR_USAGE. */
+POOT_API poot_status poot_engine_cancel(poot_engine* engine, int64_t id, int* cancelled);
+/* Moves up to `capacity` of the queued events, oldest first, into
+ * `events`; *count says how many. */
+POOT_API poot_status poot_engine_poll(poot_engine* engine, poot_event* events, size_t capacity, size_t* count);
 
 #ifdef __cplusplus
 }

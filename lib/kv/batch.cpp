@@ -1,6 +1,6 @@
 // The batcher: admission against the blocks every live sequence may still
-// take (its prompt plus maxNew - 1 tokens, rounded up to blocks, minus what
-// it holds), a wait for a shared prefix a live sequence of the same identity
+// take (its prompt plus its maxNew - 1 tokens, rounded up to blocks, minus
+// what it holds), a wait for a shared prefix a live sequence of the same identity
 // is still computing (so the prefix cache can serve it once committed), and
 // steps of the sequences furthest behind, ties broken by the previous step's
 // identity first, then by sequence id, so the same requests always give the
@@ -27,7 +27,8 @@ int32_t sharedBlocks(std::span<const int32_t> a, std::span<const int32_t> b) {
 Batcher::Batcher(KvCache& cache, BatchConfig config) : cache_(cache), config_(std::move(config)) {}
 
 int32_t Batcher::finalBlocks(int64_t request) const {
-  return blocksFor(int64_t(prompts_[request].size()) + config_.maxNew - 1);
+  const Record& r = records_[size_t(request)];
+  return blocksFor(int64_t(r.promptLength) + r.request.maxNew - 1);
 }
 
 int32_t Batcher::reservedBlocks() const {
@@ -46,31 +47,62 @@ int64_t Batcher::unfinished(uint64_t identity) const {
   return it == unfinished_.end() ? 0 : it->second;
 }
 
-KvResult<int64_t> Batcher::submit(std::vector<int32_t> prompt, uint64_t identity) {
-  if (prompt.empty()) return KvError{KvErrorKind::EmptyPrompt, "a sequence starts with at least one token"};
-  int64_t length = int64_t(prompt.size()) + config_.maxNew - 1;
-  if (length > cache_.config().capacity)
-    return KvError{KvErrorKind::Capacity, "a prompt of " + std::to_string(prompt.size()) + " tokens and " +
-                                              std::to_string(config_.maxNew - 1) +
-                                              " more to compute passes the capacity of " +
-                                              std::to_string(cache_.config().capacity)};
-  if (blocksFor(length) > cache_.pool().size())
-    return KvError{KvErrorKind::OutOfBlocks, "a prompt of " + std::to_string(prompt.size()) + " tokens needs " +
+KvStatus checkRequest(const KvConfig& cache, const Request& q) {
+  if (q.prompt.empty()) return KvError{KvErrorKind::EmptyPrompt, "a sequence starts with at least one token"};
+  if (q.maxNew < 1)
+    return KvError{KvErrorKind::BadRequest,
+                   "a request generates at least one token, this one asks for " + std::to_string(q.maxNew)};
+  int64_t length = int64_t(q.prompt.size()) + q.maxNew - 1;
+  if (length > cache.capacity)
+    return KvError{KvErrorKind::Capacity, "a prompt of " + std::to_string(q.prompt.size()) + " tokens and " +
+                                              std::to_string(q.maxNew - 1) + " more to compute passes the capacity of " +
+                                              std::to_string(cache.capacity)};
+  if (blocksFor(length) > cache.numBlocks)
+    return KvError{KvErrorKind::OutOfBlocks, "a prompt of " + std::to_string(q.prompt.size()) + " tokens needs " +
                                                  std::to_string(blocksFor(length)) + " kv blocks, the pool has " +
-                                                 std::to_string(cache_.pool().size())};
-  prompts_.push_back(std::move(prompt));
-  outputs_.emplace_back();
-  done_.push_back(false);
-  identities_.push_back(identity);
-  ++unfinished_[identity];
-  queue_.push_back(int64_t(prompts_.size()) - 1);
-  return int64_t(prompts_.size()) - 1;
+                                                 std::to_string(cache.numBlocks)};
+  return KvOk{};
+}
+
+KvResult<int64_t> Batcher::submit(Request request) {
+  if (auto c = checkRequest(cache_.config(), request); !c) return c.error();
+  ++unfinished_[request.identity];
+  int32_t length = int32_t(request.prompt.size());
+  records_.push_back({std::move(request), length, 0, Finish::None});
+  queue_.push_back(int64_t(records_.size()) - 1);
+  return int64_t(records_.size()) - 1;
+}
+
+void Batcher::end(int64_t request, Finish why) {
+  Record& r = records_[size_t(request)];
+  r.finish = why;
+  r.request.prompt = {};
+  r.request.stop = {};
+  ++finished_;
+  if (--unfinished_[r.request.identity] == 0) unfinished_.erase(r.request.identity);
+}
+
+KvResult<bool> Batcher::cancel(int64_t request) {
+  if (request < 0 || request >= requests())
+    return KvError{KvErrorKind::UnknownRequest, "no request " + std::to_string(request) + " (" +
+                                                    std::to_string(requests()) + " were submitted)"};
+  if (finished(request)) return false;
+  auto live = std::find_if(live_.begin(), live_.end(), [&](const auto& l) { return l.second == request; });
+  if (live != live_.end()) {
+    if (auto f = cache_.finish(live->first); !f) return f.error();
+    live_.erase(live);
+  } else {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), request));
+  }
+  end(request, Finish::Cancelled);
+  return true;
 }
 
 KvStatus Batcher::admit() {
   while (!queue_.empty() && int32_t(live_.size()) < config_.decodeRows) {
     int64_t request = queue_.front();
-    const std::vector<int32_t>& prompt = prompts_[request];
+    const Record& record = records_[size_t(request)];
+    const std::vector<int32_t>& prompt = record.request.prompt;
     if (cache_.pool().available() - reservedBlocks() < finalBlocks(request)) return KvOk{};
     // A prefix another live sequence of its identity is still computing:
     // wait for its commit.
@@ -78,13 +110,14 @@ KvStatus Batcher::admit() {
       int32_t lookable = int32_t(prompt.size() - 1) / kBlockSize;
       for (const auto& [seq, other] : live_) {
         const Sequence* s = cache_.sequence(seq);
-        if (s->identity != identities_[request]) continue;
+        if (s->identity != record.request.identity) continue;
         int32_t shared = std::min(lookable, sharedBlocks(prompt, s->tokens));
         if (shared > 0 && s->written < shared * kBlockSize) return KvOk{};
       }
     }
-    auto started = cache_.startSequence(prompt, identities_[request]);
+    auto started = cache_.startSequence(prompt, record.request.identity);
     if (!started) return started.error();
+    records_[size_t(request)].request.prompt = {};  // the sequence holds it now
     queue_.pop_front();
     live_.emplace(started->seq, request);
     if (started->cachedTokens > 0) ++stats_.hits;
@@ -144,7 +177,7 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
   return std::optional<PlannedStep>(std::move(step));
 }
 
-KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sampled) {
+KvResult<std::vector<Finish>> Batcher::complete(const PlannedStep& step, std::span<const int32_t> sampled) {
   if (sampled.size() != step.sampleAt.size())
     return KvError{KvErrorKind::BadStep, "a step of " + std::to_string(step.sampleAt.size()) + " rows got " +
                                              std::to_string(sampled.size()) + " sampled tokens"};
@@ -153,26 +186,27 @@ KvStatus Batcher::complete(const PlannedStep& step, std::span<const int32_t> sam
   ++(step.prefill ? stats_.prefillSteps : stats_.decodeSteps);
   if (!step.prefill)
     stats_.decodeRowsUsed += std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; });
+  std::vector<Finish> ended(step.sampleAt.size(), Finish::None);
   for (size_t r = 0; r < step.sampleAt.size(); ++r) {
     if (step.sampleAt[r] < 0) continue;
     SeqId seq = step.maps.seqs[r];
     int64_t request = step.requests[r];
+    Record& record = records_[size_t(request)];
     int32_t token = sampled[r];
-    outputs_[request].push_back(token);
+    ++record.generated;
     ++stats_.generated;
-    if (config_.eos.count(token) || int32_t(outputs_[request].size()) >= config_.maxNew) {
+    if (record.request.stop.count(token) || record.generated >= record.request.maxNew) {
       if (auto f = cache_.finish(seq); !f) return f.error();
       live_.erase(seq);
-      done_[size_t(request)] = true;
-      ++finished_;
-      if (--unfinished_[identities_[request]] == 0) unfinished_.erase(identities_[request]);
+      ended[r] = record.request.stop.count(token) ? Finish::Stop : Finish::Length;
+      end(request, ended[r]);
       continue;
     }
     int32_t one[1] = {token};
     if (auto a = cache_.appendTokens(seq, one); !a) return a.error();
   }
   notePeak();
-  return KvOk{};
+  return ended;
 }
 
 }  // namespace poot::kv

@@ -19,6 +19,8 @@ enum class KvErrorKind {
   EmptyPrompt,      // a sequence starts with at least one token
   BadStep,          // a step with no rows, no tokens per row, or one sequence on two rows
   StaleStep,        // step maps committed after their sequences moved on (or twice)
+  BadRequest,       // a request for no token (maxNew below 1)
+  UnknownRequest,   // no request has this index
 };
 
 struct KvError {

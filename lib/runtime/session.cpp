@@ -167,12 +167,30 @@ Expected<std::vector<KernelId>> buildKernels(const PlanFile& plan, Backend& back
   return kernels;
 }
 
-Expected<std::unique_ptr<Session>> Session::create(PlanFile plan, std::unique_ptr<Backend> backend,
+Expected<std::unique_ptr<Session>> Session::create(PlanFile plan, std::shared_ptr<Backend> backend,
                                                    SessionOptions opts) {
   if (auto s = checkDevice(plan, backend->info(), opts); !s) return s.error();
+  for (const auto& [name, shared] : opts.shared) {
+    auto it = std::find_if(plan.buffers.begin(), plan.buffers.end(), [&](const Buffer& b) {
+      return b.name == name && (b.role == Role::Weight || b.role == Role::State);
+    });
+    if (it == plan.buffers.end()) return bindError("the plan has no weight or state %" + name + " to share");
+    if (it->type != shared.type)
+      return bindError(std::string(roleName(it->role)) + " %" + name + " is " + it->type.str() +
+                       ", the shared buffer holds " + shared.type.str());
+  }
   std::unique_ptr<Session> s(new Session(std::move(plan), std::move(backend)));
-  if (auto b = s->build(); !b) return b.error();
+  if (auto b = s->build(opts.shared); !b) return b.error();
   return s;
+}
+
+std::map<std::string, SharedBuffer> Session::sharedBuffers() const {
+  std::map<std::string, SharedBuffer> out;
+  for (size_t i = 0; i < plan_.buffers.size(); ++i) {
+    const Buffer& b = plan_.buffers[i];
+    if (b.role == Role::Weight || b.role == Role::State) out[b.name] = {own_[i], b.type};
+  }
+  return out;
 }
 
 BufferRange Session::rangeOf(int32_t buffer) const {
@@ -182,7 +200,7 @@ BufferRange Session::rangeOf(int32_t buffer) const {
   return {own_[size_t(buffer)], 0, b->bytes};
 }
 
-Status Session::build() {
+Status Session::build(const std::map<std::string, SharedBuffer>& shared) {
   const std::vector<Buffer>& bufs = plan_.buffers;
   auto arena = backend_->allocate(plan_.arenaBytes);
   if (!arena) return arena.error();
@@ -191,12 +209,18 @@ Status Session::build() {
   weightBound_.assign(bufs.size(), false);
   for (size_t i = 0; i < bufs.size(); ++i) {
     if (bufs[i].inArena() || bufs[i].role == Role::View) continue;
+    if (bufs[i].role == Role::State) states_.push_back(int32_t(i));
+    auto from = shared.find(bufs[i].name);
+    if (from != shared.end() && (bufs[i].role == Role::Weight || bufs[i].role == Role::State)) {
+      own_[i] = from->second.buffer;
+      weightBound_[i] = bufs[i].role == Role::Weight;
+      continue;
+    }
     auto b = backend_->allocate(bufs[i].bytes);
     if (!b) return b.error();
     own_[i] = *b;
-    if (bufs[i].role != Role::State) continue;
-    states_.push_back(int32_t(i));
-    if (auto z = zeroFill(*backend_, *b, bufs[i].bytes); !z) return z;
+    if (bufs[i].role == Role::State)
+      if (auto z = zeroFill(*backend_, *b, bufs[i].bytes); !z) return z;
   }
 
   // Kernels, each built once with the binding count of its dispatches (the

@@ -5,6 +5,13 @@
 // builds each kernel once and records the command stream once. States start
 // as zeros; weights must be bound before the first step.
 //
+// The backend (the device) and its buffers outlive any Session: several
+// Sessions may run on one backend, and a Session may take some of its
+// weights and states from buffers another Session of that backend made
+// (SessionOptions::shared, sharedBuffers()), so the plans of one model
+// (prefill and decode) hold one copy of the weights and of the KV pools on
+// the device and never move them through the host.
+//
 // The device check: the plan's target must be the backend's, its arch no
 // newer than the device's, every kernel's workgroup size and memory, every
 // grid, every dispatch's binding count and every binding's bytes within the
@@ -45,8 +52,21 @@
 
 namespace poot::rt {
 
+// A weight's or a state's device buffer that another Session made, and its
+// type there.
+struct SharedBuffer {
+  BufferId buffer = -1;
+  Type type;
+};
+
 struct SessionOptions {
   bool allowOtherDevice = false;  // run a plan whose device name is not this device's
+  // Weights and states, by name, that live in these buffers of the same
+  // backend instead of buffers of the Session's own: the Session neither
+  // allocates nor zeroes them, and a shared weight counts as bound (the
+  // Session that made it binds it). A name the plan has no weight or state
+  // of, or a type other than the plan's, is a Bind error.
+  std::map<std::string, SharedBuffer> shared;
 };
 
 // The device check above, which Session::create makes first.
@@ -80,7 +100,7 @@ struct StepResult {
 
 class Session {
  public:
-  static Expected<std::unique_ptr<Session>> create(PlanFile plan, std::unique_ptr<Backend> backend,
+  static Expected<std::unique_ptr<Session>> create(PlanFile plan, std::shared_ptr<Backend> backend,
                                                    SessionOptions opts = {});
 
   const PlanFile& plan() const { return plan_; }
@@ -111,14 +131,18 @@ class Session {
   // elements outside the output a Range error.
   Status readOutput(const std::string& name, int64_t first, int64_t count, void* into);
 
+  // Every weight and state buffer of the Session by name, its own and those
+  // it shares, for another Session of the same backend to share.
+  std::map<std::string, SharedBuffer> sharedBuffers() const;
+
   // Whether failed witnesses are handled by copying the states aside (some
   // witness is written after a state write) rather than by running the
   // witnesses' dispatches first.
   bool copiesStates() const { return !stateBackup_.empty(); }
 
  private:
-  Session(PlanFile plan, std::unique_ptr<Backend> backend) : plan_(std::move(plan)), backend_(std::move(backend)) {}
-  Status build();
+  Session(PlanFile plan, std::shared_ptr<Backend> backend) : plan_(std::move(plan)), backend_(std::move(backend)) {}
+  Status build(const std::map<std::string, SharedBuffer>& shared);
   Status checkBinds(const std::map<std::string, Tensor>& inputs) const;
   Status upload(int32_t buffer, const Tensor& t);
   Expected<Tensor> download(int32_t buffer);
@@ -127,7 +151,7 @@ class Session {
   Status copyStates(bool restore);
 
   PlanFile plan_;
-  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Backend> backend_;
   BufferId arena_ = -1;
   std::vector<BufferId> own_;          // per plan buffer: its own backend buffer, or -1
   std::vector<ProgramId> phases_;      // run in order; witnesses checked after the first

@@ -6,6 +6,11 @@
     out = s.step(tokens=np.array([[5]], np.int32), pos=7)
     logits = out["logits"]; cache = s.state("k_cache")
 
+    e = poot.Engine("prefill.plan", "decode.plan", weights="model.safetensors")
+    r = e.submit([128000, 9906], max_new=32, stop=[128001])
+    for request, token, finish in e.stream():   # steps until every request is done
+        ...                                     # e.cancel(r) ends one between steps
+
 Arrays go in with their own dtype, never converted: float32, float16,
 int32, int64 and bool are those dtypes, uint16 is bf16 (its bits), so an
 array of another dtype or shape than the plan's is refused by the runtime's
@@ -23,13 +28,15 @@ import numpy as np
 
 from . import _library
 
-__all__ = ["Error", "Plan", "Session"]
+__all__ = ["Engine", "Error", "Plan", "Session"]
 
 _KINDS = ["ok", "io", "syntax", "verify", "profile", "format", "usage", "bind", "range", "capability", "memory", "trust"]
 # poot_dtype codes, in order.
 _DTYPES = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint16), np.dtype(np.int32),
            np.dtype(np.int64), np.dtype(np.bool_)]
 _INPUT, _WEIGHT, _STATE, _SLOT, _OUTPUT = range(5)
+# poot_finish codes, in order.
+_FINISH = [None, "length", "stop", "cancelled"]
 
 
 class Error(Exception):
@@ -44,6 +51,17 @@ class Error(Exception):
 class _Tensor(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
                 ("shape", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p), ("bytes", ctypes.c_size_t)]
+
+
+class _Request(ctypes.Structure):
+    _fields_ = [("prompt", ctypes.POINTER(ctypes.c_int32)), ("length", ctypes.c_size_t), ("max_new", ctypes.c_int32),
+                ("stop", ctypes.POINTER(ctypes.c_int32)), ("stop_count", ctypes.c_size_t),
+                ("temperature", ctypes.c_double), ("top_p", ctypes.c_double), ("seed", ctypes.c_uint64),
+                ("adapter", ctypes.c_char_p)]
+
+
+class _Event(ctypes.Structure):
+    _fields_ = [("request", ctypes.c_int64), ("token", ctypes.c_int32), ("finish", ctypes.c_int)]
 
 
 def _open():
@@ -61,10 +79,16 @@ def _open():
         "poot_session_step": [P, T, ctypes.c_size_t],
         "poot_session_output": [P, S, T],
         "poot_session_read_state": [P, S, T],
+        "poot_engine_create": [P, P, S, S, ctypes.c_int, S, ctypes.c_int, ctypes.POINTER(P)],
+        "poot_engine_load_adapter": [P, S, S],
+        "poot_engine_submit": [P, ctypes.POINTER(_Request), ctypes.POINTER(ctypes.c_int64)],
+        "poot_engine_step": [P, ctypes.POINTER(ctypes.c_int)],
+        "poot_engine_cancel": [P, ctypes.c_int64, ctypes.POINTER(ctypes.c_int)],
+        "poot_engine_poll": [P, ctypes.POINTER(_Event), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     }.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, ctypes.c_int
-    for name in ("poot_plan_free", "poot_session_free"):
+    for name in ("poot_plan_free", "poot_session_free", "poot_engine_free"):
         getattr(lib, name).argtypes, getattr(lib, name).restype = [P], None
     for name in ("poot_plan_target", "poot_plan_device"):
         getattr(lib, name).argtypes, getattr(lib, name).restype = [P], S
@@ -217,3 +241,80 @@ class Session:
         t = _Tensor()
         _check(_lib.poot_session_read_state(self._handle, name.encode(), ctypes.byref(t)))
         return _array(t)
+
+
+def _ids(values, what):
+    """A list of token ids as a C int32 array, each checked to fit."""
+    ids = [int(v) for v in values]
+    for v in ids:
+        if not -2**31 <= v < 2**31:
+            raise Error(_KINDS.index("range"), "%s: %d is outside int32's range" % (what, v))
+    return (ctypes.c_int32 * max(len(ids), 1))(*ids), len(ids)
+
+
+class Engine:
+    """One model's paged prefill and decode plans served on one device, as
+    `poot generate` serves them: one copy of the weights and the KV pools
+    shared by both plans, prefix caching and continuous batching. Requests
+    go in with submit(); step() runs one step; poll() returns the tokens
+    generated since, as (request, token, finish) with finish None while the
+    request goes on, else "length", "stop" or "cancelled" (token -1)."""
+
+    def __init__(self, prefill, decode, weights=None, backend="vulkan", device="", allow_other_device=False,
+                 prefix_cache=True):
+        plans = [p if isinstance(p, Plan) else Plan(p) for p in (prefill, decode)]
+        handle = ctypes.c_void_p()
+        _check(_lib.poot_engine_create(plans[0]._handle, plans[1]._handle, backend.encode(), device.encode(),
+                                       int(allow_other_device), None if weights is None else _path(weights),
+                                       int(prefix_cache), ctypes.byref(handle)))
+        self._handle = handle.value
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            _lib.poot_engine_free(self._handle)
+
+    def load_adapter(self, name, path):
+        """A LoRA adapter as PEFT saves it, under a name requests give as adapter=."""
+        _check(_lib.poot_engine_load_adapter(self._handle, name.encode(), _path(path)))
+
+    def submit(self, prompt, max_new=16, stop=(), temperature=0.0, top_p=1.0, seed=0, adapter=None):
+        """Queues a request of token ids; returns its number (from 0)."""
+        ids, n = _ids(prompt, "a prompt token")
+        stops, k = _ids(stop, "a stop id")
+        if not -2**31 <= max_new < 2**31:
+            raise Error(_KINDS.index("range"), "max_new: %d is outside int32's range" % max_new)
+        request = _Request(ids, n, max_new, stops, k, temperature, top_p, seed,
+                           None if adapter is None else adapter.encode())
+        out = ctypes.c_int64()
+        _check(_lib.poot_engine_submit(self._handle, ctypes.byref(request), ctypes.byref(out)))
+        return out.value
+
+    def step(self):
+        """Runs one step; False when no request was queued or running."""
+        ran = ctypes.c_int()
+        _check(_lib.poot_engine_step(self._handle, ctypes.byref(ran)))
+        return bool(ran.value)
+
+    def cancel(self, request):
+        """Ends a request; False when it had already ended."""
+        cancelled = ctypes.c_int()
+        _check(_lib.poot_engine_cancel(self._handle, request, ctypes.byref(cancelled)))
+        return bool(cancelled.value)
+
+    def poll(self):
+        """The events since the last poll, oldest first."""
+        out, events, count = [], (_Event * 64)(), ctypes.c_size_t()
+        while True:
+            _check(_lib.poot_engine_poll(self._handle, events, 64, ctypes.byref(count)))
+            out += [(e.request, e.token, _FINISH[e.finish]) for e in events[:count.value]]
+            if count.value < 64:
+                return out
+
+    def stream(self):
+        """Steps until nothing is queued or running, yielding each event as
+        its step ends (a request may be cancelled in between)."""
+        while True:
+            yield from self.poll()
+            if not self.step():
+                yield from self.poll()
+                return

@@ -5,7 +5,12 @@
 # lavapipe for two tokens. `poot run` then takes the same two steps (the
 # first from zero states, saving the new ones, the second starting from
 # them), each checked against the oracle with --check; the example's logits
-# and KV caches must equal poot run's byte for byte. Usage: run.py BUILD
+# and KV caches must equal poot run's byte for byte. Then its serving
+# example (the engine over the tiny Llama's paged plans) generates, for
+# three prompts of different lengths, the tokens `poot generate` writes for
+# them (test/lit/generate checks those against the oracle). Usage: run.py
+# BUILD
+import json
 import os
 import shutil
 import struct
@@ -119,4 +124,30 @@ for name in ["logits"] + states:
     if got != want:
         fail("%s: the example's %d bytes differ from poot run's %d" % (name, len(got), len(want)))
     print("%s: %d bytes, the same as poot run's" % (name, len(got)))
+
+pootc = os.path.join(build, "tools", "pootc", "pootc")
+paged = {}
+for phase, extra in (("prefill", ["--batch", "2", "--tokens", "8"]), ("decode", ["--live", "--batch", "3"])):
+    g, p = os.path.join(out, phase + ".pg"), os.path.join(out, phase + ".plan")
+    run(pootc, "trace", os.path.join(src, "examples", "models", "tiny-llama.json"), "--phase", phase, "--kv", "paged",
+        "--capacity", "48", "--pool-slots", "256", "-o", g, *extra)
+    run(pootc, "compile", g, "--device", os.path.join(src, "targets", "lavapipe.yaml"), "-o", p)
+    paged[phase] = p
+paged_weights = os.path.join(out, "paged.safetensors")
+run("python3", os.path.join(src, "test", "lit", "make-weights.py"), os.path.join(out, "prefill.pg"), paged_weights,
+    "--seed", "5")
+prompts = os.path.join(out, "prompts.txt")
+with open(prompts, "w") as f:
+    f.write("0 1 2 3 4\n30 31 32 33 34 35 36 37 38 39 40\n" + " ".join(map(str, range(60, 80))) + "\n")
+with open(prompts) as f:
+    served = run(os.path.join(app, "serve"), paged["prefill"], paged["decode"], paged_weights, "6", stdin=f,
+                 stdout=subprocess.PIPE, text=True).stdout.splitlines()
+jsonl = os.path.join(out, "generate.jsonl")
+run(poot, "generate", paged["prefill"], paged["decode"], "--prompts", prompts, "--weights", paged_weights,
+    "--max-new", "6", "--output", jsonl, stdout=subprocess.DEVNULL)
+with open(jsonl) as f:
+    generated = [" ".join(map(str, json.loads(line)["tokens"])) for line in f]
+if served != generated:
+    fail("the serving example's tokens %s differ from poot generate's %s" % (served, generated))
+print("serve: the same tokens as poot generate for 3 prompts:", served)
 print("PASS")

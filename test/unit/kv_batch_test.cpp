@@ -31,24 +31,22 @@ constexpr int32_t kVocab = 7;
 
 int32_t nextToken(uint64_t fingerprint) { return int32_t(poot::testing::mix(fingerprint, 17) % kVocab); }
 
-// A request: its prompt, its weights identity, and the steps that have run
-// when it is submitted.
-struct Request {
-  std::vector<int32_t> prompt;
-  uint64_t identity = 1;
+// A request and the steps that have run when it is submitted.
+struct Arrival {
+  Request request;
   int64_t at = 0;
 };
 
 // What a request generates when it runs alone.
-std::vector<int32_t> alone(const Request& q, const BatchConfig& cfg) {
+std::vector<int32_t> alone(const Request& q) {
   std::vector<int32_t> tokens = q.prompt, out;
-  while (int32_t(out.size()) < cfg.maxNew) {
+  while (int32_t(out.size()) < q.maxNew) {
     uint64_t h = poot::testing::mix(0, q.identity);
     for (int32_t t : tokens) h = poot::testing::mix(h, uint32_t(t));
     int32_t next = nextToken(h);
     out.push_back(next);
     tokens.push_back(next);
-    if (cfg.eos.count(next)) break;
+    if (q.stop.count(next)) break;
   }
   return out;
 }
@@ -89,8 +87,9 @@ struct Outcome {
   std::vector<uint64_t> stepIdentities;  // each step's, in order (idle time not counted)
 };
 
-// Runs the requests (sorted by `at`) to the end, checking each step.
-Outcome runAll(const std::vector<Request>& requests, const BatchConfig& cfg, KvConfig kv) {
+// Runs the requests (sorted by `at`) to the end, checking each step and
+// each request's ending.
+Outcome runAll(const std::vector<Arrival>& requests, const BatchConfig& cfg, KvConfig kv) {
   KvCache cache(kv);
   Batcher batcher(cache, cfg);
   Pool pool{std::vector<uint64_t>(size_t(kv.numBlocks) * kBlockSize, 0),
@@ -100,10 +99,13 @@ Outcome runAll(const std::vector<Request>& requests, const BatchConfig& cfg, KvC
   size_t submitted = 0;
   int64_t clock = 0;  // steps run, and steps idle waiting for a request
   std::map<uint64_t, int64_t> unfinished;
+  out.outputs.resize(requests.size());
   for (int guard = 0; guard < 100000; ++guard) {
     for (; submitted < requests.size() && requests[submitted].at <= clock; ++submitted) {
-      REQUIRE(batcher.submit(requests[submitted].prompt, requests[submitted].identity));
-      ++unfinished[requests[submitted].identity];
+      auto id = batcher.submit(requests[submitted].request);
+      REQUIRE(id);
+      REQUIRE(*id == int64_t(submitted));
+      ++unfinished[requests[submitted].request.identity];
     }
     auto step = batcher.next();
     REQUIRE_MESSAGE(step, step.error().message);
@@ -121,32 +123,45 @@ Outcome runAll(const std::vector<Request>& requests, const BatchConfig& cfg, KvC
       if (s.maps.seqs[r] != kPadding) {
         REQUIRE(s.maps.pos[r] == s.maps.pos[0]);
         REQUIRE(cache.sequence(s.maps.seqs[r])->identity == s.identity);
-        REQUIRE(requests[size_t(s.requests[r])].identity == s.identity);
+        REQUIRE(requests[size_t(s.requests[r])].request.identity == s.identity);
       }
     if (!s.prefill)
       for (int32_t r = 0; r < s.maps.rows; ++r) decodeRows += s.maps.seqs[r] != kPadding;
     std::vector<int32_t> sampled = runStep(s, pool);
     int64_t finishedBefore = batcher.finished();
-    REQUIRE(batcher.complete(s, sampled));
+    auto ended = batcher.complete(s, sampled);
+    REQUIRE(ended);
     out.stepIdentities.push_back(s.identity);
     ++clock;
     REQUIRE(int32_t(cache.sequences().size()) <= cfg.decodeRows);
-    // A request is done when it has maxNew tokens or ends in an eos id.
-    if (batcher.finished() != finishedBefore)
-      for (size_t r = 0; r < s.requests.size(); ++r)
-        if (s.sampleAt[r] >= 0) {
-          const auto& o = batcher.outputs()[size_t(s.requests[r])];
-          if (int32_t(o.size()) == cfg.maxNew || cfg.eos.count(o.back())) --unfinished[s.identity];
-        }
+    // A request is done when it has maxNew tokens (Length) or ends in one of
+    // its stop ids (Stop), and complete says which, on the row of its last
+    // token.
+    int64_t endedNow = 0;
+    for (size_t r = 0; r < s.requests.size(); ++r) {
+      if (s.sampleAt[r] < 0) {
+        REQUIRE((*ended)[r] == Finish::None);
+        continue;
+      }
+      const Request& q = requests[size_t(s.requests[r])].request;
+      std::vector<int32_t>& o = out.outputs[size_t(s.requests[r])];
+      o.push_back(sampled[r]);
+      Finish want = q.stop.count(o.back()) ? Finish::Stop
+                    : int32_t(o.size()) == q.maxNew ? Finish::Length
+                                                    : Finish::None;
+      REQUIRE((*ended)[r] == want);
+      REQUIRE(batcher.finish(s.requests[r]) == want);
+      if (want != Finish::None) --unfinished[s.identity], ++endedNow;
+    }
+    REQUIRE(batcher.finished() == finishedBefore + endedNow);
     for (const auto& [identity, n] : unfinished) REQUIRE(batcher.unfinished(identity) == n);
   }
   REQUIRE(batcher.done());
   REQUIRE(batcher.finished() == int64_t(requests.size()));
-  for (const Request& q : requests) REQUIRE(batcher.unfinished(q.identity) == 0);
+  for (const Arrival& q : requests) REQUIRE(batcher.unfinished(q.request.identity) == 0);
   for (int32_t b = 0; b < cache.pool().size(); ++b) REQUIRE(cache.pool().refs(b) == 0);
   REQUIRE(batcher.stats().peakBlocks <= kv.numBlocks);
   REQUIRE(batcher.stats().decodeRowsUsed == decodeRows);
-  out.outputs = batcher.outputs();
   out.stats = batcher.stats();
   return out;
 }
@@ -154,24 +169,29 @@ Outcome runAll(const std::vector<Request>& requests, const BatchConfig& cfg, KvC
 }  // namespace
 
 // Requests of one identity, all submitted at once.
-std::vector<Request> ofIdentity(const std::vector<std::vector<int32_t>>& prompts, uint64_t identity) {
-  std::vector<Request> out;
-  for (const auto& p : prompts) out.push_back({p, identity, 0});
+std::vector<Arrival> ofIdentity(const std::vector<std::vector<int32_t>>& prompts, uint64_t identity, int32_t maxNew) {
+  std::vector<Arrival> out;
+  for (const auto& p : prompts) out.push_back({{p, identity, maxNew, {}}, 0});
   return out;
 }
 
+// A request that arrives at step `at`.
+Arrival arrival(std::vector<int32_t> prompt, uint64_t identity, int32_t maxNew, int64_t at) {
+  return {{std::move(prompt), identity, maxNew, {}}, at};
+}
+
 TEST_CASE("kv batch: a request admitted after a shared prefix was computed hits it") {
-  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2, .maxNew = 3, .eos = {}};
+  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2};
   std::vector<int32_t> shared(40);
   for (int32_t i = 0; i < 40; ++i) shared[i] = i % kVocab;
   std::vector<std::vector<int32_t>> prompts{shared, shared, shared};
   prompts[1].push_back(3);
   prompts[2].resize(20);
-  std::vector<Request> requests = ofIdentity(prompts, 1);
+  std::vector<Arrival> requests = ofIdentity(prompts, 1, 3);
   Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = true});
   Outcome off = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = false});
   CHECK(on.outputs == off.outputs);
-  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i], cfg));
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i].request));
   CHECK(on.stats.hits == 2);
   CHECK(on.stats.skippedTokens == 32 + 16);  // two blocks of the 41-token prompt, one of the 20
   CHECK(off.stats.hits == 0);
@@ -179,7 +199,7 @@ TEST_CASE("kv batch: a request admitted after a shared prefix was computed hits 
 }
 
 TEST_CASE("kv batch: an adapter never hits the base model's blocks, nor after a reload the old adapter's") {
-  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2, .maxNew = 3, .eos = {}};
+  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 16, .decodeRows = 2};
   std::vector<int32_t> shared(40);
   for (int32_t i = 0; i < 40; ++i) shared[i] = (3 * i) % kVocab;
   std::vector<int32_t> longer = shared;
@@ -187,11 +207,12 @@ TEST_CASE("kv batch: an adapter never hits the base model's blocks, nor after a 
   // The base model (1) and an adapter (2) on the same prompt, then the
   // adapter again on a longer one; after the first step the adapter is
   // reloaded (3) and runs both prompts again while 2's are in flight.
-  std::vector<Request> requests{{shared, 1, 0}, {shared, 2, 0}, {longer, 2, 0}, {shared, 3, 1}, {longer, 3, 1}};
+  std::vector<Arrival> requests{arrival(shared, 1, 3, 0), arrival(shared, 2, 3, 0), arrival(longer, 2, 3, 0),
+                                arrival(shared, 3, 3, 1), arrival(longer, 3, 3, 1)};
   Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = true});
   Outcome off = runAll(requests, cfg, {.numBlocks = 16, .capacity = 64, .prefixCache = false});
   CHECK(on.outputs == off.outputs);
-  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i], cfg));
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i].request));
   // Only each identity's longer prompt hits, on its own first prompt's two
   // blocks: 2 never takes 1's, 3 never takes 2's, though all are cached.
   CHECK(on.stats.hits == 2);
@@ -208,26 +229,30 @@ TEST_CASE("kv batch: equal positions keep the previous step's identity") {
   // previous identity goes first), then the decodes at position 16 go 2
   // (the previous), then 1. Two changes of weights where the sequence order
   // alone (1, 2, 1, 2, 1, 2) would make five.
-  BatchConfig cfg{.prefillRows = 1, .prefillTokens = 16, .decodeRows = 4, .maxNew = 2, .eos = {}};
+  BatchConfig cfg{.prefillRows = 1, .prefillTokens = 16, .decodeRows = 4};
   std::vector<int32_t> a(16, 1), b(16, 2);
-  std::vector<Request> requests{{a, 1, 0}, {a, 2, 0}, {b, 1, 0}, {b, 2, 0}};
+  std::vector<Arrival> requests{arrival(a, 1, 2, 0), arrival(a, 2, 2, 0), arrival(b, 1, 2, 0), arrival(b, 2, 2, 0)};
   Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 32, .prefixCache = true});
   CHECK(on.stepIdentities == std::vector<uint64_t>{1, 1, 2, 2, 2, 1});
-  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i], cfg));
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i].request));
 }
 
 TEST_CASE("kv batch: submit refuses a request that cannot fit alone and queues nothing") {
   KvCache cache({.numBlocks = 2, .capacity = 64, .prefixCache = true});
-  Batcher batcher(cache, {.prefillRows = 1, .prefillTokens = 8, .decodeRows = 1, .maxNew = 10, .eos = {}});
-  auto capacity = batcher.submit(std::vector<int32_t>(60, 1), 1);
+  Batcher batcher(cache, {.prefillRows = 1, .prefillTokens = 8, .decodeRows = 1});
+  auto capacity = batcher.submit({std::vector<int32_t>(60, 1), 1, 10, {}});
   REQUIRE_FALSE(capacity);
   CHECK(capacity.error().kind == KvErrorKind::Capacity);
-  auto blocks = batcher.submit(std::vector<int32_t>(30, 1), 1);
+  CHECK(capacity.error().message == "a prompt of 60 tokens and 9 more to compute passes the capacity of 64");
+  auto blocks = batcher.submit({std::vector<int32_t>(30, 1), 1, 10, {}});
   REQUIRE_FALSE(blocks);
   CHECK(blocks.error().kind == KvErrorKind::OutOfBlocks);
-  auto empty = batcher.submit({}, 1);
+  auto empty = batcher.submit({{}, 1, 10, {}});
   REQUIRE_FALSE(empty);
   CHECK(empty.error().kind == KvErrorKind::EmptyPrompt);
+  auto none = batcher.submit({{1, 2}, 1, 0, {}});
+  REQUIRE_FALSE(none);
+  CHECK(none.error().kind == KvErrorKind::BadRequest);
   CHECK(batcher.requests() == 0);
   CHECK(batcher.unfinished(1) == 0);
   CHECK(batcher.done());
@@ -243,8 +268,8 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
     cfg.prefillRows = 1 + pick(3);
     cfg.prefillTokens = 1 + pick(20);
     cfg.decodeRows = 1 + pick(4);
-    cfg.maxNew = 1 + pick(12);
-    if (pick(2)) cfg.eos = {pick(kVocab)};
+    // Each request its own maxNew and stop ids.
+    int32_t mostNew = 1 + pick(12);
     int32_t capacity = kBlockSize * (2 + pick(4));
     std::vector<int32_t> base(capacity);
     for (int32_t& t : base) t = pick(kVocab);
@@ -252,25 +277,28 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
     // identity for the requests submitted from then on).
     std::vector<uint64_t> identities{1, 2, 3};
     uint64_t nextIdentity = 4;
-    std::vector<Request> requests(1 + pick(10));
+    std::vector<Arrival> requests(1 + pick(10));
     int32_t longest = 0;
     int64_t at = 0;
-    for (Request& q : requests) {
-      int32_t length = 1 + pick(capacity - cfg.maxNew + 1);
+    for (Arrival& a : requests) {
+      Request& q = a.request;
+      q.maxNew = 1 + pick(mostNew);
+      if (pick(2)) q.stop = {pick(kVocab)};
+      int32_t length = 1 + pick(capacity - q.maxNew + 1);
       int32_t shared = pick(2) ? length : pick(length + 1);
       q.prompt.assign(base.begin(), base.begin() + shared);
       while (int32_t(q.prompt.size()) < length) q.prompt.push_back(pick(kVocab));
-      longest = std::max(longest, length + cfg.maxNew - 1);
+      longest = std::max(longest, length + q.maxNew - 1);
       if (pick(5) == 0) {
         identities[size_t(1 + pick(2))] = nextIdentity++;
         ++reloads;
       }
       q.identity = identities[size_t(pick(3))];
       at += pick(3) == 0 ? pick(8) : 0;
-      q.at = at;
+      a.at = at;
     }
     std::set<uint64_t> used;
-    for (const Request& q : requests) used.insert(q.identity);
+    for (const Arrival& a : requests) used.insert(a.request.identity);
     mixed += used.size() > 1;
     int32_t least = (longest + kBlockSize - 1) / kBlockSize;
     KvConfig kv{.numBlocks = least + pick(3 * least), .capacity = capacity, .prefixCache = true};
@@ -278,7 +306,7 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
     kv.prefixCache = false;
     Outcome off = runAll(requests, cfg, kv);
     REQUIRE(on.outputs == off.outputs);
-    for (size_t i = 0; i < requests.size(); ++i) REQUIRE(on.outputs[i] == alone(requests[i], cfg));
+    for (size_t i = 0; i < requests.size(); ++i) REQUIRE(on.outputs[i] == alone(requests[i].request));
     CHECK(off.stats.hits == 0);
     hits += on.stats.hits;
     fullPools += on.stats.peakBlocks == kv.numBlocks;
@@ -288,4 +316,62 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
   CHECK(fullPools > 0);
   CHECK(reloads > 0);
   CHECK(mixed > 50);
+}
+
+TEST_CASE("kv batch: cancel ends a queued or a running request and frees its row and blocks") {
+  KvCache cache({.numBlocks = 8, .capacity = 64, .prefixCache = true});
+  Batcher batcher(cache, {.prefillRows = 1, .prefillTokens = 16, .decodeRows = 2});
+  Pool pool{std::vector<uint64_t>(8 * kBlockSize, 0), std::vector<uint64_t>(8 * kBlockSize, 0)};
+  std::vector<Request> requests{{std::vector<int32_t>(20, 1), 1, 4, {}},
+                                {std::vector<int32_t>(5, 2), 1, 4, {}},
+                                {std::vector<int32_t>(7, 3), 1, 4, {}}};
+  for (const Request& q : requests) REQUIRE(batcher.submit(q));
+  std::vector<int32_t> kept;  // request 1's tokens
+  auto run = [&] {
+    auto step = batcher.next();
+    REQUIRE(step);
+    REQUIRE(*step);
+    std::vector<int32_t> sampled = runStep(**step, pool);
+    REQUIRE(batcher.complete(**step, sampled));
+    for (size_t r = 0; r < sampled.size(); ++r)
+      if ((**step).requests[r] == 1 && (**step).sampleAt[r] >= 0) kept.push_back(sampled[r]);
+  };
+  run();  // admits 0 and 1 (two decode rows); 2 waits
+  REQUIRE(cache.sequences().size() == 2);
+  auto queued = batcher.cancel(2);
+  REQUIRE(queued);
+  CHECK(*queued);
+  CHECK(batcher.finish(2) == Finish::Cancelled);
+  int32_t available = cache.pool().available();
+  auto running = batcher.cancel(0);
+  REQUIRE(running);
+  CHECK(*running);
+  CHECK(batcher.finish(0) == Finish::Cancelled);
+  CHECK(cache.sequences().size() == 1);
+  CHECK(cache.pool().available() == available + 2);  // its two blocks (the first is full and stays cached, evictable)
+  auto again = batcher.cancel(0);
+  REQUIRE(again);
+  CHECK_FALSE(*again);
+  auto unknown = batcher.cancel(3);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().kind == KvErrorKind::UnknownRequest);
+  run();  // request 1's prefill, its first token
+  // A step planned before a cancel is refused whole when it completes.
+  auto planned = batcher.next();
+  REQUIRE(planned);
+  REQUIRE(*planned);
+  REQUIRE(*batcher.cancel(1));
+  BatchStats before = batcher.stats();
+  auto stale = batcher.complete(**planned, runStep(**planned, pool));
+  REQUIRE_FALSE(stale);
+  CHECK(batcher.stats().generated == before.generated);
+  CHECK(batcher.done());
+  CHECK(batcher.finished() == 3);
+  CHECK(batcher.unfinished(1) == 0);
+  for (int32_t b = 0; b < cache.pool().size(); ++b) CHECK(cache.pool().refs(b) == 0);
+  // What request 1 generated before it was cancelled is what it generates alone.
+  std::vector<int32_t> want = alone(requests[1]);
+  REQUIRE(kept.size() <= want.size());
+  CHECK(std::equal(kept.begin(), kept.end(), want.begin()));
+  CHECK(!kept.empty());
 }

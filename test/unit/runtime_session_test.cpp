@@ -25,112 +25,24 @@
 #include "plan/planner.h"
 #include "runtime/backends/vulkan.h"
 #include "runtime/session.h"
+#include "fake_backend.h"
 #include "lavapipe.h"
 #include "testing.h"
 
 using namespace poot;
+using testing::Calls;
+using testing::compileExample;
+using testing::compilePlan;
+using testing::exampleText;
+using testing::FakeBackend;
 using testing::glsl;
+using testing::lavapipeInfo;
+using testing::planBytes;
+using testing::withPlaceholderCode;
 using testing::lavapipe;
 
 namespace {
 
-// Compiles graph text for lavapipe into plan file bytes. Kernels have no
-// code (the tests give them some).
-std::string planBytes(const std::string& text) {
-  Graph g = testing::parse(text);
-  DeviceProfile d = testing::loadTarget("lavapipe");
-  testing::runPasses(g, d);
-  auto p = planGraph(g, d);
-  REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
-  auto b = planBuffers(*p);
-  REQUIRE_MESSAGE(bool(b), (b ? "" : b.error().str()));
-  return writePlan(*p);
-}
-
-// The plan as the runtime reads it.
-rt::PlanFile compilePlan(const std::string& text) {
-  auto f = rt::readPlanFile(planBytes(text), "t.plan");
-  REQUIRE_MESSAGE(bool(f), (f ? "" : f.error().str()));
-  return f.take();
-}
-
-std::string exampleText(const std::string& name) {
-  auto text = readFile(testing::exampleGraph(name).string());
-  REQUIRE(bool(text));
-  return *text;
-}
-
-rt::PlanFile compileExample(const std::string& name) { return compilePlan(exampleText(name)); }
-
-struct Calls {
-  int uploads = 0, runs = 0, copies = 0;
-};
-
-// Host memory for buffers; kernels and programs are only counted. Fresh
-// buffers hold 0x01 bytes, so every witness reads true.
-class FakeBackend final : public rt::Backend {
- public:
-  FakeBackend(rt::DeviceInfo info, Calls* calls) : info_(std::move(info)), calls_(calls) {}
-  const rt::DeviceInfo& info() const override { return info_; }
-  Expected<rt::BufferId> allocate(int64_t bytes) override {
-    mem_.emplace_back(size_t(bytes), uint8_t(1));
-    return rt::BufferId(mem_.size() - 1);
-  }
-  Status upload(rt::BufferId b, int64_t offset, const void* data, int64_t bytes) override {
-    ++calls_->uploads;
-    REQUIRE(size_t(offset + bytes) <= mem_[size_t(b)].size());
-    std::memcpy(mem_[size_t(b)].data() + offset, data, size_t(bytes));
-    return ok();
-  }
-  Status download(rt::BufferId b, int64_t offset, void* data, int64_t bytes) override {
-    REQUIRE(size_t(offset + bytes) <= mem_[size_t(b)].size());
-    std::memcpy(data, mem_[size_t(b)].data() + offset, size_t(bytes));
-    return ok();
-  }
-  Status copy(rt::BufferId src, rt::BufferId dst, int64_t bytes) override {
-    ++calls_->copies;
-    std::memcpy(mem_[size_t(dst)].data(), mem_[size_t(src)].data(), size_t(bytes));
-    return ok();
-  }
-  Expected<rt::KernelId> createKernel(const std::vector<uint8_t>&, const std::string&, int64_t, int64_t, int,
-                                      bool) override {
-    return kernels_++;
-  }
-  Expected<rt::ProgramId> record(const std::vector<rt::DispatchCommand>&) override { return programs_++; }
-  Status run(rt::ProgramId) override {
-    ++calls_->runs;
-    return ok();
-  }
-  rt::Submission submission() const override { return rt::Submission::Replay; }
-
- private:
-  rt::DeviceInfo info_;
-  Calls* calls_;
-  std::vector<std::vector<uint8_t>> mem_;
-  int kernels_ = 0, programs_ = 0;
-};
-
-// What lavapipe reports.
-rt::DeviceInfo lavapipeInfo() {
-  rt::DeviceInfo d;
-  d.name = "llvmpipe (fake)";
-  d.slug = "lavapipe";
-  d.arch = "vulkan1.3";
-  d.workgroupMemoryBytes = 32768;
-  d.maxWorkgroupSize = 1024;
-  d.subgroupSize = 8;
-  for (int64_t& g : d.gridLimits) g = 65535;
-  d.maxBindingBytes = int64_t(1) << 27;
-  d.maxBindings = 32;
-  d.memoryBytes = int64_t(1) << 31;
-  return d;
-}
-
-// Every kernel gets placeholder code (the fake backend does not read it).
-rt::PlanFile withPlaceholderCode(rt::PlanFile p) {
-  for (rt::Kernel& k : p.kernels) k.blob = {3, 2, 0x23, 7};
-  return p;
-}
 
 Expected<std::unique_ptr<rt::Session>> fakeSession(rt::PlanFile p, rt::DeviceInfo info, Calls* calls,
                                                    rt::SessionOptions opts = {}) {
@@ -466,4 +378,45 @@ TEST_CASE("runtime session: a failing guard publishes nothing and leaves the sta
     REQUIRE(bool(kept));
     CHECK(kept->bytes == sum->bytes);
   }
+}
+
+TEST_CASE("runtime session: a second session over shared weight and state buffers allocates none of them") {
+  rt::PlanFile plan = withPlaceholderCode(compileExample("tiny-llama-decode-paged-live.pg"));
+  Calls calls;
+  auto backend = std::make_shared<FakeBackend>(lavapipeInfo(), &calls);
+  auto first = rt::Session::create(plan, backend);
+  REQUIRE(first);
+  std::map<std::string, rt::SharedBuffer> shared = (*first)->sharedBuffers();
+  CHECK(shared.size() == 21 + 4);  // weights and pools
+  int64_t own = plan.arenaBytes;    // what the second session allocates: the arena and its per-step buffers
+  for (const rt::Buffer& b : plan.buffers)
+    if (!b.inArena() && b.role != rt::Role::View && b.role != rt::Role::Weight && b.role != rt::Role::State)
+      own += b.bytes;
+  size_t before = calls.allocations.size();
+  int uploads = calls.uploads;
+  auto second = rt::Session::create(plan, backend, {false, shared});
+  REQUIRE_MESSAGE(bool(second), (second ? "" : second.error().str()));
+  int64_t allocated = 0;
+  for (size_t i = before; i < calls.allocations.size(); ++i) allocated += calls.allocations[i];
+  CHECK(allocated == own);
+  CHECK(calls.uploads == uploads);  // the shared pools are not zeroed again
+  CHECK((*second)->sharedBuffers().at("layers.1.v_pool").buffer == shared.at("layers.1.v_pool").buffer);
+
+  // Refused before anything is allocated: a name that is no weight or
+  // state of the plan, and a buffer of another type.
+  before = calls.allocations.size();
+  auto wrong = shared;
+  wrong["layers.0.k_pool"].type = testing::ty("f32[64,2,16]");
+  auto mistyped = rt::Session::create(plan, backend, {false, wrong});
+  REQUIRE_FALSE(mistyped);
+  CHECK(mistyped.error().kind == ErrorKind::Bind);
+  CHECK(mistyped.error().message == "state %layers.0.k_pool is f32[128,2,16], the shared buffer holds f32[64,2,16]");
+  for (const char* name : {"tokens", "nope"}) {
+    auto odd = shared;
+    odd[name] = shared.at("layers.0.k_pool");
+    auto refused = rt::Session::create(plan, backend, {false, odd});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message == std::string("the plan has no weight or state %") + name + " to share");
+  }
+  CHECK(calls.allocations.size() == before);
 }

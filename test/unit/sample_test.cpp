@@ -1,4 +1,4 @@
-// poot generate's greedy pick (tools/poot/sample.h, firstLargest) against
+// The engine's greedy pick (engine/sample.h, firstLargest) against
 // the plain scan it replaces, on rows built to break it: NaN (first and
 // elsewhere), infinities, signed zeros, ties, lengths around its blocks.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "../../tools/poot/sample.h"
+#include "engine/sample.h"
 
 using namespace poot;
 

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
               "  prefix cache: H of N prompts hit, S prefill tokens skipped\n"
               "  peak kv blocks in use: B of P\n"
               "  generated T tokens for N prompts in X s: R tokens/s (... prefill and ... decode steps)\n"
-              "  adapters: A, weights rebound W times   (with --adapter: identity changes of a session)\n"
+              "  adapters: A, weights rebound W times   (with --adapter: changes of the weights' identity)\n"
               "  decode steps used U of D rows on average   (the decode plan's D rows; sequences at other positions wait)\n"
               "  device time: T s of the X s (...)   (where the backend times the device: the rest is the host's)\n"
               "  first steps: prefill F s, decode G s (...); the rest: Q tokens/s   (a driver may build kernels on\n"

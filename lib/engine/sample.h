@@ -1,9 +1,9 @@
-// How `poot generate` picks a token from one row of logits: greedy (the
+// How the engine (engine.h) picks a token from one row of logits: greedy (the
 // first largest logit) when the temperature is 0, else seeded nucleus
 // sampling: softmax of logits / temperature, the smallest set of most
 // likely tokens whose probability reaches top_p, one drawn from it in
-// proportion. Each prompt has its own generator, seeded from the seed and
-// the prompt's index, so a prompt's tokens do not depend on which others
+// proportion. Each request has its own generator, seeded from the seed and
+// the request's index, so a request's tokens do not depend on which others
 // share its steps.
 #pragma once
 
@@ -26,7 +26,7 @@ struct SampleOptions {
 
 class Sampler {
  public:
-  Sampler(SampleOptions opts, int64_t prompt);
+  Sampler(SampleOptions opts, int64_t request);
   int32_t next(std::span<const float> logits);
 
  private:

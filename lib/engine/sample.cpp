@@ -1,8 +1,8 @@
 // Greedy is an arg-max with the lowest index winning ties. Sampling sorts
 // the tokens by probability (ties by index, so the order is deterministic),
-// keeps the nucleus and draws with the prompt's own mt19937_64, whose
-// seed mixes the seed and the prompt index (SplitMix64's finalizer).
-#include "sample.h"
+// keeps the nucleus and draws with the request's own mt19937_64, whose
+// seed mixes the seed and the request index (SplitMix64's finalizer).
+#include "engine/sample.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +46,8 @@ int32_t firstLargest(std::span<const float> x) {
   return int32_t(at);
 }
 
-Sampler::Sampler(SampleOptions opts, int64_t prompt) : opts_(opts), rng_(splitmix(opts.seed ^ splitmix(uint64_t(prompt)))) {}
+Sampler::Sampler(SampleOptions opts, int64_t request)
+    : opts_(opts), rng_(splitmix(opts.seed ^ splitmix(uint64_t(request)))) {}
 
 int32_t Sampler::next(std::span<const float> logits) {
   int32_t best = firstLargest(logits);

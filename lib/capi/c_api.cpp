@@ -1,13 +1,17 @@
-// The C API (include/poot/poot.h) over the runtime: each function checks its
-// pointers, turns C tensors into the runtime's types (an exact byte count,
-// no negative dimension) and leaves every other check to the runtime
-// (readPlanFile, Session, uploadCheckpoint), whose typed errors become a
-// status and this thread's last message. Nothing throws across the
+// The C API (include/poot/poot.h) over the runtime and the engine: each
+// function checks its pointers, turns C tensors and requests into the
+// library's types (an exact byte count, no negative dimension) and leaves
+// every other check to the library (readPlanFile, Session,
+// uploadCheckpoint, the engine), whose typed errors become a status and this
+// thread's last message. The engine's tokens wait in a queue of events the
+// caller polls. Nothing throws across the
 // boundary: an exception (only host allocation can raise one) is caught at
 // it and becomes an error too.
 #include "poot/poot.h"
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -15,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "runtime/backends/backends.h"
 #include "runtime/plan_reader.h"
 #include "runtime/session.h"
@@ -24,6 +29,7 @@ using namespace poot;
 
 struct poot_plan {
   rt::PlanFile file;
+  std::string path;  // as loaded, for diagnostics
   // Per poot_kind, in the graph's order.
   std::vector<std::pair<std::string, Type>> params[POOT_OUTPUT + 1];
 };
@@ -35,10 +41,17 @@ struct poot_session {
   std::map<std::string, Tensor> states;   // as last read back
 };
 
+struct poot_engine {
+  std::unique_ptr<engine::Engine> engine;
+  std::deque<poot_event> events;  // not yet polled
+};
+
 namespace {
 
 static_assert(int(DType::F32) == POOT_F32 && int(DType::F16) == POOT_F16 && int(DType::BF16) == POOT_BF16 &&
               int(DType::I32) == POOT_I32 && int(DType::I64) == POOT_I64 && int(DType::Bool) == POOT_BOOL);
+static_assert(int(kv::Finish::None) == POOT_FINISH_NONE && int(kv::Finish::Length) == POOT_FINISH_LENGTH &&
+              int(kv::Finish::Stop) == POOT_FINISH_STOP && int(kv::Finish::Cancelled) == POOT_FINISH_CANCELLED);
 static_assert(int(ErrorKind::Io) + 1 == POOT_ERROR_IO && int(ErrorKind::Trust) + 1 == POOT_ERROR_TRUST);
 
 thread_local std::string lastError;
@@ -103,8 +116,8 @@ void describe(const std::string& name, const Tensor& t, poot_tensor* view) {
            t.bytes.size()};
 }
 
-poot_plan planOf(rt::PlanFile file) {
-  poot_plan p{std::move(file), {}};
+poot_plan planOf(rt::PlanFile file, std::string path) {
+  poot_plan p{std::move(file), std::move(path), {}};
   const Graph& g = p.file.source;
   for (ValueId id : g.params) {
     const Value& v = g.value(id);
@@ -142,7 +155,7 @@ poot_status poot_plan_load(const char* path, poot_plan** plan) {
     if (!plan) return isNull("poot_plan_load", "plan");
     auto file = rt::loadPlanFile(path);
     if (!file) return fail(file.error());
-    *plan = new poot_plan(planOf(file.take()));
+    *plan = new poot_plan(planOf(file.take(), path));
     return POOT_OK;
   });
 }
@@ -162,7 +175,7 @@ poot_status poot_plan_load_trusted(const char* path, const char* const* public_k
     if (!trusted) return fail(trusted.error());
     auto file = rt::loadPlanFile(path, *trusted);
     if (!file) return fail(file.error());
-    *plan = new poot_plan(planOf(file.take()));
+    *plan = new poot_plan(planOf(file.take(), path));
     return POOT_OK;
   });
 }
@@ -293,6 +306,106 @@ poot_status poot_session_read_state(poot_session* session, const char* name, poo
     describe(session->states.find(name)->first, slot, state);
     return POOT_OK;
   });
+}
+
+poot_status poot_engine_create(const poot_plan* prefill, const poot_plan* decode, const char* backend,
+                               const char* device, int allow_other_device, const char* weights, int prefix_cache,
+                               poot_engine** engine) {
+  return guarded("poot_engine_create", [&] {
+    if (!prefill) return isNull("poot_engine_create", "prefill");
+    if (!decode) return isNull("poot_engine_create", "decode");
+    if (!backend) return isNull("poot_engine_create", "backend");
+    if (!engine) return isNull("poot_engine_create", "engine");
+    auto plans = engine::ModelPlans::check(prefill->file, prefill->path, decode->file, decode->path);
+    if (!plans) return fail(plans.error());
+    auto bound = engine::ModelWeights::bind(plans->graph(), weights ? weights : "");
+    if (!bound) return fail(bound.error());
+    auto opened = rt::openBackend(backend, device ? device : "");
+    if (!opened) return fail(opened.error());
+    auto e = std::make_unique<poot_engine>();
+    poot_engine* self = e.get();
+    engine::EngineOptions opts{.allowOtherDevice = allow_other_device != 0,
+                               .prefixCache = prefix_cache != 0,
+                               .onToken = [self](const engine::TokenEvent& t) {
+                                 self->events.push_back({t.request, t.token, poot_finish(int(t.finish))});
+                               }};
+    auto created = engine::Engine::create(plans.take(), opened.take(), bound.take(), std::move(opts));
+    if (!created) return fail(created.error());
+    e->engine = created.take();
+    *engine = e.release();
+    return POOT_OK;
+  });
+}
+
+void poot_engine_free(poot_engine* engine) { delete engine; }
+
+poot_status poot_engine_load_adapter(poot_engine* engine, const char* name, const char* dir) {
+  return guarded("poot_engine_load_adapter", [&] {
+    if (!engine) return isNull("poot_engine_load_adapter", "engine");
+    if (!name) return isNull("poot_engine_load_adapter", "name");
+    if (!dir) return isNull("poot_engine_load_adapter", "dir");
+    auto id = engine->engine->loadAdapter(name, dir);
+    return id ? POOT_OK : fail(id.error());
+  });
+}
+
+poot_status poot_engine_submit(poot_engine* engine, const poot_request* request, int64_t* id) {
+  return guarded("poot_engine_submit", [&] {
+    if (!engine) return isNull("poot_engine_submit", "engine");
+    if (!request) return isNull("poot_engine_submit", "request");
+    if (!id) return isNull("poot_engine_submit", "id");
+    if (!request->prompt && request->length > 0) return isNull("poot_engine_submit", "the prompt");
+    if (!request->stop && request->stop_count > 0) return isNull("poot_engine_submit", "the stop ids");
+    engine::Request q;
+    q.prompt.assign(request->prompt, request->prompt + request->length);
+    q.stop.insert(request->stop, request->stop + request->stop_count);
+    q.maxNew = request->max_new;
+    q.sampling = {request->temperature, request->top_p, request->seed};
+    if (request->adapter) {
+      auto identity = engine->engine->weights().adapters().identity(request->adapter);
+      if (!identity)
+        return fail(ErrorKind::Usage, std::string("poot_engine_submit: no adapter '") + request->adapter +
+                                          "' (poot_engine_load_adapter loads one)");
+      q.identity = *identity;
+    }
+    auto submitted = engine->engine->submit(q);
+    if (!submitted) return fail(submitted.error());
+    *id = *submitted;
+    return POOT_OK;
+  });
+}
+
+poot_status poot_engine_step(poot_engine* engine, int* ran) {
+  return guarded("poot_engine_step", [&] {
+    if (!engine) return isNull("poot_engine_step", "engine");
+    if (!ran) return isNull("poot_engine_step", "ran");
+    auto step = engine->engine->step();
+    if (!step) return fail(step.error());
+    *ran = step->has_value() ? 1 : 0;
+    return POOT_OK;
+  });
+}
+
+poot_status poot_engine_cancel(poot_engine* engine, int64_t id, int* cancelled) {
+  return guarded("poot_engine_cancel", [&] {
+    if (!engine) return isNull("poot_engine_cancel", "engine");
+    if (!cancelled) return isNull("poot_engine_cancel", "cancelled");
+    auto c = engine->engine->cancel(id);
+    if (!c) return fail(c.error());
+    *cancelled = *c ? 1 : 0;
+    return POOT_OK;
+  });
+}
+
+poot_status poot_engine_poll(poot_engine* engine, poot_event* events, size_t capacity, size_t* count) {
+  if (!engine) return isNull("poot_engine_poll", "engine");
+  if (!count) return isNull("poot_engine_poll", "count");
+  if (!events && capacity > 0) return isNull("poot_engine_poll", "events");
+  size_t n = std::min(capacity, engine->events.size());
+  std::copy(engine->events.begin(), engine->events.begin() + std::ptrdiff_t(n), events);
+  engine->events.erase(engine->events.begin(), engine->events.begin() + std::ptrdiff_t(n));
+  *count = n;
+  return POOT_OK;
 }
 
 }  // extern "C"

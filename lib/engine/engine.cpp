@@ -1,0 +1,158 @@
+// The engine's step is poot generate's loop of before, one turn of it: the
+// batcher plans a step over one identity, the device's weights change to
+// that identity if they hold another (only the weights either identity
+// changes), the step's maps become the plan's tokens, pos, read and write,
+// the plan runs with its logits left on the device, and the rows that
+// sample read their logits back (a decode step's rows in one read, a
+// prefill's one position a row), each sampled by its request's own Sampler;
+// then the batcher commits and the sink hears every token. Both Sessions
+// share the weight and pool buffers (SessionOptions::shared), so a change
+// of plan moves nothing.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <span>
+
+namespace poot::engine {
+namespace {
+
+Tensor i32(Shape shape, const std::vector<int32_t>& words) {
+  Tensor t(Type{DType::I32, std::move(shape)});
+  for (size_t i = 0; i < words.size(); ++i) t.set(int64_t(i), words[i]);
+  return t;
+}
+
+}  // namespace
+
+Engine::Engine(const ModelPlans& plans, std::shared_ptr<rt::Backend> backend, std::unique_ptr<ModelWeights> weights,
+               EngineOptions options)
+    : prefillShape_(plans.prefill()),
+      decodeShape_(plans.decode()),
+      backend_(std::move(backend)),
+      weights_(std::move(weights)),
+      options_(std::move(options)),
+      cache_({.numBlocks = plans.poolBlocks(),
+              .capacity = int32_t(plans.prefill().capacity),
+              .prefixCache = options_.prefixCache}),
+      batcher_(cache_, {.prefillRows = int32_t(plans.prefill().rows),
+                        .prefillTokens = int32_t(plans.prefill().tokens),
+                        .decodeRows = int32_t(plans.decode().rows)}) {}
+
+Expected<std::unique_ptr<Engine>> Engine::create(ModelPlans plans, std::shared_ptr<rt::Backend> backend,
+                                                 std::unique_ptr<ModelWeights> weights, EngineOptions options) {
+  std::unique_ptr<Engine> e(new Engine(plans, backend, std::move(weights), std::move(options)));
+  auto prefill = rt::Session::create(std::move(plans.prefillFile_), backend, {e->options_.allowOtherDevice});
+  if (!prefill) return prefill.error();
+  e->prefill_ = prefill.take();
+  if (auto load = e->prefill_->bindWeights(e->weights_->base()); !load) return load.error();
+  auto decode = rt::Session::create(std::move(plans.decodeFile_), backend,
+                                    {e->options_.allowOtherDevice, e->prefill_->sharedBuffers()});
+  if (!decode) return decode.error();
+  e->decode_ = decode.take();
+  return e;
+}
+
+Expected<int64_t> Engine::submit(const Request& request) {
+  if (auto c = checkRequest(prefillShape_, request); !c) return c.error();
+  if (!weights_->adapters().merged(request.identity))
+    return makeError(ErrorKind::Usage, {}, "no weights of identity " + std::to_string(request.identity) +
+                                               " (the base model is " + std::to_string(AdapterSet::kBase) +
+                                               ", adapters are loaded ones)");
+  auto id = batcher_.submit({request.prompt, request.identity, request.maxNew, request.stop});
+  if (!id) return kvError(id.error());
+  samplers_.emplace(*id, Sampler(request.sampling, *id));
+  return *id;
+}
+
+Status Engine::bindIdentity(uint64_t identity) {
+  if (identity == bound_) return ok();
+  auto load = prefill_->bindWeights(weights_->change(bound_, identity));  // the decode Session shares them
+  if (!load) return load.error();
+  bound_ = identity;
+  ++rebinds_;
+  retireOld();
+  return ok();
+}
+
+void Engine::retireOld() {
+  std::erase_if(replaced_, [&](uint64_t old) {
+    if (old == bound_ || batcher_.unfinished(old) > 0) return false;
+    return bool(weights_->adapters().retire(old));
+  });
+}
+
+Expected<uint64_t> Engine::loadAdapter(const std::string& name, const std::string& dir) {
+  std::optional<uint64_t> old = weights_->adapters().identity(name);
+  auto id = weights_->adapters().load(name, dir);
+  if (!id) return id.error();
+  if (old) replaced_.push_back(*old);
+  retireOld();
+  return *id;
+}
+
+Expected<bool> Engine::cancel(int64_t request) {
+  auto cancelled = batcher_.cancel(request);
+  if (!cancelled) return kvError(cancelled.error());
+  if (!*cancelled) return false;
+  samplers_.erase(request);
+  retireOld();
+  if (options_.onToken) options_.onToken({request, -1, kv::Finish::Cancelled});
+  return true;
+}
+
+Expected<std::optional<StepReport>> Engine::step() {
+  auto planned = batcher_.next();
+  if (!planned) return kvError(planned.error());
+  if (!*planned) return std::optional<StepReport>{};
+  const kv::PlannedStep& step = **planned;
+  if (auto b = bindIdentity(step.identity); !b) return b.error();
+  rt::Session& s = step.prefill ? *prefill_ : *decode_;
+  const kv::StepMaps& m = step.maps;
+  int32_t pos = 0;  // the plans take one position a step: the rows' (kv/batch.h)
+  for (int32_t r = 0; r < m.rows; ++r)
+    if (m.seqs[r] != kv::kPadding) pos = m.pos[r];
+  std::map<std::string, Tensor> inputs;
+  inputs["tokens"] = i32({m.rows, m.tokens}, m.tokenIds);
+  inputs["pos"] = i32({}, {pos});
+  inputs["read"] = i32({m.rows, m.capacity}, m.read);
+  inputs["write"] = i32({m.rows * m.tokens}, m.write);
+  auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
+  if (!result) return result.error();
+
+  // The logits of the positions sampled (f32: ModelPlans checked it), into
+  // a buffer kept across steps.
+  const int64_t vocab = prefillShape_.vocab;
+  std::vector<int32_t> sampled(size_t(m.rows), -1);
+  logits_.resize(size_t(m.tokens == 1 ? m.rows * vocab : vocab));
+  if (m.tokens == 1)
+    if (auto read = s.readOutput("logits", 0, int64_t(logits_.size()), logits_.data()); !read) return read.error();
+  std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
+  for (int32_t r = 0; r < m.rows; ++r) {
+    if (step.sampleAt[r] < 0) continue;
+    size_t offset = size_t(r) * size_t(vocab);
+    if (m.tokens > 1) {
+      int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * vocab;
+      if (auto read = s.readOutput("logits", at, vocab, logits_.data()); !read) return read.error();
+      offset = 0;
+    }
+    Sampler& sampler = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second;
+    sampled[r] = sampler.next(std::span<const float>(logits_).subspan(offset, size_t(vocab)));
+  }
+  auto ended = batcher_.complete(step, sampled);
+  if (!ended) return kvError(ended.error());
+  StepReport report{step.prefill, result->seconds, result->deviceSeconds, 0};
+  for (auto& [request, sampler] : drawn) samplers_.at(request) = std::move(sampler);
+  std::vector<TokenEvent> events;
+  for (int32_t r = 0; r < m.rows; ++r) {
+    if (step.sampleAt[r] < 0) continue;
+    ++report.tokens;
+    events.push_back({step.requests[r], sampled[r], (*ended)[r]});
+    if ((*ended)[r] != kv::Finish::None) samplers_.erase(step.requests[r]);
+  }
+  retireOld();
+  if (options_.onToken)
+    for (const TokenEvent& e : events) options_.onToken(e);
+  return std::optional<StepReport>(report);
+}
+
+}  // namespace poot::engine
