@@ -514,10 +514,9 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
 // out-of-range runs are zeros. The copies of the next ST - 1 steps fly while
 // the warpgroups multiply one, a chain of 4 MmaShared a step onto their
 // threadN / 2 accumulators, waited for (MmaWait) before the step ends. (A
-// chain left running into the next step, the stage it reads freed a step
-// later, made ptxas serialize every wgmma: it takes the cp.async wait of
-// the next step for a read of the running chain's accumulators; bench/matmul
-// NOTES, session 22.)
+// chain left running into the next step, its stage freed a step later,
+// needs a stage more: one workgroup a unit instead of two at 128x128, and
+// that lost 11-25% on the H200; bench/matmul NOTES, session 22.)
 Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
   const Schedule& s = in.request.schedule;
   const Product& p = g.p;
