@@ -170,9 +170,10 @@ Expected<std::vector<KernelId>> buildKernels(const PlanFile& plan, Backend& back
 Expected<std::unique_ptr<Session>> Session::create(PlanFile plan, std::shared_ptr<Backend> backend,
                                                    SessionOptions opts) {
   if (auto s = checkDevice(plan, backend->info(), opts); !s) return s.error();
-  for (const auto& [name, shared] : opts.shared) {
+  for (const auto& entry : opts.shared) {
+    const auto& [name, shared] = entry;
     auto it = std::find_if(plan.buffers.begin(), plan.buffers.end(), [&](const Buffer& b) {
-      return b.name == name && (b.role == Role::Weight || b.role == Role::State);
+      return b.name == entry.first && (b.role == Role::Weight || b.role == Role::State);
     });
     if (it == plan.buffers.end()) return bindError("the plan has no weight or state %" + name + " to share");
     if (it->type != shared.type)
