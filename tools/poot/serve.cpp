@@ -125,10 +125,6 @@ class Server {
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    // httplib 0.11 compresses any text/ answer a client accepts compressed,
-    // and its compressors hold the events back until the stream ends: a
-    // stream goes uncompressed. (The Request is httplib's own, not const.)
-    const_cast<httplib::Request&>(q).headers.erase("Accept-Encoding");
     EngineLoop& loop = loop_;
     const text::Tokenizer& tokenizer = *model_.tokenizer;
     res.set_chunked_content_provider(

@@ -5,16 +5,17 @@ d.plan, w.safetensors, tok/ (the model's tokenizer and chat template) and
 gen-chat.jsonl / gen-text.jsonl: poot generate's greedy answers to the
 conversation and the prompt below (12 and 5 tokens). Prints one line a
 check for FileCheck; the server's log is DIR/serve.log."""
-import atexit
 import http.client
 import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from server import start_server  # noqa: E402
 
 poot, d = sys.argv[1], sys.argv[2]
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -32,18 +33,7 @@ def generated(name):
         return json.loads(f.readline())
 
 
-log = open(log_path, "w")
-server = subprocess.Popen([poot, "serve", f"{d}/p.plan", f"{d}/d.plan", "--tokenizer", f"{d}/tok", "--weights",
-                           f"{d}/w.safetensors", "--port", "0", "--model", "tiny"],
-                          stdout=subprocess.DEVNULL, stderr=log)
-atexit.register(lambda: server.poll() is None and server.kill())  # whatever fails, no server is left behind
-port = None
-deadline = time.time() + 60
-while port is None and time.time() < deadline and server.poll() is None:
-    m = re.search(r"serving 'tiny' on http://127\.0\.0\.1:(\d+)/v1", open(log_path).read())
-    port = m and int(m.group(1))
-    time.sleep(0.05)
-expect(port, "the server says where it listens", open(log_path).read())
+server, port = start_server(poot, d, log_path)
 
 
 def request(method, path, body=None, raw=None):
