@@ -60,7 +60,7 @@ Expected<int64_t> Engine::submit(const Request& request) {
                                                ", adapters are loaded ones)");
   auto id = batcher_.submit({request.prompt, request.identity, request.maxNew, request.stop});
   if (!id) return kvError(id.error());
-  samplers_.emplace(*id, Sampler(request.sampling, *id));
+  samplers_.emplace(*id, Sampler(request.sampling, request.sampling.stream.value_or(*id)));
   return *id;
 }
 
@@ -140,7 +140,8 @@ Expected<std::optional<StepReport>> Engine::step() {
   }
   auto ended = batcher_.complete(step, sampled);
   if (!ended) return kvError(ended.error());
-  StepReport report{step.prefill, result->seconds, result->deviceSeconds, 0};
+  StepReport report{step.prefill, result->seconds, result->deviceSeconds, 0,
+                    std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; })};
   for (auto& [request, sampler] : drawn) samplers_.at(request) = std::move(sampler);
   std::vector<TokenEvent> events;
   for (int32_t r = 0; r < m.rows; ++r) {

@@ -52,6 +52,7 @@ struct StepReport {
   double seconds = 0;                   // the step's wall time on the device (Session::step)
   std::optional<double> deviceSeconds;  // its device time, where the backend measures it
   int64_t tokens = 0;                   // tokens it generated
+  int64_t requests = 0;                 // requests it ran (its rows that are not padding)
 };
 
 class Engine {

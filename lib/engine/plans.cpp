@@ -102,6 +102,15 @@ Status fitTogether(const PagedShape& p, const PagedShape& d, const std::string& 
 
 }  // namespace
 
+Expected<ModelPlans> ModelPlans::load(const std::string& prefillPath, const std::string& decodePath,
+                                      const rt::TrustedKeys& trusted) {
+  auto prefill = rt::loadPlanFile(prefillPath, trusted);
+  if (!prefill) return prefill.error();
+  auto decode = rt::loadPlanFile(decodePath, trusted);
+  if (!decode) return decode.error();
+  return check(prefill.take(), prefillPath, decode.take(), decodePath);
+}
+
 Expected<ModelPlans> ModelPlans::check(rt::PlanFile prefill, const std::string& prefillName, rt::PlanFile decode,
                                        const std::string& decodeName) {
   auto p = pagedShape(prefill.source, prefillName);

@@ -19,6 +19,7 @@
 #include "kv/result.h"
 #include "oracle/lora.h"
 #include "runtime/plan_reader.h"
+#include "runtime/signature.h"
 
 namespace poot::engine {
 
@@ -42,6 +43,10 @@ class ModelPlans {
   // `prefillName` and `decodeName` name the plans in diagnostics (their files).
   static Expected<ModelPlans> check(rt::PlanFile prefill, const std::string& prefillName, rt::PlanFile decode,
                                     const std::string& decodeName);
+  // Reads both plan files (each refused unless signed by one of `trusted`,
+  // when any is given: rt::loadPlanFile), then checks them.
+  static Expected<ModelPlans> load(const std::string& prefillPath, const std::string& decodePath,
+                                   const rt::TrustedKeys& trusted);
 
   const PagedShape& prefill() const { return prefillShape_; }
   const PagedShape& decode() const { return decodeShape_; }

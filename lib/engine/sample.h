@@ -3,11 +3,12 @@
 // sampling: softmax of logits / temperature, the smallest set of most
 // likely tokens whose probability reaches top_p, one drawn from it in
 // proportion. Each request has its own generator, seeded from the seed and
-// the request's index, so a request's tokens do not depend on which others
+// the request's index (or SampleOptions::stream), so a request's tokens do not depend on which others
 // share its steps.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -22,6 +23,10 @@ struct SampleOptions {
   double temperature = 0;  // 0: greedy
   double topP = 1;         // in (0, 1]
   uint64_t seed = 0;
+  // Which of the seed's generators draws: the request's index when none (so
+  // the requests of one seed draw apart); a given one repeats its draws in
+  // any request (poot serve gives 0: one seed, one answer).
+  std::optional<int64_t> stream;
 };
 
 class Sampler {

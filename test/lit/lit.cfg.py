@@ -5,6 +5,7 @@
 # %plan-edit changes a plan file's bytes and %make-weights writes a checkpoint for a
 # graph's weights. FileCheck and not come from LLVM 19.
 import os
+import shutil
 import lit.formats
 
 config.name = "poot"
@@ -25,3 +26,12 @@ config.substitutions.append(("%targets", os.path.join(config.source_root, "targe
 config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect-exit.py")))
 config.substitutions.append(("%plan-edit", "python3 " + os.path.join(config.test_source_root, "plan-edit.py")))
 config.substitutions.append(("%make-weights", "python3 " + os.path.join(config.test_source_root, "make-weights.py")))
+# The serve test with the official openai npm package installs it from the
+# registry: it runs where node and npm are, with the host's settings for
+# reaching the registry (npm's config under HOME, proxies, extra CAs).
+if shutil.which("node") and shutil.which("npm"):
+    config.available_features.add("npm")
+    for var in ("HOME", "NODE_EXTRA_CA_CERTS", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY",
+                "no_proxy", "npm_config_registry"):
+        if var in os.environ:
+            config.environment[var] = os.environ[var]

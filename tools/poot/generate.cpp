@@ -30,22 +30,6 @@
 namespace poot {
 namespace {
 
-// The end-of-sequence ids: --eos, else --config, else the weights
-// directory's generation_config.json, else its config.json, else none.
-Expected<std::set<int32_t>> eosIds(const GenerateOptions& o) {
-  if (!o.eos.empty()) return std::set<int32_t>(o.eos.begin(), o.eos.end());
-  if (!o.config.empty()) return readEosIds(o.config);
-  std::error_code ec;  // an unreadable folder reads as none
-  if (!o.weights.empty() && std::filesystem::is_directory(o.weights, ec))
-    for (const char* name : {"generation_config.json", "config.json"}) {
-      auto path = std::filesystem::path(o.weights) / name;
-      if (!std::filesystem::exists(path, ec)) continue;
-      auto ids = readEosIds(path.string());
-      if (!ids || !ids->empty()) return ids;
-    }
-  return std::set<int32_t>{};
-}
-
 // The --adapter words, NAME=DIR each: a name of letters, digits, '_', '.'
 // and '-', given once.
 Expected<std::map<std::string, std::string>> adapterArgs(const std::vector<std::string>& words) {
@@ -132,14 +116,10 @@ int runGenerate(const GenerateOptions& o) {
   for (const auto& [name, dir] : *adapterDirs) adapterNames.insert(name);
   auto trusted = rt::loadTrustedKeys(o.trust);
   if (!trusted) return report(trusted.error());
-  auto prefillPlan = rt::loadPlanFile(o.prefillPlan, *trusted);
-  if (!prefillPlan) return report(prefillPlan.error());
-  auto decodePlan = rt::loadPlanFile(o.decodePlan, *trusted);
-  if (!decodePlan) return report(decodePlan.error());
-  auto plans = engine::ModelPlans::check(prefillPlan.take(), o.prefillPlan, decodePlan.take(), o.decodePlan);
+  auto plans = engine::ModelPlans::load(o.prefillPlan, o.decodePlan, *trusted);
   if (!plans) return report(plans.error());
   const engine::PagedShape p = plans->prefill(), d = plans->decode();
-  auto eos = eosIds(o);
+  auto eos = eosIds(o.eos, o.config, o.weights);
   if (!eos) return report(eos.error());
   std::optional<text::Tokenizer> tokenizer;
   if (!o.tokenizer.empty()) {

@@ -196,6 +196,59 @@ int main(int argc, char** argv) {
   kernels->add_flag("--allow-other-device", kopts.allowOtherDevice,
                     "build a plan made for another device of the same target");
 
+  poot::ServeOptions sopts;
+  CLI::App* serve = app.add_subcommand(
+      "serve", "serve a model over HTTP with the OpenAI API: chat and text completions, streamed or whole");
+  serve->footer(
+      "Takes the plans 'poot generate' takes (paged prefill and decode plans of one model) and the model's\n"
+      "tokenizer, and answers (docs/runtime.md, 'Serving'):\n"
+      "  POST /v1/chat/completions  messages rendered through tokenizer_config.json's chat template\n"
+      "                             (add_generation_prompt), the answer in choices[0].message\n"
+      "  POST /v1/completions       a prompt string, encoded with the tokenizer's special tokens\n"
+      "  GET  /v1/models            the one model, named by --model\n"
+      "With \"stream\": true the answer comes as server-sent events, a 'data: {...}' chunk as text comes,\n"
+      "then 'data: [DONE]'. Fields: model, messages or prompt, max_tokens (default: as much as the\n"
+      "capacity holds), temperature (default 1, as OpenAI; 0 is greedy), top_p, seed (default 0), stop\n"
+      "(up to 4 strings, left out of the text), n (1 only), stream_options.include_usage; any other field\n"
+      "is refused. A refused request gets status 400 (404 for another model) and\n"
+      "{\"error\": {\"message\", \"type\", \"param\", \"code\"}} naming the field; bodies over 4 MiB get 413.\n"
+      "A generation stops at an end-of-sequence id (as generate finds them: --eos, --config, the --weights\n"
+      "directory), a stop string or max_tokens; finish_reason says \"stop\" or \"length\".\n"
+      "Requests that come together run together: one thread steps the engine, batching every request\n"
+      "queued or running, and stderr gets a line for each step that ran more than one:\n"
+      "  poot serve: step N: prefill|decode, R requests\n"
+      "A client that disconnects while its answer streams is noticed at the next write, and its request\n"
+      "is cancelled ('request I cancelled: the client is gone'). SIGINT or SIGTERM stops taking\n"
+      "connections, lets the running requests finish and exits 0.\n"
+      "Examples:\n"
+      "  poot serve p.plan d.plan --tokenizer models/qwen3/ --weights models/qwen3/ --port 8000\n"
+      "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+      "    -d '{\"model\": \"qwen3\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 32}'\n"
+      "  poot serve p.plan d.plan --tokenizer tok/ --port 0 --model tiny   (a free port: stderr names it)");
+  serve->add_option("PREFILL_PLAN", sopts.prefillPlan, "paged prefill plan")->required();
+  serve->add_option("DECODE_PLAN", sopts.decodePlan, "paged decode plan (one token a row)")->required();
+  serve->add_option("--tokenizer", sopts.tokenizer,
+                    "a model directory with tokenizer.json (or the file); tokenizer_config.json beside it gives "
+                    "the chat template (without one, chat completions are refused)")
+      ->required();
+  serve->add_option("--model", sopts.model,
+                    "the model's name, which requests give as \"model\" (default: the tokenizer's directory's name)");
+  serve->add_option("--host", sopts.host, "the address to listen on (default: 127.0.0.1)");
+  serve->add_option("--port", sopts.port, "the port to listen on; 0 takes a free one (default: 8000)")
+      ->check(CLI::Range(0, 65535));
+  serve->add_option("--weights", sopts.weights,
+                    "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
+  serve->add_option("--config", sopts.config, "a config.json or generation_config.json whose eos_token_id ends a request");
+  serve->add_option("--eos", sopts.eos, "an end-of-sequence id (repeatable; wins over any config)");
+  serve->add_option("--trust", sopts.trust,
+                    "a public key file (pootc keygen): refuse both plans unless each PLAN.sig is its signature by "
+                    "this key (repeatable: any of them)");
+  serve->add_flag("--no-prefix-cache", sopts.noPrefixCache, "compute every prompt's prefill, reuse no cached K/V");
+  serve->add_option("--backend", sopts.backend, "vulkan (spirv plans) or cuda (ptx plans) (default: vulkan)")
+      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
+  serve->add_option("--device", sopts.device, "which device: an index or a piece of its name");
+  serve->add_flag("--allow-other-device", sopts.allowOtherDevice, "run plans built for another device of the same target");
+
   poot::TokenizeOptions topts;
   CLI::App* tokenize = app.add_subcommand("tokenize", "encode lines of text to token ids, or decode ids to text, with a "
                                                       "model's tokenizer.json");
@@ -240,6 +293,7 @@ int main(int argc, char** argv) {
   auto code = poot::catchingOutOfMemory([&] {
     if (*run) return poot::runRun(ropts);
     if (*gen) return poot::runGenerate(gopts);
+    if (*serve) return poot::runServe(sopts);
     if (*probe) return poot::runProbe(popts);
     if (*kernels) return poot::runKernels(kopts);
     if (*tokenize) return poot::runTokenize(topts);

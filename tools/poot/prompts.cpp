@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -134,6 +135,21 @@ Expected<std::set<int32_t>> readEosIds(const std::string& configPath) {
     return makeError(ErrorKind::Format, {configPath}, std::string("malformed model config: ") + e.what());
   }
   return ids;
+}
+
+Expected<std::set<int32_t>> eosIds(const std::vector<int32_t>& given, const std::string& config,
+                                   const std::string& weights) {
+  if (!given.empty()) return std::set<int32_t>(given.begin(), given.end());
+  if (!config.empty()) return readEosIds(config);
+  std::error_code ec;  // an unreadable folder reads as none
+  if (!weights.empty() && std::filesystem::is_directory(weights, ec))
+    for (const char* name : {"generation_config.json", "config.json"}) {
+      auto path = std::filesystem::path(weights) / name;
+      if (!std::filesystem::exists(path, ec)) continue;
+      auto ids = readEosIds(path.string());
+      if (!ids || !ids->empty()) return ids;
+    }
+  return std::set<int32_t>{};
 }
 
 }  // namespace poot

@@ -54,4 +54,10 @@ Error textError(const text::TextError& e, const std::string& where = {}, Loc loc
 // The eos_token_id of a config file; none when the file has no such key.
 Expected<std::set<int32_t>> readEosIds(const std::string& configPath);
 
+// The end-of-sequence ids a command stops at: `given` (--eos) when any, else
+// eos_token_id of `config` when one is named, else of generation_config.json
+// or config.json in a `weights` directory, else none.
+Expected<std::set<int32_t>> eosIds(const std::vector<int32_t>& given, const std::string& config,
+                                   const std::string& weights);
+
 }  // namespace poot

@@ -54,6 +54,23 @@ struct GenerateOptions {
 
 int runGenerate(const GenerateOptions& opts);
 
+struct ServeOptions {
+  std::string prefillPlan, decodePlan;  // paged plans of one model, as generate takes them
+  std::string tokenizer;                // a tokenizer.json or its directory (tokenizer_config.json beside it: the chat template)
+  std::string model;                    // the name requests give; empty: the tokenizer's directory's name
+  std::string host = "127.0.0.1";
+  int port = 8000;                      // 0: a free port (the log says which)
+  std::string weights, config;          // as generate takes them
+  std::vector<int32_t> eos;
+  std::vector<std::string> trust;
+  bool noPrefixCache = false;
+  std::string backend = "vulkan";
+  std::string device;
+  bool allowOtherDevice = false;
+};
+
+int runServe(const ServeOptions& opts);
+
 struct ProbeOptions {
   std::string backend = "vulkan";
   std::string device;
