@@ -114,12 +114,12 @@ int runGenerate(const GenerateOptions& o) {
   if (!adapterDirs) return report(adapterDirs.error());
   std::set<std::string> adapterNames;
   for (const auto& [name, dir] : *adapterDirs) adapterNames.insert(name);
-  auto trusted = rt::loadTrustedKeys(o.trust);
+  auto trusted = rt::loadTrustedKeys(o.engine.trust);
   if (!trusted) return report(trusted.error());
-  auto plans = engine::ModelPlans::load(o.prefillPlan, o.decodePlan, *trusted);
+  auto plans = engine::ModelPlans::load(o.engine.prefillPlan, o.engine.decodePlan, *trusted);
   if (!plans) return report(plans.error());
   const engine::PagedShape p = plans->prefill(), d = plans->decode();
-  auto eos = eosIds(o.eos, o.config, o.weights);
+  auto eos = eosIds(o.engine.eos, o.engine.config, o.engine.weights);
   if (!eos) return report(eos.error());
   std::optional<text::Tokenizer> tokenizer;
   if (!o.tokenizer.empty()) {
@@ -144,7 +144,7 @@ int runGenerate(const GenerateOptions& o) {
   }
 
   // Weights: the checkpoint's, the rest from the generator (seed 0).
-  auto weights = engine::ModelWeights::bind(plans->graph(), o.weights);
+  auto weights = engine::ModelWeights::bind(plans->graph(), o.engine.weights);
   if (!weights) return report(weights.error());
   for (const Error& n : bindNotices((*weights)->graph(), (*weights)->params())) notice(n);
   for (const auto& [name, dir] : *adapterDirs)
@@ -162,11 +162,11 @@ int runGenerate(const GenerateOptions& o) {
   }
 
   std::vector<Generated> generated(requests.size());
-  auto backend = rt::openBackend(o.backend, o.device);
+  auto backend = rt::openBackend(o.engine.backend, o.engine.device);
   if (!backend) return report(backend.error());
   auto created = engine::Engine::create(plans.take(), backend.take(), weights.take(),
-                                        {.allowOtherDevice = o.allowOtherDevice,
-                                         .prefixCache = !o.noPrefixCache,
+                                        {.allowOtherDevice = o.engine.allowOtherDevice,
+                                         .prefixCache = !o.engine.noPrefixCache,
                                          .onToken = [&](const engine::TokenEvent& e) {
                                            generated[size_t(e.request)].tokens.push_back(e.token);
                                            generated[size_t(e.request)].done = e.finish != kv::Finish::None;
@@ -214,7 +214,7 @@ int runGenerate(const GenerateOptions& o) {
   FILE* rep = tokenizer ? stderr : stdout;
   const kv::BatchStats& st = engine.stats();
   const int64_t requested = int64_t(generated.size());
-  if (o.noPrefixCache) std::fprintf(rep, "prefix cache: off\n");
+  if (o.engine.noPrefixCache) std::fprintf(rep, "prefix cache: off\n");
   else
     std::fprintf(rep, "prefix cache: %lld of %lld prompts hit, %lld prefill tokens skipped\n", (long long)st.hits,
                 (long long)requested, (long long)st.skippedTokens);

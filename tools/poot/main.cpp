@@ -11,6 +11,29 @@
 #include "runtime/plan_reader.h"
 #include "tool.h"
 
+namespace {
+
+// The options generate and serve take alike (poot::EngineArgs), after each
+// command's own.
+void addEngineArgs(CLI::App* cmd, poot::EngineArgs& a) {
+  cmd->add_option("PREFILL_PLAN", a.prefillPlan, "paged prefill plan")->required();
+  cmd->add_option("DECODE_PLAN", a.decodePlan, "paged decode plan (one token a row)")->required();
+  cmd->add_option("--weights", a.weights, "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
+  cmd->add_option("--config", a.config,
+                  "a config.json or generation_config.json whose eos_token_id ends a generation");
+  cmd->add_option("--eos", a.eos, "an end-of-sequence id (repeatable; wins over any config)");
+  cmd->add_option("--trust", a.trust,
+                  "a public key file (pootc keygen): refuse both plans unless each PLAN.sig is its signature by "
+                  "this key (repeatable: any of them)");
+  cmd->add_flag("--no-prefix-cache", a.noPrefixCache, "compute every prompt's prefill, reuse no cached K/V");
+  cmd->add_option("--backend", a.backend, "vulkan (spirv plans) or cuda (ptx plans) (default: vulkan)")
+      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
+  cmd->add_option("--device", a.device, "which device: an index or a piece of its name");
+  cmd->add_flag("--allow-other-device", a.allowOtherDevice, "run plans built for another device of the same target");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"poot: runs plans compiled by pootc on a GPU, generates tokens with them, says what the driver made of\n"
                "their kernels, and describes the GPU for pootc.\n"
@@ -113,11 +136,6 @@ int main(int argc, char** argv) {
               "  poot generate p.plan d.plan --prompts prompts.txt --weights model/ --temperature 0.8 --top-p 0.95 --seed 7\n"
               "  poot generate p.plan d.plan --prompts mixed.txt --weights model/ --adapter chat=lora1/ --adapter sql=lora2/\n"
               "    (mixed.txt lines: '@chat 128000 9906 11', '@sql 128000 3110', '128000 791')");
-  gen->add_option("PREFILL_PLAN", gopts.prefillPlan, "paged prefill plan")->required();
-  gen->add_option("DECODE_PLAN", gopts.decodePlan, "paged decode plan (one token a row)")->required();
-  gen->add_option("--trust", gopts.trust,
-                  "a public key file (pootc keygen): refuse both plans unless each PLAN.sig is its signature by "
-                  "this key (repeatable: any of them)");
   gen->add_option("--prompts", gopts.prompts,
                   "the prompts: one a line, token ids separated by spaces (text with --tokenizer), optionally after "
                   "@NAME (an --adapter)")
@@ -131,16 +149,11 @@ int main(int argc, char** argv) {
                 "the chat template of tokenizer_config.json beside --tokenizer's file with add_generation_prompt, "
                 "then encoded without adding special tokens (as 'poot tokenize --chat FILE --ids')")
       ->needs(tokOpt);
-  gen->add_option("--weights", gopts.weights,
-                  "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
   gen->add_option("--adapter", gopts.adapters,
                   "NAME=DIR: a LoRA adapter as PEFT saves it (adapter_config.json, adapter_model.safetensors) that "
                   "prompt lines starting with @NAME run on (repeatable)");
-  gen->add_option("--config", gopts.config, "a config.json or generation_config.json whose eos_token_id ends a prompt");
-  gen->add_option("--eos", gopts.eos, "an end-of-sequence id (repeatable; wins over any config)");
   gen->add_option("--max-new", gopts.maxNew, "tokens to generate a prompt (default: 16)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  gen->add_flag("--no-prefix-cache", gopts.noPrefixCache, "compute every prompt's prefill, reuse no cached K/V");
   gen->add_option("--temperature", gopts.temperature, "0 is greedy (default); above 0, seeded sampling")
       ->check(poot::floatIn(0, 1e6));
   gen->add_option("--top-p", gopts.topP, "sample from the most likely tokens of this much probability (default: 1)")
@@ -149,10 +162,7 @@ int main(int argc, char** argv) {
   gen->add_option("--output", gopts.output,
                   "FILE.jsonl: one line per prompt, {\"index\": I, \"tokens\": [...]} (with \"adapter\": \"NAME\" "
                   "after the index for an @NAME prompt)");
-  gen->add_option("--backend", gopts.backend, "vulkan (spirv plans) or cuda (ptx plans) (default: vulkan)")
-      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
-  gen->add_option("--device", gopts.device, "which device: an index or a piece of its name");
-  gen->add_flag("--allow-other-device", gopts.allowOtherDevice, "run plans built for another device of the same target");
+  addEngineArgs(gen, gopts.engine);
 
   poot::ProbeOptions popts;
   CLI::App* probe = app.add_subcommand("probe", "write a device profile (docs/device-profile.md) of a live device");
@@ -225,8 +235,6 @@ int main(int argc, char** argv) {
       "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
       "    -d '{\"model\": \"qwen3\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 32}'\n"
       "  poot serve p.plan d.plan --tokenizer tok/ --port 0 --model tiny   (a free port: stderr names it)");
-  serve->add_option("PREFILL_PLAN", sopts.prefillPlan, "paged prefill plan")->required();
-  serve->add_option("DECODE_PLAN", sopts.decodePlan, "paged decode plan (one token a row)")->required();
   serve->add_option("--tokenizer", sopts.tokenizer,
                     "a model directory with tokenizer.json (or the file); tokenizer_config.json beside it gives "
                     "the chat template (without one, chat completions are refused)")
@@ -236,18 +244,7 @@ int main(int argc, char** argv) {
   serve->add_option("--host", sopts.host, "the address to listen on (default: 127.0.0.1)");
   serve->add_option("--port", sopts.port, "the port to listen on; 0 takes a free one (default: 8000)")
       ->check(CLI::Range(0, 65535));
-  serve->add_option("--weights", sopts.weights,
-                    "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
-  serve->add_option("--config", sopts.config, "a config.json or generation_config.json whose eos_token_id ends a request");
-  serve->add_option("--eos", sopts.eos, "an end-of-sequence id (repeatable; wins over any config)");
-  serve->add_option("--trust", sopts.trust,
-                    "a public key file (pootc keygen): refuse both plans unless each PLAN.sig is its signature by "
-                    "this key (repeatable: any of them)");
-  serve->add_flag("--no-prefix-cache", sopts.noPrefixCache, "compute every prompt's prefill, reuse no cached K/V");
-  serve->add_option("--backend", sopts.backend, "vulkan (spirv plans) or cuda (ptx plans) (default: vulkan)")
-      ->check(CLI::IsMember({"vulkan", "cuda", "hip"}));
-  serve->add_option("--device", sopts.device, "which device: an index or a piece of its name");
-  serve->add_flag("--allow-other-device", sopts.allowOtherDevice, "run plans built for another device of the same target");
+  addEngineArgs(serve, sopts.engine);
 
   poot::TokenizeOptions topts;
   CLI::App* tokenize = app.add_subcommand("tokenize", "encode lines of text to token ids, or decode ids to text, with a "

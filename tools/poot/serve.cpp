@@ -186,11 +186,11 @@ int runServe(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto trusted = rt::loadTrustedKeys(o.trust);
+  auto trusted = rt::loadTrustedKeys(o.engine.trust);
   if (!trusted) return report(trusted.error());
-  auto plans = engine::ModelPlans::load(o.prefillPlan, o.decodePlan, *trusted);
+  auto plans = engine::ModelPlans::load(o.engine.prefillPlan, o.engine.decodePlan, *trusted);
   if (!plans) return report(plans.error());
-  auto eos = eosIds(o.eos, o.config, o.weights);
+  auto eos = eosIds(o.engine.eos, o.engine.config, o.engine.weights);
   if (!eos) return report(eos.error());
   auto tokenizer = text::Tokenizer::load(o.tokenizer);
   if (!tokenizer) return report(textError(tokenizer.error()));
@@ -199,7 +199,7 @@ int runServe(const ServeOptions& o) {
                     plans->prefill(), *eos};
   if (!chat) log("chat completions are refused: " + model.noChat);
 
-  auto weights = engine::ModelWeights::bind(plans->graph(), o.weights);
+  auto weights = engine::ModelWeights::bind(plans->graph(), o.engine.weights);
   if (!weights) return report(weights.error());
   for (const Error& n : bindNotices((*weights)->graph(), (*weights)->params())) notice(n);
   // The port is taken before the device opens, so a port in use costs
@@ -209,10 +209,10 @@ int runServe(const ServeOptions& o) {
   if (port < 0)
     return report(makeError(ErrorKind::Io, {}, "cannot listen on " + o.host + ":" + std::to_string(o.port) +
                                                    " (in use, or not an address of this host)"));
-  auto backend = rt::openBackend(o.backend, o.device);
+  auto backend = rt::openBackend(o.engine.backend, o.engine.device);
   if (!backend) return report(backend.error());
   auto loop = EngineLoop::create(plans.take(), backend.take(), weights.take(),
-                                 {.allowOtherDevice = o.allowOtherDevice, .prefixCache = !o.noPrefixCache}, log);
+                                 {.allowOtherDevice = o.engine.allowOtherDevice, .prefixCache = !o.engine.noPrefixCache}, log);
   if (!loop) return report(loop.error());
   Server server(model, **loop);
   server.routes(http);

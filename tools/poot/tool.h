@@ -31,42 +31,42 @@ struct RunOptions {
 
 int runRun(const RunOptions& opts);
 
-struct GenerateOptions {
-  std::string prefillPlan, decodePlan;  // paged plans of one model (pootc trace --kv paged)
-  std::string prompts;                  // one prompt a line, token ids separated by spaces (text with a tokenizer)
-  std::string tokenizer;                // a tokenizer.json or its directory: text prompts, text out
-  bool chat = false;                    // each prompt a JSON messages array through tokenizer_config.json's chat template
-  std::string weights;                  // a checkpoint (file, index or directory), optional
-  std::string config;                   // a config.json or generation_config.json for eos_token_id
-  std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
-  std::vector<std::string> trust;       // public keys: run only plans signed by one of them
-  std::vector<int32_t> eos;             // end-of-sequence ids; they win over any config
-  int64_t maxNew = 16;                  // tokens to generate a prompt
+// What generate and serve take alike: one model's paged plans (pootc trace
+// --kv paged), its weights and end ids, the keys its plans must be signed
+// by, and the device that runs them.
+struct EngineArgs {
+  std::string prefillPlan, decodePlan;
+  std::string weights;               // a checkpoint (file, index or directory), optional
+  std::string config;                // a config.json or generation_config.json for eos_token_id
+  std::vector<int32_t> eos;          // end-of-sequence ids; they win over any config
+  std::vector<std::string> trust;    // public keys: run only plans signed by one of them
   bool noPrefixCache = false;
-  double temperature = 0;               // 0: greedy
-  double topP = 1;
-  uint64_t seed = 0;                    // of sampling
-  std::string output;                   // FILE.jsonl; empty: none
   std::string backend = "vulkan";
   std::string device;
   bool allowOtherDevice = false;
 };
 
+struct GenerateOptions {
+  EngineArgs engine;
+  std::string prompts;                  // one prompt a line, token ids separated by spaces (text with a tokenizer)
+  std::string tokenizer;                // a tokenizer.json or its directory: text prompts, text out
+  bool chat = false;                    // each prompt a JSON messages array through tokenizer_config.json's chat template
+  std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
+  int64_t maxNew = 16;                  // tokens to generate a prompt
+  double temperature = 0;               // 0: greedy
+  double topP = 1;
+  uint64_t seed = 0;                    // of sampling
+  std::string output;                   // FILE.jsonl; empty: none
+};
+
 int runGenerate(const GenerateOptions& opts);
 
 struct ServeOptions {
-  std::string prefillPlan, decodePlan;  // paged plans of one model, as generate takes them
+  EngineArgs engine;
   std::string tokenizer;                // a tokenizer.json or its directory (tokenizer_config.json beside it: the chat template)
   std::string model;                    // the name requests give; empty: the tokenizer's directory's name
   std::string host = "127.0.0.1";
   int port = 8000;                      // 0: a free port (the log says which)
-  std::string weights, config;          // as generate takes them
-  std::vector<int32_t> eos;
-  std::vector<std::string> trust;
-  bool noPrefixCache = false;
-  std::string backend = "vulkan";
-  std::string device;
-  bool allowOtherDevice = false;
 };
 
 int runServe(const ServeOptions& opts);
