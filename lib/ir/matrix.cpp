@@ -9,6 +9,8 @@ const std::vector<MatrixShape>& matrixShapes() {
       {MatrixOp::M16N8K16F16, "m16n8k16.f16", 16, 8, 16, DType::F16, 8, 4, 32},
       {MatrixOp::M64NK16Bf16, "m64nNk16.bf16", 64, 256, 16, DType::BF16, 0, 0, 128},
       {MatrixOp::M64NK16F16, "m64nNk16.f16", 64, 256, 16, DType::F16, 0, 0, 128},
+      {MatrixOp::M16N16K16Bf16, "m16n16k16.bf16", 16, 16, 16, DType::BF16, 4, 4, 64},
+      {MatrixOp::M16N16K16F16, "m16n16k16.f16", 16, 16, 16, DType::F16, 4, 4, 64},
   };
   return shapes;
 }
@@ -19,6 +21,10 @@ std::optional<MatrixOp> matrixOpNamed(const std::string& name) {
   for (const MatrixShape& s : matrixShapes())
     if (name == s.name) return s.op;
   return std::nullopt;
+}
+
+bool hasWaveMatrixOps(const std::string& gfxArch) {
+  return gfxArch == "gfx90a" || gfxArch == "gfx940" || gfxArch == "gfx941" || gfxArch == "gfx942";
 }
 
 std::string matrixOpNames() {

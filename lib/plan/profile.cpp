@@ -329,13 +329,18 @@ MaybeError ProfileReader::consistent(const DeviceProfile& p) const {
   // Our SPIR-V generator has no two-byte select (see the seed design): a
   // SPIR-V profile that claims one would hide a DtypeLowering refusal.
   // A warp's shape is PTX's mma.sync, which needs sm_80; a warpgroup's is
-  // wgmma, which only sm_90a has.
+  // wgmma, which only sm_90a has; a wave's is AMD's MFMA of 16 x 16 x 16
+  // (hasWaveMatrixOps).
   for (MatrixOp op : p.matrix_ops) {
-    bool group = matrixShape(op).threads == 128;
-    if (p.target == Target::Ptx && (group ? p.arch == "sm_90a" : std::stoi(p.arch.substr(3)) >= 80)) continue;
-    return fail(where_.at("matrix_multiply"), std::string("field 'matrix_multiply': ") + matrixShape(op).name +
-                                                  " needs target ptx and " + (group ? "sm_90a" : "sm_80 or newer") +
-                                                  ", got target " + std::string(targetName(p.target)) + " arch " + p.arch);
+    int64_t threads = matrixShape(op).threads;
+    bool ok = threads == 64 ? p.target == Target::Hsaco && hasWaveMatrixOps(p.arch)
+                            : p.target == Target::Ptx && (threads == 128 ? p.arch == "sm_90a" : std::stoi(p.arch.substr(3)) >= 80);
+    if (ok) continue;
+    const char* needs = threads == 64    ? "target hsaco and gfx90a, gfx940, gfx941 or gfx942"
+                        : threads == 128 ? "target ptx and sm_90a"
+                                         : "target ptx and sm_80 or newer";
+    return fail(where_.at("matrix_multiply"), std::string("field 'matrix_multiply': ") + matrixShape(op).name + " needs " +
+                                                  needs + ", got target " + std::string(targetName(p.target)) + " arch " + p.arch);
   }
   if (p.target == Target::Spirv) {
     for (const char* t : {"f16", "bf16"}) {

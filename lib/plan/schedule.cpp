@@ -488,6 +488,9 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
   // its reason saying why.
   const MatrixShape* shape = nullptr;
   std::string notMma;  // why the product is not on matrix units, when it is not
+  // A wave's op (64 threads) takes the warps' tilings, each warp a wave.
+  std::vector<GemmTile> waveTiles(std::begin(kGemmMmaTiles), std::end(kGemmMmaTiles));
+  for (GemmTile& t : waveTiles) t.group = 64;
   if (a == b && (a == DType::BF16 || a == DType::F16)) {
     for (MatrixOp o : d.matrix_ops) {
       const MatrixShape& sh = matrixShape(o);
@@ -496,7 +499,10 @@ MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool
       if (sh.threads == 128 && (!transposedB || mmaVector != 8))
         declined = !transposedB ? "b is not K-major" : "K=" + str(k) + " is not a multiple of 8";
       else
-        pickFrom(sh.threads == 128 ? std::span<const GemmTile>(kGemmGroupTiles) : std::span<const GemmTile>(kGemmMmaTiles), &sh);
+        pickFrom(sh.threads == 128  ? std::span<const GemmTile>(kGemmGroupTiles)
+                 : sh.threads == 64 ? std::span<const GemmTile>(waveTiles)
+                                    : std::span<const GemmTile>(kGemmMmaTiles),
+                 &sh);
       if (pick) shape = &sh;
       else notMma += (notMma.empty() ? "" : "; ") + std::string(sh.name) + ": " + (declined.empty() ? "no tile of at most " + str(tallest) + " rows fits the device's workgroup" : declined);
     }
@@ -536,6 +542,7 @@ int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std:
 
 int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool transposedB) {
   if (op.threads == 128) return kGemmGroupStages;
+  if (op.threads == 64) return 1;  // AMDGPU: no asynchronous copies (KIR's CopyAsync is PTX's)
   return tileM <= 64 && transposedB && vector == 8 ? kGemmMmaStages : 1;
 }
 

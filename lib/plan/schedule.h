@@ -261,6 +261,12 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // tileK = 64 keys (128 bytes) in kir.h's 128-byte swizzle, unpadded, every
 // step copied asynchronously into one of kGemmGroupStages buffers. It needs
 // b K-major and K a multiple of 8.
+//
+// On a wave's op (m16n16k16, AMD's MFMA, 64 threads) the tilings are the
+// warps' with each warp a wave of 64 (twice the threads), fragments of 16 x
+// 16, and one buffer staged through registers: AMDGPU has no asynchronous
+// copy in KIR. No AMD GPU has run them: the KIR interpreter checks them and
+// LLVM's AMDGPU backend compiles them.
 constexpr int64_t kGemmMmaPad = 8;
 constexpr int64_t kGemmMmaStages = 3;
 constexpr int64_t kGemmGroupStages = 3;

@@ -215,6 +215,36 @@ TEST_CASE("gen matmul: split-K gemm and its combine") {
   }
 }
 
+// Every gemm-mma tile on the profile's warp (or wave) op of each two-byte
+// dtype (`prefix` + the dtype), both layouts of b, on the interpreter: each
+// case's rows, K and N, its compute units, and the tile and splits the
+// planner must choose.
+struct MmaCase {
+  int64_t m, k, n, units;
+  const char* tile;
+  int64_t splits;
+};
+void checkMmaTiles(DeviceProfile d, const std::string& prefix, std::initializer_list<MmaCase> cases) {
+  for (const char* t : {"bf16", "f16"})
+    for (MmaCase c : cases) {
+      CAPTURE(t);
+      CAPTURE(c.m);
+      d.compute_units = c.units;
+      DType dt = *parseDType(t);
+      for (bool transposed : {true, false}) {
+        CAPTURE(transposed);
+        Schedule s = chooseMatMul(1, c.m, c.k, c.n, transposed, dt, dt, d).schedule;
+        CHECK(s.kind == "gemm-mma");
+        CHECK(s.matrix == prefix + t);
+        CHECK(std::to_string(s.tileM) + "x" + std::to_string(s.tileN) == c.tile);
+        CHECK(s.splits == c.splits);
+        CHECK(s.workgroupSize == s.tileM / s.threadM * (s.tileN / s.threadN) * matrixShape(*matrixOpNamed(s.matrix)).threads);
+        std::string a = t + dims({c.m, c.k}), b = t + (transposed ? dims({c.n, c.k}) : dims({c.k, c.n}));
+        CHECK(run(Case{a, b, t + dims({c.m, c.n}), transposed}, d, false) == "gemm-mma");
+      }
+    }
+}
+
 // The tensor-core gemm (gemm-mma) on the H200 profile's m16n8k16 ops (its
 // warpgroup ops left out), on the KIR interpreter (which gives mma its
 // meaning; the H200 runs in test/device): every tile, both layouts of b,
@@ -226,29 +256,8 @@ TEST_CASE("gen matmul: split-K gemm and its combine") {
 TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K") {
   DeviceProfile d = testing::loadTarget("nvidia-h200");
   std::erase_if(d.matrix_ops, [](MatrixOp op) { return matrixShape(op).threads != 32; });
-  struct Mma {
-    int64_t m, k, n, units;
-    const char* tile;
-    int64_t splits;
-  };
-  for (const char* t : {"bf16", "f16"})
-    for (Mma c : {Mma{130, 72, 260, 1, "128x256", 1}, Mma{130, 72, 136, 3, "128x128", 1}, Mma{40, 40, 23, 1, "64x128", 1},
-                  Mma{20, 202, 9, 1, "32x128", 1}, Mma{17, 2100, 130, 8, "32x128", 4}, Mma{16, 45, 7, 132, "16x128", 1}}) {
-      CAPTURE(t);
-      CAPTURE(c.m);
-      d.compute_units = c.units;
-      DType dt = *parseDType(t);
-      for (bool transposed : {true, false}) {
-        CAPTURE(transposed);
-        Schedule s = chooseMatMul(1, c.m, c.k, c.n, transposed, dt, dt, d).schedule;
-        CHECK(s.kind == "gemm-mma");
-        CHECK(s.matrix == std::string("m16n8k16.") + t);
-        CHECK(std::to_string(s.tileM) + "x" + std::to_string(s.tileN) == c.tile);
-        CHECK(s.splits == c.splits);
-        std::string a = t + dims({c.m, c.k}), b = t + (transposed ? dims({c.n, c.k}) : dims({c.k, c.n}));
-        CHECK(run(Case{a, b, t + dims({c.m, c.n}), transposed}, d, false) == "gemm-mma");
-      }
-    }
+  checkMmaTiles(d, "m16n8k16.", {{130, 72, 260, 1, "128x256", 1}, {130, 72, 136, 3, "128x128", 1}, {40, 40, 23, 1, "64x128", 1},
+                                 {20, 202, 9, 1, "32x128", 1}, {17, 2100, 130, 8, "32x128", 4}, {16, 45, 7, 132, "16x128", 1}});
   // Batched and broadcast (the MLA forms), and what stays on SIMT units:
   // f32, mixed dtypes, few rows, a profile without the op.
   d.compute_units = 132;
@@ -266,6 +275,21 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
   CHECK(noOp.schedule.kind == "gemm");
   CHECK(noOp.reason.find("; not on matrix units: the profile lists no matrix op for bf16") != std::string::npos);
   CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F16, DType::F16, d).schedule.matrix == "m16n8k16.f16");
+}
+
+// The gemm-mma on a wave's op (m16n16k16, AMD's MFMA, the MI300X profile's)
+// on the KIR interpreter, which gives the op its meaning from AMD's
+// layouts (no AMD GPU runs it here: LLVM compiles it, test/lit/codegen):
+// every tile, both layouts of b, bf16 and f16, sizes that are multiples of
+// no tile, fragment or run, and a split K, under the m16n8k16's bound.
+TEST_CASE("gen matmul: gemm-mma on waves of 64, every tile, both layouts, bf16 and f16, split K") {
+  DeviceProfile d = testing::loadTarget("amd-mi300x");
+  REQUIRE(d.matrix_ops == std::vector<MatrixOp>{MatrixOp::M16N16K16Bf16, MatrixOp::M16N16K16F16});
+  checkMmaTiles(d, "m16n16k16.", {{130, 72, 260, 1, "128x256", 1}, {130, 72, 136, 3, "128x128", 1}, {40, 40, 23, 1, "64x128", 1},
+                                  {20, 202, 9, 1, "32x128", 1}, {17, 2100, 130, 8, "32x128", 4}, {16, 45, 7, 304, "16x128", 1}});
+  // One buffer, no copies ahead (AMDGPU has no asynchronous copy in KIR).
+  Schedule s = chooseMatMul(1, 40, 40, 23, true, DType::BF16, DType::BF16, d).schedule;
+  CHECK(s.workgroupMemory == (s.tileM + s.tileN) * (64 + kGemmMmaPad) * 2);
 }
 
 // The gemm-mma on a warpgroup's op (m64nNk16, the H200 profile's first):

@@ -493,30 +493,40 @@ TEST_CASE("kir interpret: shared wide stores and loads move consecutive words at
 struct Slot {
   size_t lane, reg;
 };
+// A wave's m16n16k16 (AMD's matrix instruction calculator for CDNA 3's
+// v_mfma_f32_16x16x16_bf16 and _f16): A[i][k] in lane i + 16 (k / 4),
+// register k % 4; B[k][j] in lane j + 16 (k / 4), register k % 4; C and D
+// [i][j] in lane j + 16 (i / 4), register i % 4.
+bool wave(MatrixOp op) { return matrixShape(op).threads == 64; }
 Slot slotA(MatrixOp op, size_t i, size_t j) {
+  if (wave(op)) return {i + 16 * (j / 4), j % 4};
   if (op == MatrixOp::M16N8K8Tf32) return {(i % 8) * 4 + j % 4, (j / 4) * 2 + i / 8};
   return {(i % 8) * 4 + (j % 8) / 2, j % 2 + 2 * (i / 8) + 4 * (j / 8)};
 }
 Slot slotB(MatrixOp op, size_t i, size_t j) {
+  if (wave(op)) return {j + 16 * (i / 4), i % 4};
   if (op == MatrixOp::M16N8K8Tf32) return {j * 4 + i % 4, i / 4};
   return {j * 4 + (i % 8) / 2, i % 2 + 2 * (i / 8)};
 }
-Slot slotC(size_t i, size_t j) { return {(i % 8) * 4 + j / 2, (i / 8) * 2 + j % 2}; }
+Slot slotC(MatrixOp op, size_t i, size_t j) {
+  if (wave(op)) return {j + 16 * (i / 4), i % 4};
+  return {(i % 8) * 4 + j / 2, (i / 8) * 2 + j % 2};
+}
 
-TEST_CASE("kir interpret: mma multiplies each warp's fragments as kir.h lays them out, every shape") {
+TEST_CASE("kir interpret: mma multiplies each warp's (or wave's) fragments as kir.h lays them out, every shape") {
   uint64_t seed = freshSeed();
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
   for (const MatrixShape& shape : matrixShapes()) {
-    if (shape.threads != 32) continue;  // a warpgroup's: the mma.shared tests
+    if (shape.threads == 128) continue;  // a warpgroup's: the mma.shared tests
     CAPTURE(shape.name);
-    // Two warps (and a second workgroup in y), each with its own A, B and
+    // Two warps or waves (and a second workgroup in y), each with its own A, B and
     // C; every lane loads its operands, brings A and B to the shape's type
     // (toTf32, or a conversion to bf16 or f16) and stores D. Random f32
     // stand in for A and B whole, so the cut or the rounding must happen.
     // Expected: C plus the products of the cut operands, added exactly
     // (double) and rounded once.
-    constexpr int64_t kWarps = 2, kThreads = kWarps * 32, kGroups = 2;
+    const int64_t kWarps = 2, kLanes = shape.threads, kThreads = kWarps * kLanes, kGroups = 2;
     size_t na = size_t(shape.aRegs), nb = size_t(shape.bRegs), per = na + nb + 4;
     std::vector<float> in = randomFloats(rng, size_t(kGroups * kThreads) * per);
     for (float& x : in)
@@ -540,17 +550,17 @@ TEST_CASE("kir interpret: mma multiplies each warp's fragments as kir.h lays the
       return ot == Scalar::BF16 ? bf16ToFloat(floatToBf16(x)) : halfToFloat(floatToHalf(x));
     };
     for (int64_t w = 0; w < kGroups * kWarps; ++w) {
-      auto value = [&](Slot sl, size_t first) { return in[size_t(w * 32 + int64_t(sl.lane)) * per + first + sl.reg]; };
-      for (size_t i = 0; i < 16; ++i)
-        for (size_t j = 0; j < 8; ++j) {
+      auto value = [&](Slot sl, size_t first) { return in[size_t(w * kLanes + int64_t(sl.lane)) * per + first + sl.reg]; };
+      for (size_t i = 0; i < size_t(shape.m); ++i)
+        for (size_t j = 0; j < size_t(shape.n); ++j) {
           CAPTURE(w);
           CAPTURE(i);
           CAPTURE(j);
-          double sum = value(slotC(i, j), na + nb);
+          double sum = value(slotC(shape.op, i, j), na + nb);
           for (size_t k = 0; k < size_t(shape.k); ++k)
             sum += double(cutHere(value(slotA(shape.op, i, k), 0))) * double(cutHere(value(slotB(shape.op, k, j), na)));
-          Slot sl = slotC(i, j);
-          CHECK(elementAt<float>(ob, size_t(w * 32 + int64_t(sl.lane)) * 4 + sl.reg) == float(sum));
+          Slot sl = slotC(shape.op, i, j);
+          CHECK(elementAt<float>(ob, size_t(w * kLanes + int64_t(sl.lane)) * 4 + sl.reg) == float(sum));
         }
     }
   }
@@ -997,11 +1007,21 @@ TEST_CASE("kir verify: rejects each malformed kernel") {
     m.insts[1].ref = 7;
     CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): matrix op 7 is not one of ir/matrix.h's");
     m.insts[1].ref = int32_t(MatrixOp::M64NK16Bf16);
-    CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): m64nNk16.bf16 is not a warp's matrix op");
+    CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): m64nNk16.bf16 is not a warp's or a wave's matrix op");
     m.insts[1].ref = int32_t(MatrixOp::M16N8K8Tf32);
     m.insts[5].imm = 3;
     m.insts[1].args.pop_back();
     CHECK(errorOf(verify(m)) == "kernel mma: %1 (mma): 9 operands, expected 10");
+    // A wave's op takes whole waves of 64.
+    for (int64_t threads : {32, 96, 128}) {
+      CAPTURE(threads);
+      Builder wb("wave", threads, 1);
+      V x = wb.convert(wb.f32(1), Scalar::BF16), c = wb.f32(0);
+      wb.mma(MatrixOp::M16N16K16Bf16, {x, x, x, x}, {x, x, x, x}, {c, c, c, c});
+      Kernel wave = wb.finish();
+      if (threads == 128) CHECK(bool(verify(wave)));
+      else CHECK(errorOf(verify(wave)) == "kernel wave: %3 (mma) in a workgroup of " + std::to_string(threads) + " threads, not whole waves of 64");
+    }
   }
   SUBCASE("a wide load used other than through lane, of a written buffer, too wide, or a lane past it") {
     auto kernel = [](bool written, int64_t width, DType t) {

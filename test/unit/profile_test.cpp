@@ -229,13 +229,15 @@ TEST_CASE("profile: select is allowed on ptx and hsaco") {
   CHECK(p->f16.select);
 }
 
-TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, and needs ptx on sm_80 or newer (sm_90a for a warpgroup's)") {
-  auto ptx = [](const char* arch, const char* line) {
+TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, and needs ptx on sm_80 or newer (sm_90a for a warpgroup's, hsaco on CDNA 2 or 3 for a wave's)") {
+  auto profile = [](const char* target, const char* arch, const char* line) {
     std::string text = edit(17, (std::string("max_bindings: 32\n") + line).c_str());
-    text.replace(text.find("target: spirv"), 13, "target: ptx");
+    text.replace(text.find("target: spirv"), 13, std::string("target: ") + target);
     text.replace(text.find("arch: vulkan1.3"), 15, std::string("arch: ") + arch);
     return text;
   };
+  auto ptx = [&](const char* arch, const char* line) { return profile("ptx", arch, line); };
+  auto hsaco = [&](const char* arch, const char* line) { return profile("hsaco", arch, line); };
   auto p = parseProfile(ptx("sm_90", "matrix_multiply: [m16n8k8.tf32, m16n8k16.bf16]"), "t.yaml");
   REQUIRE(p);
   CHECK(p->matrix_ops == std::vector<MatrixOp>{MatrixOp::M16N8K8Tf32, MatrixOp::M16N8K16Bf16});
@@ -263,13 +265,28 @@ TEST_CASE("profile: matrix_multiply is optional, names known shapes in order, an
         "sm_100a");
   CHECK(errorOf(ptx("sm_90", "matrix_multiply: [tf32]")) ==
         "t.yaml:18:19: error: field 'matrix_multiply': expected one of m16n8k8.tf32, m16n8k16.bf16, m16n8k16.f16, "
-        "m64nNk16.bf16, m64nNk16.f16, got "
+        "m64nNk16.bf16, m64nNk16.f16, m16n16k16.bf16, m16n16k16.f16, got "
         "'tf32'");
   CHECK(errorOf(ptx("sm_90", "matrix_multiply: [m16n8k8.tf32, m16n8k8.tf32]")) ==
         "t.yaml:18:33: error: field 'matrix_multiply': 'm16n8k8.tf32' is listed twice");
   CHECK(errorOf(ptx("sm_90", "matrix_multiply: m16n8k8.tf32")) ==
         "t.yaml:18:18: error: field 'matrix_multiply': expected a list drawn from [m16n8k8.tf32, m16n8k16.bf16, "
-        "m16n8k16.f16, m64nNk16.bf16, m64nNk16.f16], got 'm16n8k8.tf32'");
+        "m16n8k16.f16, m64nNk16.bf16, m64nNk16.f16, m16n16k16.bf16, m16n16k16.f16], got 'm16n8k8.tf32'");
+  // A wave's op is AMD's MFMA: hsaco on gfx90a or gfx940 to gfx942, and
+  // only there.
+  auto wave = parseProfile(hsaco("gfx942", "matrix_multiply: [m16n16k16.bf16, m16n16k16.f16]"), "t.yaml");
+  REQUIRE(wave);
+  CHECK(wave->matrix_ops == std::vector<MatrixOp>{MatrixOp::M16N16K16Bf16, MatrixOp::M16N16K16F16});
+  CHECK(errorOf(hsaco("gfx90a", "matrix_multiply: [m16n16k16.f16]")) == "(accepted)");
+  CHECK(errorOf(hsaco("gfx908", "matrix_multiply: [m16n16k16.bf16]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m16n16k16.bf16 needs target hsaco and gfx90a, gfx940, gfx941 or "
+        "gfx942, got target hsaco arch gfx908");
+  CHECK(errorOf(hsaco("gfx942", "matrix_multiply: [m16n8k16.bf16]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m16n8k16.bf16 needs target ptx and sm_80 or newer, got target "
+        "hsaco arch gfx942");
+  CHECK(errorOf(ptx("sm_90a", "matrix_multiply: [m16n16k16.bf16]")) ==
+        "t.yaml:18:19: error: field 'matrix_multiply': m16n16k16.bf16 needs target hsaco and gfx90a, gfx940, gfx941 or "
+        "gfx942, got target ptx arch sm_90a");
 }
 
 TEST_CASE("profile: every profile in targets/ loads and is self-consistent") {

@@ -401,6 +401,14 @@ TEST_CASE("runtime hip: poot probe's profile of the device is one pootc reads, w
   CHECK(p->memory_bytes == int64_t(192) << 30);
   CHECK(p->max_bindings == 512);
   for (const TwoByteOps& t : {p->f16, p->bf16}) CHECK((t.storage && t.arith && t.select));
+  // CDNA 3 has the wave's MFMA; an arch without it lists none.
+  CHECK(text.find("# MFMA of 16 x 16 x 16 (CDNA 2 and 3).\nmatrix_multiply: [m16n16k16.bf16, m16n16k16.f16]\n") !=
+        std::string::npos);
+  CHECK(p->matrix_ops == std::vector<MatrixOp>{MatrixOp::M16N16K16Bf16, MatrixOp::M16N16K16F16});
+  rt_.arch = "gfx1100";
+  auto rdna = opened();
+  CHECK(rdna->info().matrixOps.empty());
+  CHECK(profileText(rdna->info()).find("matrix_multiply") == std::string::npos);
 }
 
 TEST_CASE("runtime hip: a blob that is not an hsaco code object is refused before the runtime sees it") {

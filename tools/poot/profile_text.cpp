@@ -109,7 +109,8 @@ std::string profileText(const rt::DeviceInfo& d) {
   out += "  f16: " + opsText(d.f16) + "\n";
   out += "  bf16: " + opsText(d.bf16) + "\n";
   if (!d.matrixOps.empty()) {
-    out += "# mma.sync shapes, from compute capability 8.0.\nmatrix_multiply: [";
+    out += d.target == rt::Target::Hsaco ? "# MFMA of 16 x 16 x 16 (CDNA 2 and 3).\nmatrix_multiply: ["
+                                     : "# mma.sync shapes, from compute capability 8.0.\nmatrix_multiply: [";
     for (size_t i = 0; i < d.matrixOps.size(); ++i) out += std::string(i ? ", " : "") + matrixShape(d.matrixOps[i]).name;
     out += "]\n";
   }

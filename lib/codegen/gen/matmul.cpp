@@ -328,9 +328,28 @@ Expected<kir::Kernel> genGemm(const GenInput& in, Gemm& g) {
   return b.finish();
 }
 
+// Lane `lane`'s first element (e = 0) of a warp's (or a wave's) A, B and C
+// fragments, as (row, column) values: kir.h's layouts, where every other
+// element is a constant offset from there (kir::mmaA(op, 0, e) and so on).
+// PTX's m16n8k16, g = lane / 4 and t = lane % 4: A (g, 2t), B (2t, g), C
+// (g, 2t). AMD's m16n16k16, r = lane % 16 and q = lane / 16: A (r, 4q), B
+// (4q, r), C (4q, r).
+struct LaneStart {
+  V aRow, aCol, bRow, bCol, cRow, cCol;
+};
+LaneStart laneStart(Builder& b, const MatrixShape& shape, V lane) {
+  if (shape.threads == 64) {
+    V r = remBy(b, lane, 16), q4 = b.mul(divBy(b, lane, 16), b.i32(4));
+    return {r, q4, q4, r, q4, r};
+  }
+  V g = divBy(b, lane, 4), t2 = b.mul(remBy(b, lane, 4), b.i32(2));
+  return {g, t2, t2, g, g, t2};
+}
+
 // The gemm on matrix units (gemm-mma): warp (wm, wn) of the workgroup owns
 // rows wm * threadM .. and columns wn * threadN .. of its block, as FM x FN
-// fragments of 16 x 8 (kir.h's m16n8k16 layouts). For each tileK step the
+// fragments of the op's m x n (16 x 8 on PTX's m16n8k16, 16 x 16 on a wave
+// of AMD's MFMA; the warp is the op's threads). For each tileK step the
 // a tile (rows of tileK keys) and the b tile (columns of tileK keys) are in
 // workgroup memory as the two-byte values they are, out-of-range elements
 // 0, and each fragment operand pair is one 4-byte workgroup-memory load.
@@ -354,9 +373,9 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
   perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
     V tid = b.local();
-    V warp = divBy(b, tid, 32), lane = remBy(b, tid, 32);
+    V warp = divBy(b, tid, shape.threads), lane = remBy(b, tid, shape.threads);
     V wm = divBy(b, warp, WX), wn = remBy(b, warp, WX);
-    V g = divBy(b, lane, 4), t = remBy(b, lane, 4);
+    LaneStart at = laneStart(b, shape, lane);
     V zero = b.convert(b.f32(0), ot);
     // The runs a thread moves: run u of W elements is (row or column of the
     // tile, key) for a run along K, or (key, column) for a plain b's run
@@ -401,13 +420,12 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
       for (int32_t& x : c) x = b.var(Scalar::F32, b.f32(0));
       acc.push_back(c);
     }
-    // This lane's first element of its warp's A and B fragments, as
-    // kir::mmaA/mmaB place them: row g and key 2t of A, column g and key 2t
-    // of B; every other element is a constant offset from there, and
-    // neighbouring elements (e, e + 1) are neighbouring keys. Tiles are
-    // row-major with K fastest: a's row i at i * SA, b's column j at j * SA.
-    V aLane = b.add(b.mul(b.add(b.mul(wm, b.i32(WM)), g), b.i32(SA)), b.mul(t, b.i32(2)));
-    V bLane = b.add(b.mul(b.add(b.mul(wn, b.i32(WN)), g), b.i32(SA)), b.mul(t, b.i32(2)));
+    // This lane's first element of its warp's A and B fragments; every
+    // other element is a constant offset from there, and neighbouring
+    // elements (e, e + 1) are neighbouring keys. Tiles are row-major with K
+    // fastest: a's row i at i * SA, b's column j at j * SA.
+    V aLane = b.add(b.mul(b.add(b.mul(wm, b.i32(WM)), at.aRow), b.i32(SA)), at.aCol);
+    V bLane = b.add(b.mul(b.add(b.mul(wn, b.i32(WN)), at.bCol), b.i32(SA)), at.bRow);
     // The warps' products of one step, from the stage buffers at aAt, bAt.
     auto multiply = [&](V aAt, V bAt) {
       for (int64_t ks = 0; ks < BK; ks += shape.k) {
@@ -415,13 +433,13 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
         for (int64_t fm = 0; fm < FM; ++fm)
           for (int e = 0; e < shape.aRegs; e += 2) {
             kir::RowCol rc = kir::mmaA(op, 0, e);
-            std::vector<V> pair = b.sharedLoadVec(as, b.add(aAt, b.i32((fm * 16 + rc.row) * SA + ks + rc.col)), 2);
+            std::vector<V> pair = b.sharedLoadVec(as, b.add(aAt, b.i32((fm * shape.m + rc.row) * SA + ks + rc.col)), 2);
             af[size_t(fm)].insert(af[size_t(fm)].end(), pair.begin(), pair.end());
           }
         for (int64_t fn = 0; fn < FN; ++fn)
           for (int e = 0; e < shape.bRegs; e += 2) {
             kir::RowCol rc = kir::mmaB(op, 0, e);
-            std::vector<V> pair = b.sharedLoadVec(bs, b.add(bAt, b.i32((fn * 8 + rc.col) * SA + ks + rc.row)), 2);
+            std::vector<V> pair = b.sharedLoadVec(bs, b.add(bAt, b.i32((fn * shape.n + rc.col) * SA + ks + rc.row)), 2);
             bf[size_t(fn)].insert(bf[size_t(fn)].end(), pair.begin(), pair.end());
           }
         for (int64_t fm = 0; fm < FM; ++fm)
@@ -488,14 +506,14 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
         b.barrier();
       });
     }
-    // Element e of fragment (fm, fn): row g + 8 (e / 2), column 2t + e % 2
-    // of the fragment (kir::mmaC).
-    V rowAt = b.add(r0, b.add(b.mul(wm, b.i32(WM)), g)), colAt = b.add(c0, b.add(b.mul(wn, b.i32(WN)), b.mul(t, b.i32(2))));
+    // Element e of fragment (fm, fn): the lane's first, moved as kir::mmaC
+    // moves element e.
+    V rowAt = b.add(r0, b.add(b.mul(wm, b.i32(WM)), at.cRow)), colAt = b.add(c0, b.add(b.mul(wn, b.i32(WN)), at.cCol));
     for (int64_t fm = 0; fm < FM; ++fm)
       for (int64_t fn = 0; fn < FN; ++fn)
         for (int e = 0; e < 4; ++e) {
-          kir::RowCol rc = kir::mmaC(0, e);
-          V row = b.add(rowAt, b.i32(fm * 16 + rc.row)), col = b.add(colAt, b.i32(fn * 8 + rc.col));
+          kir::RowCol rc = kir::mmaC(op, 0, e);
+          V row = b.add(rowAt, b.i32(fm * shape.m + rc.row)), col = b.add(colAt, b.i32(fn * shape.n + rc.col));
           b.ifThen(b.binary(Opc::And, b.lt(row, b.i32(p.m)), b.lt(col, b.i32(p.n))), [&] {
             b.store(f->out[0], b.add(oBase, b.add(b.mul(row, b.i32(p.n)), col)), b.get(acc[size_t(fm * FN + fn)][size_t(e)]));
           });

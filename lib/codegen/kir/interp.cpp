@@ -417,21 +417,22 @@ class Machine {
     return true;
   }
 
-  // Whether the warp (size 32) or warpgroup (128) of threads from t0 runs
+  // Whether the warp (size 32), wave (64) or warpgroup (128) of threads from t0 runs
   // the warp operation v: 1 when all of it is active, 0 when none is, -1
   // (the error recorded) when only part of it is.
   int reached(const uint8_t* m, V v, size_t t0, size_t size) {
     size_t n = size_t(std::count(m + t0, m + t0 + size, uint8_t(1)));
     if (n == 0 || n == size) return n == size;
-    fail(v, -1, "reached by " + std::to_string(n) + " of " + (size == 32 ? "warp " : "warpgroup ") +
+    fail(v, -1, "reached by " + std::to_string(n) + " of " + (size == 128 ? "warpgroup " : size == 64 ? "wave " : "warp ") +
                     std::to_string(t0 / size) + "'s " + std::to_string(size) + " threads");
     return -1;
   }
 
-  // A ShuffleXor or Mma, warp by warp.
+  // A ShuffleXor or Mma, warp by warp (an Mma's warp: its op's threads).
   bool warp(const uint8_t* m, V v, const Inst& in) {
-    for (size_t w0 = 0; w0 < w_; w0 += 32) {
-      if (int r = reached(m, v, w0, 32); r <= 0) {
+    const size_t lanesOf = size_t(groupThreads(in));
+    for (size_t w0 = 0; w0 < w_; w0 += lanesOf) {
+      if (int r = reached(m, v, w0, lanesOf); r <= 0) {
         if (r < 0) return false;
         continue;
       }
@@ -452,7 +453,7 @@ class Machine {
       };
       size_t na = size_t(shape.aRegs), nb = size_t(shape.bRegs);
       std::vector<double> a(size_t(shape.m * shape.k)), b(size_t(shape.k * shape.n)), c(size_t(shape.m * shape.n));
-      for (size_t l = 0; l < 32; ++l) {
+      for (size_t l = 0; l < lanesOf; ++l) {
         for (size_t e = 0; e < na + nb; ++e) {
           uint32_t bits = uint32_t(lanes(in.args[e])[w0 + l]);
           if (ot == Scalar::F32 && (bits & 0x1FFFu))
@@ -468,14 +469,14 @@ class Machine {
           b[size_t(rc.row * shape.n + rc.col)] = operand(na + e, l);
         }
         for (size_t e = 0; e < 4; ++e) {
-          RowCol rc = mmaC(int(l), int(e));
+          RowCol rc = mmaC(shape.op, int(l), int(e));
           c[size_t(rc.row * shape.n + rc.col)] = get<float>(lanes(in.args[na + nb + e])[w0 + l]);
         }
       }
       std::vector<uint64_t>& d = wide_.at(v);
-      for (size_t l = 0; l < 32; ++l)
+      for (size_t l = 0; l < lanesOf; ++l)
         for (size_t e = 0; e < 4; ++e) {
-          RowCol rc = mmaC(int(l), int(e));
+          RowCol rc = mmaC(shape.op, int(l), int(e));
           double sum = c[size_t(rc.row * shape.n + rc.col)];
           for (int64_t k = 0; k < shape.k; ++k) sum += a[size_t(rc.row * shape.k + k)] * b[size_t(k * shape.n + rc.col)];
           d[e * w_ + w0 + l] = put(float(sum));

@@ -134,13 +134,25 @@ const OpInfo& opInfo(Opc o) {
   return table[size_t(o)];
 }
 
+namespace {
+bool wave64(MatrixOp op) { return matrixShape(op).threads == 64; }
+}  // namespace
+
+int64_t groupThreads(const Inst& in) {
+  if (in.op == Opc::Mma && in.ref >= 0 && size_t(in.ref) < matrixShapes().size())
+    return matrixShape(MatrixOp(in.ref)).threads;
+  return scopeThreads(opInfo(in.op).scope);
+}
+
 RowCol mmaA(MatrixOp op, int lane, int e) {
+  if (wave64(op)) return {lane % 16, 4 * (lane / 16) + e};
   int g = lane / 4, t = lane % 4;
   if (op == MatrixOp::M16N8K8Tf32) return {g + 8 * (e % 2), t + 4 * (e / 2)};
   return {g + 8 * ((e / 2) % 2), 2 * t + e % 2 + 8 * (e / 4)};
 }
 
 RowCol mmaB(MatrixOp op, int lane, int e) {
+  if (wave64(op)) return {4 * (lane / 16) + e, lane % 16};
   int g = lane / 4, t = lane % 4;
   if (op == MatrixOp::M16N8K8Tf32) return {t + 4 * e, g};
   return {2 * t + e % 2 + 8 * (e / 2), g};
@@ -151,10 +163,13 @@ Scalar mmaOperand(MatrixOp op) {
   return t == DType::BF16 ? Scalar::BF16 : t == DType::F16 ? Scalar::F16 : Scalar::F32;
 }
 
-RowCol mmaC(int lane, int e) { return {lane / 4 + 8 * (e / 2), 2 * (lane % 4) + e % 2}; }
+RowCol mmaC(MatrixOp op, int lane, int e) {
+  if (wave64(op)) return {4 * (lane / 16) + e, lane % 16};
+  return {lane / 4 + 8 * (e / 2), 2 * (lane % 4) + e % 2};
+}
 
 RowCol mmaGroupC(int thread, int e) {
-  RowCol in = mmaC(thread % 32, e % 4);
+  RowCol in = mmaC(MatrixOp::M16N8K16Bf16, thread % 32, e % 4);
   return {16 * (thread / 32) + in.row, 8 * (e / 4) + in.col};
 }
 

@@ -80,9 +80,11 @@
 //  - ShuffleXor(x), imm m in [1, 32): the value x of lane (lane ^ m) of the
 //    same warp (f32 or i32).
 //  - Mma(a..., b..., c0..c3), ref the MatrixOp (ir/matrix.h): the warp's
-//    D = A * B + C for an m x k A, a k x n B and m x n C and D (all three
-//    shapes are 16 x 8), each lane holding a fixed part of each, as PTX's
-//    mma.sync lays them out (mmaA, mmaB and mmaC below give element e of
+//    D = A * B + C for an m x k A, a k x n B and m x n C and D (16 x 8, or
+//    16 x 16 for the m16n16k16 shapes, whose "warp" is a wave of 64:
+//    threads 64w .. 64w + 63, lane index % 64, the workgroup a multiple of
+//    64), each lane holding a fixed part of each, as PTX's mma.sync or
+//    AMD's MFMA lays them out (mmaA, mmaB and mmaC below give element e of
 //    lane l): A's aRegs and B's bRegs operands are of the shape's operand
 //    type (bf16, f16, or f32 holding TF32 values: the low 13 mantissa bits
 //    zero, Builder::toTf32, which the interpreter checks and a device may
@@ -237,7 +239,7 @@ struct OpInfo {
   const char* name;
   Defines defines;
   Scope scope;
-  bool ptxOnly;  // only the NVPTX lowering has it; SPIR-V's legalization and AMDGPU's refuse it
+  bool ptxOnly;  // only the NVPTX lowering has it (Mma: but a wave's op only AMDGPU's); SPIR-V's legalization and AMDGPU's refuse it
   Form form = Form::Other;
   Types types = 0;  // the operand types a regular form takes
 };
@@ -245,19 +247,26 @@ const OpInfo& opInfo(Opc o);
 inline const char* opcName(Opc o) { return opInfo(o).name; }
 // The threads a warp or warpgroup operation takes together: 32 or 128.
 inline int64_t scopeThreads(Scope s) { return s == Scope::Warpgroup ? 128 : 32; }
+struct Inst;
+// The threads instruction `in` takes together: an Mma's op's (32 or 64),
+// else its scope's.
+int64_t groupThreads(const Inst& in);
 
 // Lane l's element e of an Mma's A, B and C (or D) as (row, column): PTX's
 // layouts, g = l / 4 and t = l % 4. m16n8k8.tf32: A's e (0..3) at
 // (g + 8 (e % 2), t + 4 (e / 2)), B's e (0..1) at (t + 4 e, g); the m16n8k16
 // shapes: A's e (0..7) at (g + 8 ((e / 2) % 2), 2t + e % 2 + 8 (e / 4)),
 // B's e (0..3) at (2t + e % 2 + 8 (e / 2), g); C and D of every shape: e
-// (0..3) at (g + 8 (e / 2), 2t + e % 2).
+// (0..3) at (g + 8 (e / 2), 2t + e % 2). The m16n16k16 shapes (a wave of
+// 64, AMD's layouts as its matrix instruction calculator prints them for
+// CDNA 3), with r = l % 16 and q = l / 16: A's e (0..3) at (r, 4q + e), B's
+// e (0..3) at (4q + e, r), C and D's e (0..3) at (4q + e, r).
 struct RowCol {
   int row, col;
 };
 RowCol mmaA(MatrixOp op, int lane, int e);
 RowCol mmaB(MatrixOp op, int lane, int e);
-RowCol mmaC(int lane, int e);
+RowCol mmaC(MatrixOp op, int lane, int e);
 // Element e of a warpgroup's C (or D) in thread l of the warpgroup (l in
 // [0, 128)), PTX's wgmma layout: warp w = l / 32 has rows 16w .. 16w + 15,
 // as m16n8 blocks side by side: (16w + g + 8 ((e % 4) / 2), 8 (e / 4) + 2t

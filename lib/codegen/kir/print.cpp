@@ -96,6 +96,7 @@ class Printer {
       case Opc::AsyncCommit: return "async.commit";
       case Opc::AsyncWait: return "async.wait " + std::to_string(in.imm);
       case Opc::ShuffleXor: return def + "shuffle.xor " + args(in, 0) + " ^ " + std::to_string(in.imm) + typed;
+      case Opc::Mma: return def + "mma " + matrixShape(MatrixOp(in.ref)).name + " " + args(in, 0) + typed;
       case Opc::MmaShared: {
         auto tile = [&](size_t i) { return "s" + std::to_string(in.imm) + "[" + args(in, i, i + 2) + "]"; };
         return def + "mma.shared " + matrixShape(MatrixOp(in.ref)).name + " " + tile(0) + ", " + tile(2) + ", " +

@@ -49,12 +49,11 @@ class Verifier {
         return error("shared " + std::to_string(i) + " (" + k_.shared[i].name + ") holds bool");
     if (!scoped(k_.body)) return err_;
     for (size_t v = 0; v < k_.insts.size(); ++v) {
-      Scope scope = opInfo(k_.insts[v].op).scope;
-      int64_t group = scopeThreads(scope);
+      int64_t group = groupThreads(k_.insts[v]);
       if (isWarpOp(k_.insts[v].op) && k_.workgroupSize % group != 0)
         return error("%" + std::to_string(v) + " (" + opcName(k_.insts[v].op) + ") in a workgroup of " +
                      std::to_string(k_.workgroupSize) + " threads, not whole " +
-                     (scope == Scope::Warpgroup ? "warpgroups of 128" : "warps of 32"));
+                     (group == 128 ? "warpgroups of 128" : group == 64 ? "waves of 64" : "warps of 32"));
     }
     if (!chains(k_.body) || !accumulators()) return err_;
     bool changed = true;
@@ -224,7 +223,7 @@ class Verifier {
         if (in.ref < 0 || size_t(in.ref) >= matrixShapes().size())
           return fail(v, "matrix op " + std::to_string(in.ref) + " is not one of ir/matrix.h's");
         const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
-        if (shape.threads != 32) return fail(v, std::string(shape.name) + " is not a warp's matrix op");
+        if (shape.threads > 64) return fail(v, std::string(shape.name) + " is not a warp's or a wave's matrix op");
         size_t ab = size_t(shape.aRegs + shape.bRegs);
         if (!arity(v, in, ab + 4) || !result(v, in, Scalar::F32)) return false;
         for (size_t i = 0; i < ab + 4; ++i)

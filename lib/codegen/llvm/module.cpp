@@ -74,6 +74,7 @@ class Writer {
   void asyncCopy(const kir::Inst& in);
   void barrier();
   Value* warpOp(kir::V v);
+  Value* mfma(const kir::Inst& in);
   Value* mmaShared(kir::V v);
   Value* mmaWait(const kir::Inst& in);
   Value* inlineAsm(const std::string& text, llvm::Type* result, const std::string& constraints,
@@ -213,7 +214,11 @@ Status Writer::inst(kir::V v) {
   const kir::Inst& in = k_.insts[size_t(v)];
   auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
   Scalar operand = in.args.empty() ? in.type : k_.insts[size_t(in.args[0])].type;
-  if (kir::opInfo(in.op).ptxOnly && target_ != Target::Ptx) return unsupported(v);
+  // A matrix op lowers on the target whose instruction it is: a wave's
+  // (64 threads) on AMDGPU, every other on NVPTX.
+  bool wave = in.op == Opc::Mma && matrixShape(MatrixOp(in.ref)).threads == 64;
+  if ((kir::opInfo(in.op).ptxOnly && !wave) ? target_ != Target::Ptx : wave && target_ == Target::Ptx)
+    return unsupported(v);
   Value* r = nullptr;
   switch (in.op) {
     case Opc::Const: r = constant(in); break;
@@ -256,8 +261,9 @@ Status Writer::inst(kir::V v) {
     }
     case Opc::Lane: {
       const kir::Inst& vec = k_.insts[size_t(in.args[0])];
-      bool held = vec.op == Opc::Mma || vec.op == Opc::MmaShared || vec.op == Opc::MmaWait;  // a struct of registers
-      r = held ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)}) : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
+      // A matrix op's registers are a struct (NVPTX), everything else a vector.
+      r = arg(0)->getType()->isStructTy() ? b_.CreateExtractValue(arg(0), {unsigned(in.imm)})
+                                          : b_.CreateExtractElement(arg(0), uint64_t(in.imm));
       if (vec.op == Opc::LoadVec) r = widen(k_.buffers[size_t(vec.ref)].elem, r);
       break;
     }
@@ -445,6 +451,7 @@ Value* Writer::warpOp(kir::V v) {
     return b_.CreateIntrinsic(id, {}, {b_.getInt32(0xFFFFFFFFu), arg(0), b_.getInt32(uint32_t(in.imm)), b_.getInt32(31)});
   }
   const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
+  if (shape.threads == 64) return mfma(in);
   llvm::Intrinsic::ID id = shape.op == MatrixOp::M16N8K8Tf32    ? llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32
                            : shape.op == MatrixOp::M16N8K16Bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
                                                                 : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32;
@@ -461,6 +468,22 @@ Value* Writer::warpOp(kir::V v) {
   }
   for (size_t i = ab; i < ab + 4; ++i) ops.push_back(arg(i));
   return b_.CreateIntrinsic(id, {}, ops);
+}
+
+// AMD's v_mfma_f32_16x16x16_bf16 (LLVM's 16x16x16bf16_1k, the bf16 as
+// 16-bit integers) and _f16: A's four and B's four operands as vectors, C
+// and D as a vector of four f32; no broadcast or block modifiers.
+Value* Writer::mfma(const kir::Inst& in) {
+  bool bf16 = matrixShape(MatrixOp(in.ref)).operand == DType::BF16;
+  auto id = bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_16x16x16bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_16x16x16f16;
+  llvm::FunctionType* ft = llvm::Intrinsic::getType(ctx_, id);
+  auto pack = [&](size_t from, size_t n, llvm::Type* t) {
+    Value* x = llvm::PoisonValue::get(llvm::FixedVectorType::get(vals_[size_t(in.args[from])]->getType(), unsigned(n)));
+    for (size_t i = 0; i < n; ++i) x = b_.CreateInsertElement(x, vals_[size_t(in.args[from + i])], uint64_t(i));
+    return b_.CreateBitCast(x, t);
+  };
+  return b_.CreateIntrinsic(id, {}, {pack(0, 4, ft->getParamType(0)), pack(4, 4, ft->getParamType(1)),
+                                     pack(8, 4, ft->getParamType(2)), b_.getInt32(0), b_.getInt32(0), b_.getInt32(0)});
 }
 
 Value* Writer::inlineAsm(const std::string& text, llvm::Type* result, const std::string& constraints,

@@ -429,6 +429,7 @@ Status HipBackend::readInfo() {
   info_.slug = hipSlug(info_.name);
   info_.target = Target::Hsaco;
   info_.arch = archName_.substr(0, archName_.find(':'));
+  if (hasWaveMatrixOps(info_.arch)) info_.matrixOps = {MatrixOp::M16N16K16Bf16, MatrixOp::M16N16K16F16};
   // HIP numbers versions major * 10^7 + minor * 10^5 + patch.
   info_.driver = "hip " + std::to_string(version / 10000000) + "." + std::to_string(version / 100000 % 100);
   info_.computeUnits = units.value;
