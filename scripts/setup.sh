@@ -8,7 +8,7 @@ packages=(
   libcli11-dev libflatbuffers-dev flatbuffers-compiler
   spirv-tools spirv-headers libyaml-cpp-dev doctest-dev nlohmann-json3-dev
   llvm-19-dev llvm-19-tools lld-19 liblld-19-dev libzstd-dev
-  libvulkan-dev mesa-vulkan-drivers vulkan-tools glslang-tools python3-numpy
+  libvulkan-dev mesa-vulkan-drivers vulkan-tools glslang-tools python3-numpy python3-venv
   libpcre2-dev libutf8proc-dev pkg-config python3-jinja2 libsodium-dev libcpp-httplib-dev
 )
 

@@ -37,16 +37,16 @@ echo "== tests under sanitizers =="
 # generator tests run their plans on the interpreter alone in this build,
 # test/unit/vulkan_plan.h.) plans-identical runs once
 # below instead, comparing this tree's plans with the optimized tree's. The
-# embed and python tests load libpoot into a program built without the
-# sanitizers (the example, python3), where its ASan runtime cannot come
-# first; they run above. The published tokenizers and chat templates run
+# embed, python and readme tests load libpoot into a program built without
+# the sanitizers (the example, python3; the README's quick start imports the
+# module), where its ASan runtime cannot come first; they run above. The published tokenizers and chat templates run
 # above too (Gemma-3's file takes most of two minutes to load in this
 # build), and so do the 400 random templates against jinja2 (one poot run
 # each: two minutes here); the tokenizer's and the templates' code runs
 # here through their unit tests.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2 \
-  -E '^(codegen examples: every kernel|gen: tiny graphs on the generated kernels|plans-identical|embed|python|tokenizers-published|chat-templates-published|chat-templates-jinja2)'
+  -E '^(codegen examples: every kernel|gen: tiny graphs on the generated kernels|plans-identical|embed|python|readme|tokenizers-published|chat-templates-published|chat-templates-jinja2)'
 
 echo "== plans identical across build types =="
 # Every example graph, compiled by the optimized tree's pootc and by the

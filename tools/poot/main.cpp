@@ -3,6 +3,7 @@
 // beside it.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <new>
 #include <stdexcept>
 
@@ -16,8 +17,11 @@ namespace {
 // The options generate and serve take alike (poot::EngineArgs), after each
 // command's own.
 void addEngineArgs(CLI::App* cmd, poot::EngineArgs& a) {
-  cmd->add_option("PREFILL_PLAN", a.prefillPlan, "paged prefill plan")->required();
-  cmd->add_option("DECODE_PLAN", a.decodePlan, "paged decode plan (one token a row)")->required();
+  cmd->add_option("PLANS", a.plans,
+                  "a package folder (pootc package), or PREFILL_PLAN DECODE_PLAN: the paged prefill plan and the "
+                  "paged decode plan (one token a row)")
+      ->required()
+      ->expected(1, 2);
   cmd->add_option("--weights", a.weights, "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
   cmd->add_option("--config", a.config,
                   "a config.json or generation_config.json whose eos_token_id ends a generation");
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
       "generate", "generate tokens for a file of prompts over a paged prefill plan and a paged decode plan");
   gen->footer("Both plans come from one model: pootc trace --kv paged, --phase prefill (any --tokens) and\n"
               "--phase decode, the same --capacity and pool, compiled for the device (docs/runtime.md,\n"
-              "'Generating tokens'). Each prompt line is token ids separated by spaces (text with --tokenizer; a\n"
+              "'Generating tokens'), or both from the folder 'pootc package' writes, named instead. Each prompt line is token ids separated by spaces (text with --tokenizer; a\n"
               "JSON messages array with --chat, rendered through the model's chat template).\n"
               "Prompts run as the plans' batch rows; a new one is admitted as soon as another finishes and the\n"
               "pool can hold it to its last token. The rows of one step share a position, so each step serves the prompts furthest behind.\n"
@@ -133,6 +137,7 @@ int main(int argc, char** argv) {
               "before anything runs, and --output is written only when every prompt is done.\n"
               "Examples:\n"
               "  poot generate p.plan d.plan --prompts prompts.txt --max-new 32 --output out.jsonl\n"
+              "  poot generate pkg/ --prompts questions.txt --tokenizer pkg/ --weights model/   (pootc package -o pkg)\n"
               "  poot generate p.plan d.plan --prompts prompts.txt --weights model/ --temperature 0.8 --top-p 0.95 --seed 7\n"
               "  poot generate p.plan d.plan --prompts mixed.txt --weights model/ --adapter chat=lora1/ --adapter sql=lora2/\n"
               "    (mixed.txt lines: '@chat 128000 9906 11', '@sql 128000 3110', '128000 791')");
@@ -210,8 +215,9 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand(
       "serve", "serve a model over HTTP with the OpenAI API: chat and text completions, streamed or whole");
   serve->footer(
-      "Takes the plans 'poot generate' takes (paged prefill and decode plans of one model) and the model's\n"
-      "tokenizer, and answers (docs/runtime.md, 'Serving'):\n"
+      "Takes the plans 'poot generate' takes (paged prefill and decode plans of one model, or the folder\n"
+      "'pootc package' writes, whose tokenizer is the default) and the model's tokenizer, and answers\n"
+      "(docs/runtime.md, 'Serving'):\n"
       "  POST /v1/chat/completions  messages rendered through tokenizer_config.json's chat template\n"
       "                             (add_generation_prompt), the answer in choices[0].message\n"
       "  POST /v1/completions       a prompt string, encoded with the tokenizer's special tokens\n"
@@ -232,13 +238,13 @@ int main(int argc, char** argv) {
       "connections, lets the running requests finish and exits 0.\n"
       "Examples:\n"
       "  poot serve p.plan d.plan --tokenizer models/qwen3/ --weights models/qwen3/ --port 8000\n"
+      "  poot serve qwen3-h200/ --weights models/qwen3/ --backend cuda   (pootc package ... -o qwen3-h200)\n"
       "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
       "    -d '{\"model\": \"qwen3\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 32}'\n"
       "  poot serve p.plan d.plan --tokenizer tok/ --port 0 --model tiny   (a free port: stderr names it)");
   serve->add_option("--tokenizer", sopts.tokenizer,
                     "a model directory with tokenizer.json (or the file); tokenizer_config.json beside it gives "
-                    "the chat template (without one, chat completions are refused)")
-      ->required();
+                    "the chat template (without one, chat completions are refused) (default: the package's)");
   serve->add_option("--model", sopts.model,
                     "the model's name, which requests give as \"model\" (default: the tokenizer's directory's name)");
   serve->add_option("--host", sopts.host, "the address to listen on (default: 127.0.0.1)");
@@ -285,6 +291,19 @@ int main(int argc, char** argv) {
     return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
                                         "--no-replay needs --backend cuda or hip: only they can launch a program's "
                                         "dispatches one by one instead of replaying its recording"));
+  if (*gen)
+    if (auto s = poot::resolveEngineArgs(gopts.engine); !s) return poot::report(s.error());
+  if (*serve)
+    if (auto s = poot::resolveEngineArgs(sopts.engine); !s) return poot::report(s.error());
+  if (*serve && sopts.tokenizer.empty()) {
+    if (sopts.engine.package.empty() || !std::filesystem::exists(sopts.engine.package + "/tokenizer.json"))
+      return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
+                                          "--tokenizer is required: " +
+                                              (sopts.engine.package.empty()
+                                                   ? std::string("serve takes text")
+                                                   : "the package " + sopts.engine.package + " has no tokenizer.json")));
+    sopts.tokenizer = sopts.engine.package;
+  }
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
   auto code = poot::catchingOutOfMemory([&] {

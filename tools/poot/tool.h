@@ -35,7 +35,9 @@ int runRun(const RunOptions& opts);
 // --kv paged), its weights and end ids, the keys its plans must be signed
 // by, and the device that runs them.
 struct EngineArgs {
-  std::string prefillPlan, decodePlan;
+  std::vector<std::string> plans;    // a package folder (pootc package), or the prefill and the decode plan
+  std::string prefillPlan, decodePlan;  // from plans, by resolveEngineArgs
+  std::string package;               // the package folder plans named; empty: two plan files
   std::string weights;               // a checkpoint (file, index or directory), optional
   std::string config;                // a config.json or generation_config.json for eos_token_id
   std::vector<int32_t> eos;          // end-of-sequence ids; they win over any config
@@ -45,6 +47,15 @@ struct EngineArgs {
   std::string device;
   bool allowOtherDevice = false;
 };
+
+// Sets prefillPlan and decodePlan from plans: the two files named, or the
+// plans of the package folder named (tools/common/package.h), after its
+// manifest is checked: its format and version, every file it lists
+// present, the config's hash, and when --weights is a directory with a
+// config.json, that it is the packaged one. A package without --eos and
+// --config ends generations at the eos_token_id of its generation_config.json,
+// else of its config.json.
+Status resolveEngineArgs(EngineArgs& a);
 
 struct GenerateOptions {
   EngineArgs engine;

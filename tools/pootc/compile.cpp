@@ -33,9 +33,8 @@ bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// --device: a profile file, or the name of a shipped target: NAME.yaml in
-// the installed targets (share/poot/targets of the prefix pootc runs from),
-// then in the source tree's.
+}  // namespace
+
 Expected<DeviceProfile> deviceProfile(const std::string& device) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -58,6 +57,8 @@ Expected<DeviceProfile> deviceProfile(const std::string& device) {
                    "no such file, and no shipped target of that name (" +
                        (shipped.empty() ? std::string("none found") : "shipped: " + shipped) + ")");
 }
+
+namespace {
 
 Error usage(std::string msg) { return makeError(ErrorKind::Usage, {}, std::move(msg)); }
 

@@ -10,6 +10,7 @@
 
 #include "diagnostics.h"
 #include "ir/graph.h"
+#include "plan/profile.h"
 
 namespace poot {
 
@@ -27,6 +28,11 @@ struct CompileOptions {
 };
 
 int runCompile(const CompileOptions& opts);
+
+// --device: a profile file, or the name of a shipped target: NAME.yaml in
+// the installed targets (share/poot/targets of the prefix pootc runs from),
+// then in the source tree's.
+Expected<DeviceProfile> deviceProfile(const std::string& device);
 
 // pootc keygen -o NAME: a plan-signing key pair, NAME.key and NAME.pub.
 int runKeygen(const std::string& name);
@@ -67,6 +73,23 @@ struct TraceOptions {
 };
 
 int runTrace(const TraceOptions& opts);
+
+// pootc package MODEL_DIR --device D -o OUT_DIR: a model as one folder
+// (tools/common/package.h): MODEL_DIR/config.json traced into a paged prefill
+// and a live paged decode graph of one pool, both compiled for D, the
+// model's tokenizer and generation config copied, and a manifest.
+struct PackageOptions {
+  std::string model;             // a directory holding config.json
+  std::string device;
+  std::string output;            // the folder to create; must not exist
+  int64_t prefillBatch = 2;      // rows of a prefill step
+  int64_t tokens = 16;           // prompt tokens a prefill row takes a step
+  int64_t decodeBatch = 4;       // rows of a decode step
+  int64_t capacity = 256;        // KV positions a sequence may hold
+  std::optional<int64_t> poolSlots;  // unset: decodeBatch * capacity
+};
+
+int runPackage(const PackageOptions& opts);
 
 struct InspectOptions {
   std::string plan;   // a plan file, read through the runtime's reader

@@ -131,6 +131,40 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   trace->add_option("-o,--output", topts.output, "output graph; .pgb gets the binary form (default: standard output)");
 
+  poot::PackageOptions kopts;
+  CLI::App* package = app.add_subcommand(
+      "package", "a model as one folder: its paged prefill and decode plans for a device, its tokenizer, a manifest");
+  package->footer(
+      "Traces MODEL_DIR/config.json into a paged prefill graph (--prefill-batch rows of --tokens prompt tokens)\n"
+      "and a live paged decode graph (--batch rows of one token), both of --capacity positions a sequence over\n"
+      "one pool of --pool-slots slots, compiles both for --device as 'pootc trace' and 'pootc compile' would,\n"
+      "and writes OUT_DIR with:\n"
+      "  prefill.plan, decode.plan     the two plans 'poot generate' and 'poot serve' take\n"
+      "  config.json                   the model's config, as given\n"
+      "  generation_config.json, tokenizer.json, tokenizer_config.json   copied when MODEL_DIR has them\n"
+      "  manifest.json                 the plans and their shapes, the profile, the config's hash (FNV-1a 64),\n"
+      "                                poot's version and the plan format (docs/runtime.md, 'A model as one folder')\n"
+      "OUT_DIR must not exist; it appears only when everything in it is written. Weights are not copied: give\n"
+      "them to 'poot serve OUT_DIR --weights MODEL_DIR' (a directory whose config.json differs from the\n"
+      "packaged one is refused).\n"
+      "Examples:\n"
+      "  pootc package models/qwen3-0.6b --device nvidia-h200 -o qwen3-h200\n"
+      "  pootc package tiny/ --device lavapipe -o tiny-pkg --batch 8 --capacity 128\n"
+      "  poot serve qwen3-h200 --weights models/qwen3-0.6b --backend cuda --port 8000");
+  package->add_option("MODEL_DIR", kopts.model, "a model directory holding config.json (tokenizer files optional)")
+      ->required();
+  package->add_option("--device", kopts.device,
+                      "device profile (YAML) or a shipped target's name, e.g. lavapipe or nvidia-h200")
+      ->required();
+  package->add_option("-o,--output", kopts.output, "the folder to write (must not exist)")->required();
+  package->add_option("--prefill-batch", kopts.prefillBatch, "rows of a prefill step (default: 2)");
+  package->add_option("--tokens", kopts.tokens, "prompt tokens a prefill row takes a step (default: 16)");
+  package->add_option("--batch", kopts.decodeBatch, "rows of a decode step: sequences generating at once (default: 4)");
+  package->add_option("--capacity", kopts.capacity, "KV positions a sequence holds, prompt and output (default: 256)");
+  package->add_option_function<int64_t>("--pool-slots", given(kopts.poolSlots),
+                                        "slots of each layer's K and V pool, shared by all sequences "
+                                        "(default: --batch * --capacity)");
+
   std::string keyName;
   CLI::App* keygen = app.add_subcommand("keygen", "make a key pair for signing plans (Ed25519)");
   keygen->footer("Writes NAME.key, the secret key (mode 0600: whoever holds it can sign plans your runtimes\n"
@@ -154,6 +188,7 @@ int main(int argc, char** argv) {
     if (*eval) return poot::runEval(eopts);
     if (*weights) return poot::runWeights(wopts);
     if (*trace) return poot::runTrace(topts);
+    if (*package) return poot::runPackage(kopts);
     if (*keygen) return poot::runKeygen(keyName);
     return 2;
   });

@@ -10,7 +10,7 @@ set -euo pipefail
 pootc=$1 poot=$2 examples=$3 targets=$4 d=$5
 here=$(dirname "$0")
 mkdir -p "$d"
-python3 "$here/../../generate/Inputs/byte-tokenizer.py" "$d/tok"
+python3 "$examples/models/byte-tokenizer.py" "$d/tok"
 cp "$here/../../generate/Inputs/chat-config.json" "$d/tok/tokenizer_config.json"
 "$pootc" trace "$examples/models/tiny-llama.json" --phase prefill --kv paged --batch 2 --tokens 8 --capacity 128 \
   --pool-slots 512 -o "$d/p.pg"

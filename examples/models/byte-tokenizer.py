@@ -1,6 +1,8 @@
 """Writes DIR/tokenizer.json: a byte-level BPE tokenizer with the 256 byte
 tokens alone (ids 0..255 the bytes, no merges), the vocabulary of the tiny
-example models, for tests of text in and out."""
+example models (vocab_size 256), which have no published tokenizer. Text in
+and out of a tiny model goes through it: any UTF-8 text encodes, one token a
+byte. Usage: byte-tokenizer.py DIR"""
 import json
 import os
 import sys
