@@ -1,11 +1,11 @@
 // The engine's step is poot generate's loop of before, one turn of it: the
 // batcher plans a step over one identity, the device's weights change to
 // that identity if they hold another (only the weights either identity
-// changes), the step's maps become the plan's tokens, pos, read and write,
-// the plan runs with its logits left on the device, and the rows that
-// sample read their logits back (a decode step's rows in one read, a
-// prefill's one position a row), each sampled by its request's own Sampler;
-// then the batcher commits and the sink hears every token. Both Sessions
+// changes), the step's maps become the plan's tokens, pos (each row's
+// own), read and write, the plan runs with its logits left on the device,
+// and the rows that sample read their logits back (a decode step's rows in
+// one read, a prefill's one position a row), each sampled by its request's
+// own Sampler; then the batcher commits and the sink hears every token. Both Sessions
 // share the weight and pool buffers (SessionOptions::shared), so a change
 // of plan moves nothing.
 #include "engine/engine.h"
@@ -108,12 +108,9 @@ Expected<std::optional<StepReport>> Engine::step() {
   if (auto b = bindIdentity(step.identity); !b) return b.error();
   rt::Session& s = step.prefill ? *prefill_ : *decode_;
   const kv::StepMaps& m = step.maps;
-  int32_t pos = 0;  // the plans take one position a step: the rows' (kv/batch.h)
-  for (int32_t r = 0; r < m.rows; ++r)
-    if (m.seqs[r] != kv::kPadding) pos = m.pos[r];
   std::map<std::string, Tensor> inputs;
   inputs["tokens"] = i32({m.rows, m.tokens}, m.tokenIds);
-  inputs["pos"] = i32({}, {pos});
+  inputs["pos"] = i32({m.rows}, m.pos);
   inputs["read"] = i32({m.rows, m.capacity}, m.read);
   inputs["write"] = i32({m.rows * m.tokens}, m.write);
   auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read

@@ -33,7 +33,7 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   };
   auto tokens = need("tokens", Storage::Input, DType::I32, 2);
   if (!tokens) return tokens.error();
-  auto pos = need("pos", Storage::Slot, DType::I32, 0);
+  auto pos = need("pos", Storage::Slot, DType::I32, 1);
   if (!pos) return pos.error();
   auto read = need("read", Storage::Slot, DType::I32, 2);
   if (!read) return read.error();
@@ -44,9 +44,10 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   s.tokens = (*tokens)->type.shape[1];
   s.capacity = (*read)->type.shape[1];
   s.poolSlots = (*write)->hi + 1;
-  if ((*read)->type.shape[0] != s.rows || (*write)->type.shape[0] != s.rows * s.tokens)
-    return planError(plan, "its read and write maps do not match its tokens' " + std::to_string(s.rows) + " rows of " +
-                               std::to_string(s.tokens));
+  if ((*pos)->type.shape[0] != s.rows || (*read)->type.shape[0] != s.rows ||
+      (*write)->type.shape[0] != s.rows * s.tokens)
+    return planError(plan, "its positions, read and write maps do not match its tokens' " + std::to_string(s.rows) +
+                               " rows of " + std::to_string(s.tokens));
   if (s.poolSlots % kv::kBlockSize != 0 || (*read)->hi + 1 != s.poolSlots)
     return planError(plan, "its pool of " + std::to_string(s.poolSlots) + " slots is not whole blocks of " +
                                std::to_string(kv::kBlockSize) + " named by both maps");

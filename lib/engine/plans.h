@@ -1,7 +1,7 @@
 // The plans of one model an engine serves, checked to fit together before
 // any device is opened: a paged prefill plan and a paged decode plan (pootc
-// trace --kv paged), each a step over the slots tokens, pos, read and
-// write with the output logits and no other per-call parameter, the decode
+// trace --kv paged), each a step over the slots tokens, pos (one a row),
+// read and write with the output logits and no other per-call parameter, the decode
 // plan one token a row, both with the same capacity, vocabulary, pool,
 // states and weights. What the plans can serve decides which requests are
 // valid (checkRequest), so a caller can refuse bad requests before it opens

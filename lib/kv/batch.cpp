@@ -2,7 +2,8 @@
 // take (its prompt plus its maxNew - 1 tokens, rounded up to blocks, minus
 // what it holds), a wait for a shared prefix a live sequence of the same identity
 // is still computing (so the prefix cache can serve it once committed), and
-// steps of the sequences furthest behind, ties broken by the previous step's
+// steps that fill their rows with sequences of one identity at whatever
+// positions, the furthest behind first, ties broken by the previous step's
 // identity first, then by sequence id, so the same requests always give the
 // same steps.
 #include "kv/batch.h"
@@ -152,13 +153,12 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
   std::sort(candidates.begin(), candidates.end());
   int32_t rows = usePrefill ? config_.prefillRows : config_.decodeRows;
   int32_t tokens = usePrefill ? config_.prefillTokens : 1;
-  // The rows: the first candidate's position and identity.
+  // The rows: the first candidate's identity, every position (each row
+  // has its own).
   uint64_t identity = cache_.sequence(candidates.front().seq)->identity;
   std::vector<SeqId> layout;
   for (const Candidate& c : candidates)
-    if (c.written == candidates.front().written && cache_.sequence(c.seq)->identity == identity &&
-        int32_t(layout.size()) < rows)
-      layout.push_back(c.seq);
+    if (cache_.sequence(c.seq)->identity == identity && int32_t(layout.size()) < rows) layout.push_back(c.seq);
   layout.resize(size_t(rows), kPadding);
 
   auto maps = cache_.buildStep(layout, tokens);

@@ -4,10 +4,10 @@
 // up) only when a row is free and the pool can hold them to their last token,
 // so a request admitted after another's prefill was committed finds that
 // prefix cached, and no admitted sequence can run out of blocks later. The
-// paged plans take one position for the whole step, so the rows of a step
-// are sequences at the same position: each step serves the live sequences
-// furthest behind (the lowest position), which lets a late arrival catch up
-// and then step with the others. Sequences with more than one token to
+// paged plans take a position a row, so a step's rows may be sequences at
+// any positions: each step fills its rows with live sequences, the ones
+// furthest behind (the lowest position) first, so none waits behind ones
+// that are further along. Sequences with more than one token to
 // compute take the prefill plan while its window fits the capacity; a
 // single pending token (a sampled one) takes the decode plan. A sequence
 // stops after its request's maxNew generated tokens or at one of its stop
@@ -16,10 +16,10 @@
 // Each request carries the weights identity it runs on (the base model or an
 // adapter; a reloaded adapter has a fresh one), fixed when it is submitted.
 // A step serves rows of one identity only, which it names, so the caller
-// binds that identity's weights before running it; at equal positions a step
-// keeps the previous step's identity, so the weights change as seldom as the
-// positions allow. The batcher only plans: the caller runs each step and
-// hands back the sampled tokens.
+// binds that identity's weights before running it: the furthest behind
+// sequence's, and at equal positions the previous step's, so the weights
+// change as seldom as fairness allows. The batcher only plans: the caller
+// runs each step and hands back the sampled tokens.
 #pragma once
 
 #include <cstdint>

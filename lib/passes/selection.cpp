@@ -11,12 +11,14 @@
 // then inserts BlockTopK(scores, qpos){k, block} and SelectedAttention(q, k,
 // v, ids, qpos){scale, softcap, n_rep, block} and replaces the Attention's
 // uses, so each row visits the (K + 1) * block positions of its selected
-// blocks and its own block instead of all Lk. qpos is the step's positions
-// broadcast to [B, Lq], built once per pass run. A paged Attention attends
-// over the gathered view instead (the indexer reads its cache through that
-// view anyway); a live one only when every query position is proved below the
-// live length (len = pos + c with c >= Lq, the positions pos + j), which makes
-// the live bound redundant. An Attention whose mask reaches a TopK but does
+// blocks and its own block instead of all Lk. The step's positions are one
+// vector [Lq] for every batch row or one a row [B, Lq] (a paged step); qpos
+// is them as [B, Lq], broadcast once per pass run when they are one vector.
+// A paged Attention attends over the gathered view instead (the indexer
+// reads its cache through that view anyway); a live one only when every
+// query position is proved below the live length (len = pos + c with c >=
+// Lq, the positions pos + j, pos one a row or not), which makes the live
+// bound redundant. An Attention whose mask reaches a TopK but does
 // not match declines with a remark; any other Attention is not a candidate.
 #include <algorithm>
 #include <limits>
@@ -42,7 +44,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 struct Selection {
   ValueId attention = -1;  // the Attention result, replaced
   ValueId scores = -1;     // block scores [B, L, NB]
-  ValueId positions = -1;  // the query positions [L]
+  ValueId positions = -1;  // the query positions [L] or [B, L]
   ValueId q = -1, k = -1, v = -1;
   // paged: the pools and map of a view to gather (when the graph has none)
   ValueId kPool = -1, vPool = -1, read = -1;
@@ -74,35 +76,50 @@ bool orderBy(const Eqn& e, P pred, ValueId& a, ValueId& b) {
 
 // The shared block structure of one step, as match fills it in.
 struct Blocks {
-  int64_t n = 0, block = 0, L = 0;
-  ValueId positions = -1;  // P [L]
+  int64_t n = 0, block = 0, B = 0, L = 0;
+  ValueId positions = -1;  // P [L], or [B, L] when each batch row has its own
 };
 
-// j [1, NB] (an Iota 0..NB-1) against qcol [L, 1] = P / block: the block
-// comparisons `candidate` (Lt) and `own` (Eq). Fills in P and the block.
+// The shape of P for a column of positions qcol: [L] for [L, 1], [B, L] for
+// [B, L, 1]; empty for any other shape.
+Shape positionsShape(const Graph& g, ValueId qcol, const Blocks& s) {
+  const Shape& c = g.type(qcol).shape;
+  if (c == Shape{s.L, 1}) return {s.L};
+  if (c == Shape{s.B, s.L, 1}) return {s.B, s.L};
+  return {};
+}
+
+// j [1, NB] (an Iota 0..NB-1) against qcol [L, 1] or [B, L, 1] = P / block:
+// the block comparisons `candidate` (Lt) and `own` (Eq). Fills in P and the
+// block.
 bool blockCompare(const Graph& g, ValueId v, Op op, Blocks& s) {
   const Eqn* e = match::def(g, v);
   if (!e || e->op != op) return false;
   ValueId j = e->operands[0], qcol = e->operands[1];
   if (op == Op::Eq && g.type(j).shape != Shape{1, s.n}) std::swap(j, qcol);
   if (g.type(j).shape != Shape{1, s.n} || match::iotaLength(g, j) != s.n) return false;
-  if (g.type(qcol).shape != Shape{s.L, 1}) return false;
-  const Eqn* div = match::defOp(g, match::peelTo(g, qcol, Shape{s.L}), Op::Div);
-  if (!div || g.type(div->results[0]).shape != Shape{s.L} || !isSplat(g, div->operands[1], double(s.block)))
+  Shape ps = positionsShape(g, qcol, s);
+  if (ps.empty()) return false;
+  const Eqn* div = match::defOp(g, match::peelTo(g, qcol, ps), Op::Div);
+  if (!div || g.type(div->results[0]).shape != ps || !isSplat(g, div->operands[1], double(s.block)))
     return false;
   if (s.positions >= 0 && div->operands[0] != s.positions) return false;
   s.positions = div->operands[0];
   return true;
 }
 
-// causal [L, cap] = Le(kpos [1, cap] Iota, P [L, 1]).
+// causal [L, cap] or [B, L, cap] = Le(kpos [1, cap] Iota, P as a column).
 bool causalOf(const Graph& g, ValueId v, int64_t cap, Blocks& s) {
   const Eqn* e = match::defOp(g, v, Op::Le);
-  if (!e || g.type(v).shape != Shape{s.L, cap}) return false;
+  if (!e) return false;
   ValueId kpos = e->operands[0], qpos = e->operands[1];
   if (g.type(kpos).shape != Shape{1, cap} || match::iotaLength(g, kpos) != cap) return false;
-  if (g.type(qpos).shape != Shape{s.L, 1}) return false;
-  ValueId p = match::peelTo(g, qpos, Shape{s.L});
+  Shape ps = positionsShape(g, qpos, s);
+  if (ps.empty()) return false;
+  Shape want = ps;
+  want.push_back(cap);
+  if (g.type(v).shape != want) return false;
+  ValueId p = match::peelTo(g, qpos, ps);
   if (s.positions >= 0 && p != s.positions) return false;
   s.positions = p;
   return true;
@@ -214,14 +231,16 @@ bool reachesTopK(const Graph& g, ValueId v, int depth) {
 
 // A live Attention's bound is redundant when every query position is below
 // len: positions = Add(Iota[L], S), len = IndexGuard(Broadcast(Add(S, c)))
-// with c >= L, the guard's hi above the largest position.
+// with c >= L, the guard's hi above the largest position; S is one start
+// for every row or one a row (then the Add takes both through unit
+// reshapes, and len has no Broadcast).
 bool positionsBelowLength(const Graph& g, const ValueRanges& r, ValueId positions, ValueId len, int64_t L) {
   auto pr = r.get(positions);
   const Eqn* add = match::defOp(g, positions, Op::Add);
   if (!pr || !add) return false;
   ValueId start, rows;
-  if (!orderBy(*add, [&](ValueId x) { return g.type(x).rank() == 0; }, start, rows)) return false;
-  if (match::iotaLength(g, rows) != L) return false;
+  if (!orderBy(*add, [&](ValueId x) { return match::iotaLength(g, x) == L; }, rows, start)) return false;
+  start = match::peelUnitReshapes(g, start);
   if (const Eqn* guard = match::defOp(g, len, Op::IndexGuard)) {
     if (std::get<int64_t>(*guard->attr("hi")) <= pr->hi) return false;  // clamp(x) >= min(x, hi)
     len = guard->operands[0];
@@ -265,12 +284,12 @@ Match matchSelection(const Graph& g, const ValueRanges& ranges, const Eqn& attn)
       g.type(additive->operands[0]).shape != Shape{sel.B, sel.L, sel.Lk})
     return declined("the mask is not Select(visible, 0, -inf) over [B, Lq, Lk]");
   Blocks s;
+  s.B = sel.B;
   s.L = sel.L;
   if (auto why = visibleOf(g, additive->operands[0], s, sel); !why.empty()) return declined(why);
   sel.block = s.block;
   sel.positions = s.positions;
-  if (g.type(sel.positions).shape != Shape{sel.L} || !isInt(g.type(sel.positions).dtype))
-    return declined("the query positions are not an integer [Lq] vector");
+  if (!isInt(g.type(sel.positions).dtype)) return declined("the query positions are not integers");
   if (!ranges.proves(sel.positions, 0, sel.Lk - 1)) {
     auto pr = ranges.get(sel.positions);
     return declined("cannot prove the query positions %" + g.value(sel.positions).name + " are in [0, " +
@@ -317,9 +336,11 @@ ValueId viewOf(Graph& g, size_t& at, ValueId pool, ValueId read, const std::stri
               Type{dt, {rs[0], ps[1], rs[1], ps[2]}}, loc);
 }
 
-// qpos [B, L]: the positions broadcast over the batch rows, one per pass run.
+// qpos [B, L]: the positions as they are when they have a row each, else
+// broadcast over the batch rows, one per pass run.
 ValueId qposOf(Graph& g, size_t& at, const Selection& s, std::map<ValueId, ValueId>& memo, const Loc& loc) {
   auto key = s.positions;
+  if (g.type(key).shape == Shape{s.B, s.L}) return key;
   if (auto it = memo.find(key); it != memo.end() && g.type(it->second).shape == Shape{s.B, s.L}) return it->second;
   DType dt = g.type(s.positions).dtype;
   std::string base = g.value(s.positions).name + ".qpos";

@@ -49,12 +49,13 @@ void checkSpec(Builder& b, const StepSpec& sp) {
   if (sp.poolSlots < 0) usage("the pool must have at least 1 slot, got " + std::to_string(sp.poolSlots));
 }
 
-// len = pos + L for every batch row, bounded by IndexGuard{1, cap} whose
-// witness is a validation output; active[b, t] = t < len[b].
+// len = pos + L for every batch row (each row's own pos when paged),
+// bounded by IndexGuard{1, cap} whose witness is a validation output;
+// active[b, t] = t < len[b].
 void declareLive(Builder& b, Step& s) {
   const StepSpec& sp = s.spec;
   ValueId sum = b.add(s.pos, b.scalar(double(sp.tokens), DType::I32));
-  ValueId len = b.name(b.broadcast(sum, {sp.batch}), "len");
+  ValueId len = b.name(paged(s) ? sum : b.broadcast(sum, {sp.batch}), "len");
   std::vector<ValueId> g = b.indexGuard(len, 1, sp.capacity);
   s.len = b.name(g[0], "len.guarded");
   b.validation(b.name(g[1], "len.ok"));
@@ -70,15 +71,26 @@ Step begin_step(Builder& b, const StepSpec& spec) {
   if (s.spec.poolSlots == 0) s.spec.poolSlots = spec.batch * spec.capacity;
   checkSpec(b, s.spec);
   const StepSpec& sp = s.spec;
-  s.pos = b.slot("pos", Type{DType::I32, {}}, 0, std::max<int64_t>(0, sp.capacity - sp.tokens));
+  Shape posShape = paged(s) ? Shape{sp.batch} : Shape{};
+  s.pos = b.slot("pos", Type{DType::I32, posShape}, 0, std::max<int64_t>(0, sp.capacity - sp.tokens));
   if (paged(s)) {
     s.write = b.slot("write", Type{DType::I32, {sp.batch * sp.tokens}}, -1, sp.poolSlots - 1);
     s.read = b.slot("read", Type{DType::I32, {sp.batch, sp.capacity}}, 0, sp.poolSlots - 1);
   }
   ValueId rows = b.name(b.iota(Type{DType::I32, {sp.tokens}}, 0), "rows");
-  s.positions = b.name(b.add(rows, s.pos), "positions");
+  if (paged(s)) {
+    ValueId start = b.reshape(s.pos, {sp.batch, 1});
+    ValueId offsets = b.reshape(rows, {1, sp.tokens});
+    s.positions = b.name(b.add(offsets, start), "positions");
+  } else {
+    s.positions = b.name(b.add(rows, s.pos), "positions");
+  }
   if (sp.live) declareLive(b, s);
   return s;
+}
+
+Shape query_column(const Step& s) {
+  return paged(s) ? Shape{s.spec.batch, s.spec.tokens, 1} : Shape{s.spec.tokens, 1};
 }
 
 // ----- KV caches -----
@@ -158,11 +170,12 @@ bool needsMask(const Step& s, const AttentionSpec& spec) {
   return causalRows || spec.window > 0 || spec.bias != kNone;
 }
 
-// visible[j, t] as bool[L, cap]: t <= pos + j (causal) and t > pos + j - window.
+// visible[j, t] as bool[L, cap] (paged: bool[B, L, cap], each row's own
+// positions): t <= pos + j (causal) and t > pos + j - window.
 ValueId visibility(Builder& b, Step& s, const AttentionSpec& spec) {
   const StepSpec& sp = s.spec;
   ValueId kpos = b.reshape(b.iota(Type{DType::I32, {sp.capacity}}, 0), {1, sp.capacity});
-  ValueId qpos = b.reshape(s.positions, {sp.tokens, 1});
+  ValueId qpos = b.reshape(s.positions, query_column(s));
   ValueId visible = kNone;
   if (spec.causal) visible = b.le(kpos, qpos);
   if (spec.window > 0) {
@@ -180,7 +193,7 @@ ValueId buildMask(Builder& b, Step& s, const AttentionSpec& spec) {
     ValueId zero = b.scalar(0.0, sp.dtype);
     ValueId hidden = b.scalar(-kInf, sp.dtype);
     ValueId row = b.select(visible, zero, hidden);
-    mask = b.reshape(row, {1, 1, sp.tokens, sp.capacity});
+    mask = b.reshape(row, {paged(s) ? sp.batch : 1, 1, sp.tokens, sp.capacity});
   }
   if (spec.bias != kNone) {
     ValueId bias = castTo(b, spec.bias, sp.dtype);
@@ -323,7 +336,8 @@ std::vector<double> rope_llama3_scale(std::vector<double> invFreq, double factor
 
 RopeTables rope_tables(Builder& b, const Step& s, const std::vector<double>& invFreq, double attentionScaling) {
   int64_t half = int64_t(invFreq.size()), L = s.spec.tokens;
-  ValueId pos = b.reshape(b.convert(s.positions, DType::F32), {L, 1});
+  Shape column = paged(s) ? Shape{s.spec.batch, 1, L, 1} : Shape{L, 1};
+  ValueId pos = b.reshape(b.convert(s.positions, DType::F32), column);
   ValueId inv = b.name(b.constant(Type{DType::F32, {1, half}}, invFreq), "rope.inv_freq");
   ValueId freqs = b.name(b.mul(pos, inv), "rope.freqs");
   RopeTables t;

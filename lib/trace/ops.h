@@ -44,11 +44,13 @@ struct StepSpec {
 // so every layer of the same kind shares one.
 struct Step {
   StepSpec spec;
-  ValueId pos = kNone;        // slot `pos` i32[] range [0, cap - L]: the first position of the step
-  ValueId positions = kNone;  // i32[L]: pos + j, the position of query row j
+  // slot `pos` range [0, cap - L], the first new position: i32[] for the
+  // whole step (fixed), i32[B] one a batch row (paged)
+  ValueId pos = kNone;
+  ValueId positions = kNone;  // pos + j, the position of query row j: i32[L] (fixed), i32[B, L] (paged)
   ValueId write = kNone;      // paged: slot `write` i32[B*L] range [-1, poolSlots - 1]
   ValueId read = kNone;       // paged: slot `read` i32[B, cap] range [0, poolSlots - 1]
-  ValueId len = kNone;        // live: i32[B] len = pos + L after its IndexGuard{1, cap}
+  ValueId len = kNone;        // live: i32[B] len = pos + L (per row when paged) after its IndexGuard{1, cap}
   ValueId active = kNone;     // live: bool[B, cap], key position t < len[b]
   std::map<std::tuple<int64_t, ValueId>, ValueId> masks;  // (window, bias) -> additive mask
 };
@@ -56,8 +58,14 @@ struct Step {
 // Checks the spec (positive sizes, L <= cap, paged capacity a multiple of
 // kBlockSize, enough pool slots) and declares the step's slots: `pos`, the
 // paged `write` and `read` maps, and for a live step `len` with its guard
-// (the witness `len.ok` declared a validation output).
+// (the witness `len.ok` declared a validation output). A paged step's rows
+// are independent sequences, so each has its own position; a fixed cache is
+// written at one position for all rows (DynamicUpdateSlice).
 Step begin_step(Builder& b, const StepSpec& spec);
+
+// The shape that puts the query positions on the axis before a last axis
+// (keys, blocks) they are compared with: [L, 1] (fixed) or [B, L, 1] (paged).
+Shape query_column(const Step& s);
 
 // ---------------------------------------------------------------------------
 // KV caches.
@@ -114,6 +122,7 @@ ValueId repeat_kv(Builder& b, ValueId x, int64_t n_rep);
 
 // The additive mask [B, Hm, L, cap] of the step (0 visible, -inf hidden):
 // visible(j, t) = t <= pos + j (causal) and t > pos + j - window (window > 0),
+// with row b's own pos when the step is paged,
 // built from `positions` against an Iota, plus `bias` (Hm = Hq) when given.
 // Memoized in the step. kNone when nothing is masked (a live decode without
 // window or bias: the live bound already hides t > pos).
@@ -170,9 +179,9 @@ std::vector<double> rope_llama3_scale(std::vector<double> invFreq, double factor
                                       double highFreqFactor, double originalMaxPositions);
 
 struct RopeTables {
-  ValueId cos = kNone, sin = kNone;  // f32[L, D/2] each
+  ValueId cos = kNone, sin = kNone;  // f32[L, D/2] each (paged: f32[B, 1, L, D/2], one row's positions a batch row)
 };
-// cos/sin tables in the graph: freqs = Convert(positions)[L,1] * inv_freq
+// cos/sin tables in the graph: freqs = Convert(positions)[L,1] ([B,1,L,1] paged) * inv_freq
 // (a Constant [1, D/2]), then Cos and Sin, each times `attentionScaling`
 // when it is not 1 (YaRN's mscale).
 RopeTables rope_tables(Builder& b, const Step& s, const std::vector<double>& invFreq, double attentionScaling = 1.0);

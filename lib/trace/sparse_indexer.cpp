@@ -48,25 +48,26 @@ Expected<SparseParams> readSparse(const ConfigFields& f) {
 struct Blocks {
   int64_t n = 0;                // NB
   ValueId blockIds = kNone;     // i32[NB] 0..NB-1
-  ValueId candidate = kNone;    // bool[L, NB]: j < qpos / block (completed blocks)
-  ValueId own = kNone;          // bool[L, NB]: j == qpos / block
-  ValueId causal = kNone;       // bool[L, cap]: t <= qpos
+  // bool[L, NB] and bool[L, cap], a leading B when paged (each row's positions):
+  ValueId candidate = kNone;    // j < qpos / block (completed blocks)
+  ValueId own = kNone;          // j == qpos / block
+  ValueId causal = kNone;       // t <= qpos
 };
 
 Blocks blockStructure(Builder& b, const ops::Step& s, int64_t block) {
   TopLevel top(b);
   Scope scope(b, "index");
-  int64_t L = s.spec.tokens, cap = s.spec.capacity;
+  int64_t cap = s.spec.capacity;
   Blocks k;
   k.n = cap / block;
   k.blockIds = b.name(b.iota(Type{DType::I32, {k.n}}, 0), "block_ids");
   ValueId qblock = b.name(b.div(s.positions, b.scalar(double(block), DType::I32)), "qblock");
-  ValueId qcol = b.reshape(qblock, {L, 1});
+  ValueId qcol = b.reshape(qblock, ops::query_column(s));
   ValueId jrow = b.reshape(k.blockIds, {1, k.n});
   k.candidate = b.name(b.lt(jrow, qcol), "candidate");
   k.own = b.name(b.eq(jrow, qcol), "own");
   ValueId kpos = b.reshape(b.iota(Type{DType::I32, {cap}}, 0), {1, cap});
-  ValueId qpos = b.reshape(s.positions, {L, 1});
+  ValueId qpos = b.reshape(s.positions, ops::query_column(s));
   k.causal = b.name(b.le(kpos, qpos), "causal");
   return k;
 }

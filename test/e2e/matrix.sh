@@ -7,6 +7,8 @@
 # when one is out of tolerance. The configs cover every attention form: GQA
 # (llama, qwen2, mistral), softcap and sliding window (gemma2), ALiBi (bloom),
 # the split MLA key (deepseek_v2) and the block-selected form (sparse).
+# The paged forms run 2 batch rows, whose random positions (distinct slot
+# values) differ, so each row's RoPE, mask, live length and maps are its own.
 # Usage: test/e2e/matrix.sh BUILD_DIR [CONFIG_GLOBS [FORMS]] (CONFIG_GLOBS
 # space-separated, default every tiny-* config; FORMS the KV forms to run,
 # of fixed, fixed-live, paged and paged-live, default all four). A fresh
@@ -32,8 +34,9 @@ for config in $(for g in $globs; do echo examples/models/$g.json; done); do
       for live in "" --live; do
         case " $forms " in *" $kv${live:+-live} "*) ;; *) continue ;; esac
         case="$name $phase $kv${live:+ live}"
-        graph=$work/g.pg plan=$work/g.plan
-        if ! $pootc trace "$config" --phase "$phase" --kv "$kv" $live -o "$graph" > "$work/log" 2>&1 ||
+        graph=$work/g.pg plan=$work/g.plan rows=1
+        [ "$kv" = paged ] && rows=2
+        if ! $pootc trace "$config" --phase "$phase" --kv "$kv" --batch $rows $live -o "$graph" > "$work/log" 2>&1 ||
            ! $pootc compile "$graph" --device targets/lavapipe.yaml -o "$plan" >> "$work/log" 2>&1 ||
            ! $poot run "$plan" --check --seed "$seed" --output-dir "$work" >> "$work/log" 2>&1; then
           echo "FAIL $case"

@@ -117,13 +117,21 @@ Outcome runAll(const std::vector<Arrival>& requests, const BatchConfig& cfg, KvC
     const PlannedStep& s = **step;
     REQUIRE(s.maps.rows == (s.prefill ? cfg.prefillRows : cfg.decodeRows));
     REQUIRE(s.maps.tokens == (s.prefill ? cfg.prefillTokens : 1));
-    // One position and one identity for the whole step, as the paged plans
-    // take one position and the caller binds one set of weights.
+    // One identity for the whole step, as the caller binds one set of
+    // weights; the positions are each row's own. A row left as padding
+    // means every live sequence of that identity the plan could take is in
+    // the step.
+    std::set<SeqId> inStep;
     for (int32_t r = 0; r < s.maps.rows; ++r)
       if (s.maps.seqs[r] != kPadding) {
-        REQUIRE(s.maps.pos[r] == s.maps.pos[0]);
+        inStep.insert(s.maps.seqs[r]);
         REQUIRE(cache.sequence(s.maps.seqs[r])->identity == s.identity);
         REQUIRE(requests[size_t(s.requests[r])].request.identity == s.identity);
+      }
+    if (int32_t(inStep.size()) < s.maps.rows)
+      for (const auto& [seq, q] : cache.sequences()) {
+        bool fits = int32_t(q.tokens.size()) - q.written > 1 && q.written <= kv.capacity - cfg.prefillTokens;
+        if (q.identity == s.identity && (!s.prefill || fits)) REQUIRE(inStep.count(seq));
       }
     if (!s.prefill)
       for (int32_t r = 0; r < s.maps.rows; ++r) decodeRows += s.maps.seqs[r] != kPadding;
@@ -221,6 +229,22 @@ TEST_CASE("kv batch: an adapter never hits the base model's blocks, nor after a 
   REQUIRE(on.stepIdentities.size() > 1);
   CHECK(std::count(on.stepIdentities.begin() + 1, on.stepIdentities.end(), 2u) > 0);
   CHECK(std::count(on.stepIdentities.begin(), on.stepIdentities.end(), 3u) > 0);
+}
+
+TEST_CASE("kv batch: rows at different positions share a step") {
+  // Prompts of 5, 11 and 24 tokens: the prefill plan of 2 rows of 8 takes
+  // the first two, then the third's first window beside the second's last
+  // 3 tokens, then the third alone twice; every decode step then has all
+  // three at their own positions.
+  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 8, .decodeRows = 3};
+  std::vector<std::vector<int32_t>> prompts{std::vector<int32_t>(5, 1), std::vector<int32_t>(11, 2),
+                                            std::vector<int32_t>(24, 3)};
+  std::vector<Arrival> requests = ofIdentity(prompts, 1, 16);
+  Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 48, .prefixCache = true});
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i].request));
+  CHECK(on.stats.prefillSteps == 4);
+  CHECK(on.stats.decodeSteps == 15);
+  CHECK(on.stats.decodeRowsUsed == 45);
 }
 
 TEST_CASE("kv batch: equal positions keep the previous step's identity") {

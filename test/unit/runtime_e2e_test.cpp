@@ -105,7 +105,7 @@ validation %ok
   }
 }
 
-TEST_CASE("runtime e2e: a tiny Llama decodes step after step as the oracle does") {
+TEST_CASE("runtime e2e: a tiny Llama decodes step after step as the oracle does, paged rows at their own positions") {
   for (const char* file : {"tiny-llama-decode.pg", "tiny-llama-decode-live.pg", "tiny-llama-decode-paged-live.pg"}) {
     CAPTURE(file);
     auto s = session(testing::loadGraphFile(testing::exampleGraph(file)));
@@ -133,10 +133,11 @@ TEST_CASE("runtime e2e: a tiny Llama decodes step after step as the oracle does"
     }
     for (int pos = 0; pos < 6; ++pos) {
       CAPTURE(pos);
-      params["pos"].set(0, pos);
-      if (params.count("write")) {
-        int64_t cap = params.at("read").shape()[1];
-        for (int64_t b = 0; b < params.at("write").size(); ++b) params["write"].set(b, perm[size_t(b * cap + pos)]);
+      // A paged step's rows at their own positions: row b at pos + 3b.
+      for (int64_t b = 0; b < params.at("pos").size(); ++b) {
+        int32_t at = pos + 3 * int32_t(b);
+        params["pos"].set(b, at);
+        if (params.count("write")) params["write"].set(b, perm[size_t(b * params.at("read").shape()[1] + at)]);
       }
       params["tokens"] = completeParams(g, {}, seed + uint64_t(pos) + 1).at("tokens");
       auto want = evaluate(g, params);

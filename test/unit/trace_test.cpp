@@ -180,7 +180,7 @@ TEST_CASE("trace: every llama variant traces, verifies and round-trips through t
   }
 }
 
-TEST_CASE("trace: the interface is tokens, pos and logits, pos spans [0, cap - L]") {
+TEST_CASE("trace: the interface is tokens, pos and logits, pos spans [0, cap - L], a paged step's one a row") {
   ModelConfig cfg = tinyConfig();
   for (const TraceOptions& o : allVariants()) {
     CAPTURE(describe(o));
@@ -193,7 +193,7 @@ TEST_CASE("trace: the interface is tokens, pos and logits, pos spans [0, cap - L
     const Value* pos = find(g, "pos");
     REQUIRE(pos);
     CHECK(pos->storage == Storage::Slot);
-    CHECK(pos->type == Type{DType::I32, {}});
+    CHECK(pos->type == Type{DType::I32, o.kv == ops::KvLayout::Paged ? Shape{o.batch} : Shape{}});
     CHECK(pos->lo == 0);
     CHECK(pos->hi == 64 - L);
     REQUIRE(g.outputs.size() == 1);
@@ -632,10 +632,11 @@ struct SlotMap {
       for (int64_t p = 0; p < capacity; ++p) v.push_back(slot(b, p));
     return intTensor({batch, capacity}, v);
   }
-  Tensor write(int64_t pos, int64_t L) const {
+  // The slots of row b's positions from[b] .. from[b] + L - 1.
+  Tensor write(const std::vector<int64_t>& from, int64_t L) const {
     std::vector<int64_t> v;
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t j = 0; j < L; ++j) v.push_back(slot(b, pos + j));
+      for (int64_t j = 0; j < L; ++j) v.push_back(slot(b, from[size_t(b)] + j));
     return intTensor({batch * L}, v);
   }
   // The pool [S, H, D] holding a fixed cache [B, H, cap, D] under this map,
@@ -669,10 +670,12 @@ std::vector<int64_t> someTokens(int64_t batch, int64_t n) {
   return v;
 }
 
-Tensor tokenTensor(const std::vector<int64_t>& all, int64_t batch, int64_t total, int64_t from, int64_t n) {
+// Row b's tokens from[b] .. from[b] + n - 1.
+Tensor tokenTensor(const std::vector<int64_t>& all, int64_t batch, int64_t total, const std::vector<int64_t>& from,
+                   int64_t n) {
   std::vector<int64_t> v;
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = from; i < from + n; ++i) v.push_back(all[size_t(b * total + i)]);
+    for (int64_t i = from[size_t(b)]; i < from[size_t(b)] + n; ++i) v.push_back(all[size_t(b * total + i)]);
   return intTensor({batch, n}, v);
 }
 
@@ -687,14 +690,20 @@ TraceOptions stepOptions(int64_t L, ops::KvLayout kv, bool live, int64_t batch, 
   return o;
 }
 
-// One traced step: tokens [from, from + L) at pos = from, states as given
-// (fixed caches; a paged step gets them moved into pools by the slot map).
+// One traced step: row b's tokens [from[b], from[b] + L) at its position
+// from[b] (a fixed step's rows all at one), states as given (fixed caches; a
+// paged step gets them moved into pools by the slot map).
 Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<int64_t>& toks, int64_t total,
-                      int64_t from, const std::map<std::string, Tensor>& caches) {
+                      const std::vector<int64_t>& from, const std::map<std::string, Tensor>& caches) {
   Graph g = traced(cfg, o);
   std::map<std::string, Tensor> given;
   given.emplace("tokens", tokenTensor(toks, o.batch, total, from, *o.tokens));
-  given.emplace("pos", intTensor({}, {from}));
+  if (o.kv == ops::KvLayout::Paged) {
+    given.emplace("pos", intTensor({o.batch}, from));
+  } else {
+    REQUIRE(std::count(from.begin(), from.end(), from[0]) == o.batch);
+    given.emplace("pos", intTensor({}, {from[0]}));
+  }
   SlotMap map{o.batch, *o.capacity};
   for (const auto& [name, t] : caches) {
     if (o.kv == ops::KvLayout::Fixed) {
@@ -709,6 +718,22 @@ Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<
     given.emplace("write", map.write(from, *o.tokens));
   }
   return run(g, given);
+}
+
+// Every row at position `from`.
+Evaluation tracedStep(const ModelConfig& cfg, TraceOptions o, const std::vector<int64_t>& toks, int64_t total,
+                      int64_t from, const std::map<std::string, Tensor>& caches) {
+  return tracedStep(cfg, o, toks, total, std::vector<int64_t>(size_t(o.batch), from), caches);
+}
+
+// Batch row b of a tensor, keeping a unit batch axis.
+Tensor batchRow(const Tensor& t, int64_t b) {
+  Shape s = t.shape();
+  int64_t n = numel(s) / s[0] * dtypeBytes(t.dtype());
+  s[0] = 1;
+  Tensor r(Type{t.dtype(), s});
+  std::memcpy(r.bytes.data(), t.bytes.data() + size_t(b * n), size_t(n));
+  return r;
 }
 
 // The fixed caches a step left behind (a paged step's pools viewed through the map).
@@ -794,6 +819,43 @@ TEST_CASE("trace numerics: a paged step equals the fixed one under an equivalent
         for (const auto& [name, c] : fc) {
           CAPTURE(name);
           checkClose(pc.at(name), c, 0);
+        }
+      }
+  }
+}
+
+TEST_CASE("trace numerics: paged rows at their own positions each equal the row stepped alone, in every family") {
+  for (const auto& path : testing::tinyConfigs()) {
+    CAPTURE(path.filename().string());
+    ModelConfig cfg = testing::loadExampleConfig(path.filename().string());
+    const int64_t cap = 32, batch = 2;
+    const std::vector<int64_t> from{9, 4};
+    for (int64_t L : {1, 3})
+      for (bool live : {false, true}) {
+        CAPTURE(L);
+        CAPTURE(live);
+        std::vector<int64_t> toks = someTokens(batch, from[0] + L);
+        // random (never zero) caches, row b of them the b-th row's alone
+        TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
+        Graph fg = traced(cfg, fo);
+        std::map<std::string, Tensor> caches;
+        for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 7));
+        TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
+        Evaluation paged = tracedStep(cfg, po, toks, from[0] + L, from, caches);
+        CHECK(paged.valid());
+        auto pc = cachesAfter(paged, po, cfg);
+        for (int64_t b = 0; b < batch; ++b) {
+          CAPTURE(b);
+          std::vector<int64_t> rowToks(toks.begin() + b * (from[0] + L), toks.begin() + (b + 1) * (from[0] + L));
+          std::map<std::string, Tensor> rowCaches;
+          for (const auto& [name, c] : caches) rowCaches.emplace(name, batchRow(c, b));
+          TraceOptions ao = stepOptions(L, ops::KvLayout::Fixed, live, 1, cap);
+          Evaluation alone = tracedStep(cfg, ao, rowToks, from[0] + L, from[size_t(b)], rowCaches);
+          checkClose(batchRow(paged.outputs.at("logits"), b), alone.outputs.at("logits"));
+          for (const auto& [name, c] : cachesAfter(alone, ao, cfg)) {
+            CAPTURE(name);
+            checkClose(batchRow(pc.at(name), b), c);
+          }
         }
       }
   }
@@ -896,12 +958,14 @@ TEST_CASE("trace numerics: the attention decompositions equal the formed Attenti
     auto g = b.finish();
     REQUIRE_MESSAGE(g, (g ? "" : g.error().str()));
     std::map<std::string, Tensor> given;
-    if (paged) {  // distinct slots, as the driver binds them
+    if (paged) {  // distinct slots, as the driver binds them; each row at its own position
       SlotMap map{2, 32};
       given.emplace("read", map.read());
-      given.emplace("write", map.write(3, fc.tokens));
+      given.emplace("write", map.write({3, 11}, fc.tokens));
+      given.emplace("pos", intTensor({2}, {3, 11}));
+    } else {
+      given.emplace("pos", intTensor({}, {3}));
     }
-    given.emplace("pos", intTensor({}, {3}));
     Evaluation ev = run(*g, given);
     checkClose(ev.outputs.at("chain"), ev.outputs.at("formed"), 1e-5);
   }
@@ -938,23 +1002,30 @@ TEST_CASE("trace numerics: the split key decomposition equals the formed split A
 }
 
 TEST_CASE("trace numerics: both rope decompositions equal the formed Rope op") {
-  for (ops::RopeStyle style : {ops::RopeStyle::Half, ops::RopeStyle::Interleaved}) {
-    Builder b("rope");
-    ops::StepSpec spec;
-    spec.batch = 2;
-    spec.tokens = 3;
-    spec.capacity = 64;
-    ops::Step s = ops::begin_step(b, spec);
-    ValueId x = b.input("x", Type{DType::F32, {2, 4, 3, 16}});
-    ops::RopeTables t = ops::rope_tables(b, s, ops::rope_inv_freq(10000.0, 16));
-    b.output(b.nameExact(ops::rope(b, x, t, style), "chain"));
-    std::string name = style == ops::RopeStyle::Half ? "half" : "interleaved";
-    b.output(b.nameExact(b.op(Op::Rope, {x, t.cos, t.sin}, {{"style", name}}), "formed"));
-    auto g = b.finish();
-    REQUIRE_MESSAGE(g, (g ? "" : g.error().str()));
-    Evaluation ev = run(*g, {{"pos", intTensor({}, {41})}});
-    checkClose(ev.outputs.at("chain"), ev.outputs.at("formed"), 0);
-  }
+  for (ops::KvLayout kv : {ops::KvLayout::Fixed, ops::KvLayout::Paged})
+    for (ops::RopeStyle style : {ops::RopeStyle::Half, ops::RopeStyle::Interleaved}) {
+      bool paged = kv == ops::KvLayout::Paged;
+      CAPTURE(paged);
+      Builder b("rope");
+      ops::StepSpec spec;
+      spec.batch = 2;
+      spec.tokens = 3;
+      spec.capacity = 64;
+      spec.kv = kv;
+      ops::Step s = ops::begin_step(b, spec);
+      ValueId x = b.input("x", Type{DType::F32, {2, 4, 3, 16}});
+      ops::RopeTables t = ops::rope_tables(b, s, ops::rope_inv_freq(10000.0, 16));
+      b.output(b.nameExact(ops::rope(b, x, t, style), "chain"));
+      std::string name = style == ops::RopeStyle::Half ? "half" : "interleaved";
+      b.output(b.nameExact(b.op(Op::Rope, {x, t.cos, t.sin}, {{"style", name}}), "formed"));
+      auto g = b.finish();
+      REQUIRE_MESSAGE(g, (g ? "" : g.error().str()));
+      // a paged step's rows at their own positions: the tables have a row each
+      Tensor pos = paged ? intTensor({2}, {41, 6}) : intTensor({}, {41});
+      Evaluation ev = run(*g, {{"pos", pos}});
+      checkClose(ev.outputs.at("chain"), ev.outputs.at("formed"), 0);
+      CHECK(g->type(t.cos).shape == (paged ? Shape{2, 1, 3, 8} : Shape{3, 8}));
+    }
 }
 
 TEST_CASE("trace: a bf16 trace verifies, with norms in f32 and f32 logits") {
@@ -967,8 +1038,8 @@ TEST_CASE("trace: a bf16 trace verifies, with norms in f32 and f32 logits") {
     CHECK(find(g, "model.embed_tokens.weight")->type.dtype == DType::BF16);
     CHECK(g.type(g.outputs[0].value).dtype == DType::F32);
     CHECK(find(g, "mask")->type.dtype == DType::BF16);
-    Evaluation ev = run(g, {{"pos", intTensor({}, {0})}, {"read", SlotMap{2, 64}.read()},
-                            {"write", SlotMap{2, 64}.write(0, 8)}});
+    Evaluation ev = run(g, {{"pos", intTensor({2}, {0, 0})}, {"read", SlotMap{2, 64}.read()},
+                            {"write", SlotMap{2, 64}.write({0, 0}, 8)}});
     const Tensor& logits = ev.outputs.at("logits");
     bool finite = true;
     for (int64_t i = 0; i < logits.size(); ++i) finite = finite && std::isfinite(logits.get(i));
