@@ -38,6 +38,7 @@ struct TokenEvent {
   int64_t request = -1;
   int32_t token = -1;
   kv::Finish finish = kv::Finish::None;  // how the request ended with this token; None: it goes on
+  std::optional<TokenLogprobs> logprobs;  // the token's, when its request asked (SampleOptions::logprobs)
 };
 
 struct EngineOptions {
