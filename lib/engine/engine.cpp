@@ -120,6 +120,7 @@ Expected<std::optional<StepReport>> Engine::step() {
   // a buffer kept across steps.
   const int64_t vocab = prefillShape_.vocab;
   std::vector<int32_t> sampled(size_t(m.rows), -1);
+  std::vector<std::optional<TokenLogprobs>> logprobs(size_t(m.rows));
   logits_.resize(size_t(m.tokens == 1 ? m.rows * vocab : vocab));
   if (m.tokens == 1)
     if (auto read = s.readOutput("logits", 0, int64_t(logits_.size()), logits_.data()); !read) return read.error();
@@ -133,7 +134,9 @@ Expected<std::optional<StepReport>> Engine::step() {
       offset = 0;
     }
     Sampler& sampler = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second;
-    sampled[r] = sampler.next(std::span<const float>(logits_).subspan(offset, size_t(vocab)));
+    std::span<const float> row = std::span<const float>(logits_).subspan(offset, size_t(vocab));
+    sampled[r] = sampler.next(row);
+    if (sampler.options().logprobs >= 0) logprobs[r] = tokenLogprobs(row, sampled[r], sampler.options().logprobs);
   }
   auto ended = batcher_.complete(step, sampled);
   if (!ended) return kvError(ended.error());
@@ -144,7 +147,7 @@ Expected<std::optional<StepReport>> Engine::step() {
   for (int32_t r = 0; r < m.rows; ++r) {
     if (step.sampleAt[r] < 0) continue;
     ++report.tokens;
-    events.push_back({step.requests[r], sampled[r], (*ended)[r]});
+    events.push_back({step.requests[r], sampled[r], (*ended)[r], std::move(logprobs[r])});
     if ((*ended)[r] != kv::Finish::None) samplers_.erase(step.requests[r]);
   }
   retireOld();

@@ -38,6 +38,7 @@ struct TokenEvent {
   int64_t request = -1;
   int32_t token = -1;
   kv::Finish finish = kv::Finish::None;  // how the request ended with this token; None: it goes on
+  std::optional<TokenLogprobs> logprobs;  // the token's, when its request asked (SampleOptions::logprobs)
 };
 
 struct EngineOptions {
@@ -88,6 +89,10 @@ class Engine {
   int64_t requests() const { return batcher_.requests(); }
   bool done() const { return batcher_.done(); }
   kv::Finish finish(int64_t request) const { return batcher_.finish(request); }
+  // Whether a request waits in the queue, not admitted yet (it holds no block).
+  bool queued(int64_t request) const { return batcher_.queued(request); }
+  // The pool's blocks that a request could take now: free, or holding only cached prefixes.
+  int32_t blocksAvailable() const { return cache_.pool().available(); }
   // Times the device's weights changed identity (only the changed weights move).
   int64_t rebinds() const { return rebinds_; }
 

@@ -46,6 +46,23 @@ int32_t firstLargest(std::span<const float> x) {
   return int32_t(at);
 }
 
+TokenLogprobs tokenLogprobs(std::span<const float> logits, int32_t token, int32_t top) {
+  // log p_i = x_i - max - log(sum_j exp(x_j - max)), summed in double.
+  float best = logits[size_t(firstLargest(logits))];
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x) - best);
+  const double shift = double(best) + std::log(sum);
+  TokenLogprobs out{float(double(logits[size_t(token)]) - shift), {}};
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  size_t k = std::min(size_t(std::max(top, 0)), order.size());
+  std::partial_sort(order.begin(), order.begin() + ptrdiff_t(k), order.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) out.top.emplace_back(order[i], float(double(logits[size_t(order[i])]) - shift));
+  return out;
+}
+
 Sampler::Sampler(SampleOptions opts, int64_t request)
     : opts_(opts), rng_(splitmix(opts.seed ^ splitmix(uint64_t(request)))) {}
 

@@ -11,6 +11,8 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace poot {
 
@@ -27,12 +29,26 @@ struct SampleOptions {
   // the requests of one seed draw apart); a given one repeats its draws in
   // any request (poot serve gives 0: one seed, one answer).
   std::optional<int64_t> stream;
+  // At least 0: each token comes with its log-probability and this many of
+  // the likeliest tokens with theirs (TokenEvent::logprobs); -1: none.
+  int32_t logprobs = -1;
 };
+
+// A token's log-probability under one row of logits, and the `top` likeliest
+// tokens with theirs, likeliest first (equal ones: the lower id first):
+// the log-softmax of the logits as the model gives them, which neither the
+// temperature nor top_p changes.
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs tokenLogprobs(std::span<const float> logits, int32_t token, int32_t top);
 
 class Sampler {
  public:
   Sampler(SampleOptions opts, int64_t request);
   int32_t next(std::span<const float> logits);
+  const SampleOptions& options() const { return opts_; }
 
  private:
   SampleOptions opts_;

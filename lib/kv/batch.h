@@ -22,6 +22,7 @@
 // runs each step and hands back the sampled tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -97,6 +98,8 @@ class Batcher {
   KvResult<bool> cancel(int64_t request);
 
   bool done() const { return queue_.empty() && live_.empty(); }
+  // Whether request r waits in the queue, not admitted yet (it holds no block).
+  bool queued(int64_t r) const { return std::find(queue_.begin(), queue_.end(), r) != queue_.end(); }
   // Requests of this identity not done yet (queued or live): while there are
   // any, its weights are still needed, even after its adapter was reloaded.
   int64_t unfinished(uint64_t identity) const;

@@ -47,18 +47,6 @@ const ByteAlphabet& alphabet() {
   return a;
 }
 
-// The byte offset of the first byte of s that is not valid UTF-8, or npos.
-size_t invalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    utf8proc_int32_t cp;
-    auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i), utf8proc_ssize_t(s.size() - i), &cp);
-    if (n <= 0) return i;
-    i += size_t(n);
-  }
-  return std::string_view::npos;
-}
-
 // s with every occurrence of `from` (left to right, not overlapping) by
 // `to`; s itself where `from` is empty.
 std::string replaceAll(const std::string& s, const std::string& from, const std::string& to) {
@@ -85,6 +73,17 @@ std::vector<std::string> characters(const std::string& s) {
 }
 
 }  // namespace
+
+size_t invalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    utf8proc_int32_t cp;
+    auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i), utf8proc_ssize_t(s.size() - i), &cp);
+    if (n <= 0) return i;
+    i += size_t(n);
+  }
+  return std::string_view::npos;
+}
 
 struct Tokenizer::Impl {
   struct Split {

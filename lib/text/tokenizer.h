@@ -29,6 +29,9 @@
 
 namespace poot::text {
 
+// The byte offset of the first byte of s that is not valid UTF-8, or npos.
+size_t invalidUtf8(std::string_view s);
+
 class Tokenizer {
  public:
   // PATH: a tokenizer.json, or a directory holding one.

@@ -1,6 +1,7 @@
 // The engine's greedy pick (engine/sample.h, firstLargest) against
 // the plain scan it replaces, on rows built to break it: NaN (first and
-// elsewhere), infinities, signed zeros, ties, lengths around its blocks.
+// elsewhere), infinities, signed zeros, ties, lengths around its blocks;
+// and tokenLogprobs against a log-softmax worked out by hand.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -44,4 +45,23 @@ TEST_CASE("sample: the greedy pick is the scan's first largest logit") {
   late[777] = 3.0f;
   late[901] = 3.0f;
   CHECK(firstLargest(late) == 777);
+}
+
+TEST_CASE("sample: a token's logprob and the top ones are the log-softmax of the logits") {
+  // log-softmax of {1, 3, 3, 0, 2}: x - log(e + 2e^3 + 1 + e^2).
+  std::vector<float> logits = {1, 3, 3, 0, 2};
+  double z = std::log(std::exp(1.0) + 2 * std::exp(3.0) + 1 + std::exp(2.0));
+  TokenLogprobs lp = tokenLogprobs(logits, 4, 3);
+  CHECK(lp.logprob == doctest::Approx(2 - z));
+  REQUIRE(lp.top.size() == 3);
+  // Likeliest first; the tie of ids 1 and 2 goes to the lower id.
+  CHECK(lp.top[0].first == 1);
+  CHECK(lp.top[1].first == 2);
+  CHECK(lp.top[2].first == 4);
+  CHECK(lp.top[0].second == doctest::Approx(3 - z));
+  CHECK(lp.top[2].second == doctest::Approx(2 - z));
+  CHECK(tokenLogprobs(logits, 0, 0).top.empty());
+  CHECK(tokenLogprobs(logits, 0, 9).top.size() == 5);  // no more than the row has
+  // Large logits do not overflow: the maximum is taken out first.
+  CHECK(tokenLogprobs(std::vector<float>{1000, 1000}, 0, 0).logprob == doctest::Approx(-std::log(2.0)));
 }

@@ -4,8 +4,9 @@
 // thread (serve_loop.h), the server binds (before the device opens) and says where it listens, and
 // each HTTP handler thread checks its request (serve_api.h), submits it to
 // the loop and follows its tokens: a whole answer, or server-sent events as
-// the tokens come. A client gone mid-stream is noticed at the next write
-// and its request cancelled. SIGINT or SIGTERM stops the server: no new
+// the tokens come. A client gone from a stream, queued or running, is
+// noticed at the next write (a stream with nothing new writes a comment
+// every kTick) and its request cancelled. SIGINT or SIGTERM stops the server: no new
 // connection is taken, the requests running finish, then the loop stops.
 #include <httplib.h>
 
@@ -27,6 +28,14 @@
 namespace poot {
 namespace {
 
+using json = nlohmann::json;
+
+// Elements [from, to) of a generation's tokens or their logprobs.
+template <class T>
+std::span<const T> slice(const std::vector<T>& v, size_t from, size_t to) {
+  return std::span<const T>(v).subspan(from, to - from);
+}
+
 void log(const std::string& line) { std::fprintf(stderr, "poot serve: %s\n", line.c_str()); }
 
 int64_t now() { return int64_t(std::time(nullptr)); }
@@ -41,41 +50,53 @@ struct Outcome {
   std::string finish;  // "stop" or "length"; empty with an error or a client gone
   std::string error;
   int64_t tokens = 0;  // generated (the one that ended it included)
+  Generation::Update last;  // the generation as last seen: its tokens and their logprobs
 };
 
+// How often a generation with nothing new asks whether its client is still there.
+constexpr auto kTick = std::chrono::milliseconds(100);
+
 // Follows a generation to its end, each piece of text to `emit` as it
-// comes; `emit` false (the client is gone) cancels it.
+// comes with how many tokens it has taken so far; `emit` false (the client
+// is gone) cancels it, and so does `idle` false, asked each kTick that
+// brings nothing (a stream writes its client a comment then, which fails
+// once the client is gone, queued or running).
 Outcome follow(EngineLoop& loop, const std::shared_ptr<Generation>& g, TextCutter& text,
-               const std::function<bool(const std::string&)>& emit) {
+               const std::function<bool(const std::string&, const Generation::Update&, size_t)>& emit,
+               const std::function<bool()>& idle) {
   size_t have = 0;
   for (;;) {
-    Generation::Update u = g->wait(have, std::chrono::seconds(1));
+    Generation::Update u = g->wait(have, kTick);
+    if (u.tokens.size() == have && u.finish == kv::Finish::None && u.error.empty() && !idle()) {
+      loop.cancel(g, "the client is gone");
+      return {"", "", int64_t(have), std::move(u)};
+    }
     for (; have < u.tokens.size(); ++have) {
       auto piece = text.push(u.tokens[have]);
       if (!piece) {
         loop.cancel(g, "its text cannot be decoded");
-        return {"", piece.error().message, int64_t(have) + 1};
+        return {"", piece.error().message, int64_t(have) + 1, std::move(u)};
       }
-      if (!piece->empty() && !emit(*piece)) {
+      if (!piece->empty() && !emit(*piece, u, have + 1)) {
         loop.cancel(g, "the client is gone");
-        return {"", "", int64_t(have) + 1};
+        return {"", "", int64_t(have) + 1, std::move(u)};
       }
       if (text.stopped()) {
         loop.cancel(g, "its text reached a stop string");
-        return {"stop", "", int64_t(have) + 1};
+        return {"stop", "", int64_t(have) + 1, std::move(u)};
       }
     }
-    if (!u.error.empty()) return {"", u.error, int64_t(have)};
+    if (!u.error.empty()) return {"", u.error, int64_t(have), std::move(u)};
     if (u.finish == kv::Finish::None) continue;
-    if (u.finish == kv::Finish::Cancelled) return {"", "the request was cancelled", int64_t(have)};
+    if (u.finish == kv::Finish::Cancelled) return {"", "the request was cancelled", int64_t(have), std::move(u)};
     std::string rest = text.finish();
-    if (!rest.empty() && !emit(rest)) return {"", "", int64_t(have)};
-    return {u.finish == kv::Finish::Length ? "length" : "stop", "", int64_t(have)};
+    if (!rest.empty() && !emit(rest, u, have)) return {"", "", int64_t(have), std::move(u)};
+    return {u.finish == kv::Finish::Length ? "length" : "stop", "", int64_t(have), std::move(u)};
   }
 }
 
-std::string sse(const nlohmann::json& j) {
-  return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+std::string sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
 class Server {
@@ -111,41 +132,64 @@ class Server {
                            std::to_string(++answers_), now(), model_.name};
     int64_t promptTokens = int64_t(r->engine.prompt.size());
     auto g = loop_.submit(r->engine);
+    const text::Tokenizer& tokenizer = *model_.tokenizer;
     if (!r->stream) {
-      TextCutter text(*model_.tokenizer, r->stop);
+      TextCutter text(tokenizer, r->stop);
       std::string out;
-      Outcome o = follow(loop_, g, text, [&](const std::string& piece) {
-        out += piece;
-        return true;
-      });
+      Outcome o = follow(
+          loop_, g, text,
+          [&](const std::string& piece, const Generation::Update&, size_t) {
+            out += piece;
+            return true;
+          },
+          [] { return true; });
       if (!o.error.empty()) return answerError(res, {500, o.error, {}, {}, "server_error"});
-      res.set_content(completionJson(a, out, o.finish, promptTokens, o.tokens).dump(-1, ' ', false,
-                                                                                    nlohmann::json::error_handler_t::replace),
+      int64_t offset = 0;
+      json logprobs = r->engine.sampling.logprobs < 0
+                          ? json()
+                          : logprobsJson(endpoint, tokenizer, slice(o.last.tokens, 0, o.tokens),
+                                         slice(o.last.logprobs, 0, o.tokens), offset);
+      res.set_content(completionJson(a, out, o.finish, promptTokens, o.tokens, logprobs)
+                          .dump(-1, ' ', false, json::error_handler_t::replace),
                       "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
     EngineLoop& loop = loop_;
-    const text::Tokenizer& tokenizer = *model_.tokenizer;
     res.set_chunked_content_provider(
         "text/event-stream",
         [&loop, &tokenizer, g, r, a, promptTokens](size_t, httplib::DataSink& sink) {
           auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-          if (a.endpoint == Endpoint::Chat && !write(sse(chunkJson(a, "", true, {}, r->includeUsage)))) {
+          if (a.endpoint == Endpoint::Chat && !write(sse(chunkJson(a, "", true, {}, r->includeUsage, json())))) {
             loop.cancel(g, "the client is gone");
             return false;
           }
+          // A chunk's logprobs are those of the tokens taken since the last chunk.
+          size_t sent = 0;
+          int64_t offset = 0;
+          auto logprobs = [&](const Generation::Update& u, size_t upTo) {
+            if (r->engine.sampling.logprobs < 0) return json();
+            json j = logprobsJson(a.endpoint, tokenizer, slice(u.tokens, sent, upTo),
+                                  slice(u.logprobs, sent, upTo), offset);
+            sent = upTo;
+            return j;
+          };
           TextCutter text(tokenizer, r->stop);
-          Outcome o = follow(loop, g, text, [&](const std::string& piece) {
-            return write(sse(chunkJson(a, piece, false, {}, r->includeUsage)));
-          });
+          Outcome o = follow(
+              loop, g, text,
+              [&](const std::string& piece, const Generation::Update& u, size_t taken) {
+                return write(sse(chunkJson(a, piece, false, {}, r->includeUsage, logprobs(u, taken))));
+              },
+              [&] { return write(": waiting\n\n"); });
           if (o.finish.empty() && o.error.empty()) return false;  // the client is gone
           if (!o.error.empty()) {
             write("data: " + ApiError{500, o.error, {}, {}, "server_error"}.body() + "\n\n");
             sink.done();
             return true;
           }
-          bool fine = write(sse(chunkJson(a, "", false, o.finish, r->includeUsage)));
+          // The tokens that made no text (an end-of-sequence id) go with the last chunk.
+          json rest = sent < size_t(o.tokens) ? logprobs(o.last, size_t(o.tokens)) : json();
+          bool fine = write(sse(chunkJson(a, "", false, o.finish, r->includeUsage, rest)));
           if (fine && r->includeUsage) fine = write(sse(usageChunkJson(a, promptTokens, o.tokens)));
           if (fine) write("data: [DONE]\n\n");
           sink.done();

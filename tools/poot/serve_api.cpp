@@ -24,7 +24,7 @@ struct Refusal {
 const std::set<std::string>& knownFields(Endpoint e) {
   static const std::set<std::string> chat = {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
-      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "logit_bias"};
+      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs", "logit_bias"};
   static const std::set<std::string> completion = {
       "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
       "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "logit_bias"};
@@ -75,12 +75,20 @@ void neutral(const json& body) {
     if (!v.is_null() && !(v.is_number() && v.get<double>() == 0))
       refuse(name, std::string(name) + " is not supported by poot serve (0 or absent only)");
   }
-  const json& logprobs = field(body, "logprobs");
-  if (!logprobs.is_null() && logprobs != false && logprobs != 0)
-    refuse("logprobs", "logprobs is not supported by poot serve (false or absent only)");
   const json& bias = field(body, "logit_bias");
   if (!bias.is_null() && !(bias.is_object() && bias.empty()))
     refuse("logit_bias", "logit_bias is not supported by poot serve (empty or absent only)");
+}
+
+// How many alternatives each token's logprobs list; -1: no logprobs.
+// Chat: logprobs true or false, top_logprobs 0..20 with logprobs true;
+// completions: logprobs 0..5.
+int32_t logprobCount(Endpoint endpoint, const json& body) {
+  if (endpoint == Endpoint::Completion) return int32_t(integer(body, "logprobs", 0, 5).value_or(-1));
+  bool on = boolean(body, "logprobs").value_or(false);
+  std::optional<int64_t> top = integer(body, "top_logprobs", 0, 20);
+  if (top && !on) refuse("top_logprobs", "top_logprobs is only allowed when logprobs is true");
+  return on ? int32_t(top.value_or(0)) : -1;
 }
 
 std::vector<std::string> stops(const json& body) {
@@ -116,7 +124,28 @@ std::string conversation(const json& body) {
   return out.dump();
 }
 
-// The prompt's ids: the conversation through the template, or the prompt string.
+// A prompt given as token ids: used as they are (no special token added),
+// each an integer in the model's vocabulary.
+std::vector<int32_t> tokenPrompt(const json& prompt, int64_t vocab) {
+  if (prompt.empty()) refuse("prompt", "the prompt is empty (no tokens)");
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const json& v = prompt[i];
+    std::string at = "prompt[" + std::to_string(i) + "]";
+    if (!v.is_number_integer())
+      refuse("prompt", at + " is " + v.dump() + ": a prompt's list holds token ids (integers; lists of prompts are "
+                                                "not supported)");
+    bool in = v.is_number_unsigned() ? v.get<uint64_t>() < uint64_t(vocab)
+                                     : v.get<int64_t>() >= 0 && v.get<int64_t>() < vocab;
+    if (!in)
+      refuse("prompt", at + " is " + v.dump() + ", outside the model's vocabulary [0, " + std::to_string(vocab) + ")");
+    ids.push_back(int32_t(v.get<int64_t>()));
+  }
+  return ids;
+}
+
+// The prompt's ids: the conversation through the template, the prompt
+// string, or the prompt's token ids.
 std::vector<int32_t> promptIds(Endpoint endpoint, const json& body, const ServedModel& model) {
   std::string text;
   const std::string param = endpoint == Endpoint::Chat ? "messages" : "prompt";
@@ -128,7 +157,9 @@ std::vector<int32_t> promptIds(Endpoint endpoint, const json& body, const Served
     text = std::move(*rendered);
   } else {
     const json& prompt = field(body, "prompt");
-    if (!prompt.is_string()) refuse(param, "prompt is a string");
+    if (prompt.is_array()) return tokenPrompt(prompt, model.shape.vocab);
+    if (!prompt.is_string())
+      refuse(param, std::string("prompt is a string or a list of token ids, not ") + prompt.type_name());
     text = prompt.get<std::string>();
   }
   auto ids = model.tokenizer->encode(text, endpoint == Endpoint::Completion);
@@ -173,6 +204,7 @@ ApiRequest parse(Endpoint endpoint, std::string_view body, const ServedModel& mo
   r.engine.sampling.topP = number(j, "top_p", 0, 1, /*aboveLo=*/true).value_or(1);
   r.engine.sampling.seed = uint64_t(integer(j, "seed", INT64_MIN, INT64_MAX).value_or(0));
   r.engine.sampling.stream = 0;  // a seed gives one answer, whichever request asks
+  r.engine.sampling.logprobs = logprobCount(endpoint, j);
   std::string maxName = "max_tokens";
   std::optional<int64_t> maxTokens = integer(j, "max_tokens", 1, int64_t(1) << 30);
   if (endpoint == Endpoint::Chat) {
@@ -277,8 +309,8 @@ json usage(int64_t promptTokens, int64_t completionTokens) {
 }  // namespace
 
 json completionJson(const Answer& a, const std::string& text, const std::string& finish, int64_t promptTokens,
-                    int64_t completionTokens) {
-  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+                    int64_t completionTokens, const json& logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", logprobs}};
   if (a.endpoint == Endpoint::Chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
   json out = head(a, false);
@@ -287,8 +319,9 @@ json completionJson(const Answer& a, const std::string& text, const std::string&
   return out;
 }
 
-json chunkJson(const Answer& a, const std::string& text, bool first, const std::string& finish, bool includeUsage) {
-  json choice = {{"index", 0}, {"finish_reason", finish.empty() ? json() : json(finish)}, {"logprobs", nullptr}};
+json chunkJson(const Answer& a, const std::string& text, bool first, const std::string& finish, bool includeUsage,
+               const json& logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", finish.empty() ? json() : json(finish)}, {"logprobs", logprobs}};
   if (a.endpoint == Endpoint::Chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -307,6 +340,54 @@ json usageChunkJson(const Answer& a, int64_t promptTokens, int64_t completionTok
   json out = head(a, true);
   out["choices"] = json::array();
   out["usage"] = usage(promptTokens, completionTokens);
+  return out;
+}
+
+json logprobsJson(Endpoint endpoint, const text::Tokenizer& t, std::span<const int32_t> tokens,
+                  std::span<const TokenLogprobs> logprobs, int64_t& textOffset) {
+  // A token's bytes as decode gives them, special tokens included (an id
+  // the tokenizer cannot decode has none), and its text: the bytes, or
+  // where they are not UTF-8 (part of a character) "bytes:\xNN..." as
+  // OpenAI writes them.
+  auto bytes = [&](int32_t id) {
+    auto b = t.tokenBytes(id, false);
+    return b ? *b : std::string();
+  };
+  auto tokenText = [](const std::string& b) {
+    if (text::invalidUtf8(b) == std::string_view::npos) return b;
+    std::string out = "bytes:";
+    for (unsigned char c : b) out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+    return out;
+  };
+  auto byteList = [](const std::string& b) {
+    json out = json::array();
+    for (unsigned char c : b) out.push_back(int(c));
+    return out;
+  };
+  if (endpoint == Endpoint::Chat) {
+    json content = json::array();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      json top = json::array();
+      for (const auto& [id, lp] : logprobs[i].top)
+        top.push_back({{"token", tokenText(bytes(id))}, {"logprob", lp}, {"bytes", byteList(bytes(id))}});
+      std::string b = bytes(tokens[i]);
+      content.push_back(
+          {{"token", tokenText(b)}, {"logprob", logprobs[i].logprob}, {"bytes", byteList(b)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string b = bytes(tokens[i]);
+    json top = json::object();
+    for (const auto& [id, lp] : logprobs[i].top) top[tokenText(bytes(id))] = lp;
+    out["tokens"].push_back(tokenText(b));
+    out["token_logprobs"].push_back(logprobs[i].logprob);
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(textOffset);
+    textOffset += int64_t(b.size());
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -57,12 +58,13 @@ constexpr size_t kMaxBody = size_t(4) << 20;
 // A body as the endpoint takes it: a JSON object of the fields OpenAI
 // defines for it that poot implements (model, messages or prompt,
 // max_tokens (chat: or max_completion_tokens), temperature (default 1),
-// top_p, seed, stop, n (1 only), stream, stream_options, user; the
-// penalties, logprobs and logit_bias at their neutral values only); any
+// top_p, seed, stop, n (1 only), stream, stream_options, user, logprobs
+// (chat: true or false, with top_logprobs 0..20; completions: 0..5); the
+// penalties and logit_bias at their neutral values only); any
 // other field, a wrong type or a value out of range is refused naming it.
 // The conversation goes through the chat template with
 // add_generation_prompt and is encoded without adding special tokens; a
-// prompt is encoded with them. Without max_tokens a request may generate
+// prompt string is encoded with them, a prompt of token ids taken as it is. Without max_tokens a request may generate
 // up to the plans' capacity.
 std::variant<ApiRequest, ApiError> parseRequest(Endpoint endpoint, std::string_view body, const ServedModel& model);
 
@@ -97,11 +99,19 @@ struct Answer {
 };
 // A whole completion: the text, why it ended ("stop" or "length") and the usage.
 nlohmann::json completionJson(const Answer& a, const std::string& text, const std::string& finish, int64_t promptTokens,
-                              int64_t completionTokens);
+                              int64_t completionTokens, const nlohmann::json& logprobs);
 // A stream's chunk: text (a chat's first chunk carries the role too), or
 // the end (finish not empty, no text); with includeUsage, "usage": null.
 nlohmann::json chunkJson(const Answer& a, const std::string& text, bool first, const std::string& finish,
-                         bool includeUsage);
+                         bool includeUsage, const nlohmann::json& logprobs);
+// The "logprobs" of a choice (null: none asked) for some of its tokens,
+// each token's text the bytes of that token alone: chat's {"content":
+// [{"token", "logprob", "bytes", "top_logprobs"}]}, or completions'
+// {"tokens", "token_logprobs", "top_logprobs" (token: logprob), "text_offset"},
+// each offset the bytes of the tokens before it, from `textOffset` on,
+// which ends past these tokens' bytes.
+nlohmann::json logprobsJson(Endpoint endpoint, const text::Tokenizer& t, std::span<const int32_t> tokens,
+                            std::span<const TokenLogprobs> logprobs, int64_t& textOffset);
 // A stream's usage chunk (stream_options.include_usage): no choices.
 nlohmann::json usageChunkJson(const Answer& a, int64_t promptTokens, int64_t completionTokens);
 // /v1/models.

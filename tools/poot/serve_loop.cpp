@@ -12,11 +12,12 @@ Generation::Update Generation::wait(size_t have, std::chrono::milliseconds timeo
   return state_;
 }
 
-void Generation::add(int32_t token, kv::Finish finish) {
+void Generation::add(const engine::TokenEvent& e) {
   {
     std::lock_guard lock(mu_);
-    if (token >= 0) state_.tokens.push_back(token);
-    state_.finish = finish;
+    if (e.token >= 0) state_.tokens.push_back(e.token);
+    if (e.logprobs) state_.logprobs.push_back(*e.logprobs);
+    state_.finish = e.finish;
   }
   cv_.notify_all();
 }
@@ -76,7 +77,7 @@ void EngineLoop::stop() {
 void EngineLoop::deliver(const engine::TokenEvent& e) {
   auto it = live_.find(e.request);
   if (it == live_.end()) return;
-  it->second->add(e.token, e.finish);
+  it->second->add(e);
   if (e.finish != kv::Finish::None) live_.erase(it);
 }
 
@@ -110,8 +111,10 @@ void EngineLoop::run() {
     }
     for (const auto& [g, why] : cancels) {
       if (!live_.count(g->index_)) continue;  // ended already, or refused
-      log_("request " + std::to_string(g->index_) + " cancelled: " + why);
+      bool queued = engine_->queued(g->index_);
       (void)engine_->cancel(g->index_);  // live: the engine ends it and deliver() lets it go
+      log_("request " + std::to_string(g->index_) + " cancelled (" + (queued ? "queued, it never ran" : "running") +
+           "): " + why + "; " + std::to_string(engine_->blocksAvailable()) + " blocks available");
     }
     auto step = engine_->step();
     if (!step) {

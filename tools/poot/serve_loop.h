@@ -29,6 +29,7 @@ class Generation {
 
   struct Update {
     std::vector<int32_t> tokens;           // every token so far
+    std::vector<TokenLogprobs> logprobs;  // each token's, when the request asked (SampleOptions::logprobs)
     kv::Finish finish = kv::Finish::None;  // how it ended; None: it goes on
     std::string error;                     // why the server ended it (a failed step, a stop), if it did
   };
@@ -38,7 +39,7 @@ class Generation {
 
  private:
   friend class EngineLoop;
-  void add(int32_t token, kv::Finish finish);
+  void add(const engine::TokenEvent& e);
   void fail(const std::string& error);
 
   const engine::Request request_;

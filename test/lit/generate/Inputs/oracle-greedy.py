@@ -7,13 +7,14 @@
 # the arg max of the oracle's logits at the position before it. Since
 # greedy decoding is that arg max at every step, this is the oracle's own
 # generation, step by step. Prints one line a prompt and exits 1 on a
-# mismatch. Reads and writes .npy without numpy.
-import ast
+# mismatch. Reads and writes .npy without numpy (npy.py).
 import json
 import os
-import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from npy import read_f32, write_i32  # noqa: E402
 
 pootc, graph, weights, prompts_path, output, work = sys.argv[1:7]
 
@@ -24,24 +25,6 @@ def tokens_capacity(path):
             if line.startswith("input %tokens"):
                 return int(line.split("[")[1].split("]")[0].split(",")[1])
     raise SystemExit("no input %tokens in " + path)
-
-
-def write_i32(path, shape, values):
-    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (%s), }" % "".join("%d," % d for d in shape)
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
-        f.write(struct.pack("<%di" % len(values), *values))
-
-
-def read_f32(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<H", data[8:10])[0]
-    header = ast.literal_eval(data[10:10 + n].decode("latin1"))
-    assert header["descr"] == "<f4", header
-    body = data[10 + n:]
-    return tuple(header["shape"]), struct.unpack("<%df" % (len(body) // 4), body)
 
 
 T = tokens_capacity(graph)

@@ -10,11 +10,13 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+from client import expect, next_chunk, open_stream, post, read_stream, request, stream, use  # noqa: E402
 from server import start_server  # noqa: E402
 
 poot, d = sys.argv[1], sys.argv[2]
@@ -23,58 +25,13 @@ PROMPT = "hello"
 log_path = os.path.join(d, "serve.log")
 
 
-def expect(cond, what, got):
-    if not cond:
-        raise SystemExit(f"FAIL: {what}; got {got!r}\nserver log:\n{open(log_path).read()}")
-
-
 def generated(name):
     with open(os.path.join(d, name)) as f:
         return json.loads(f.readline())
 
 
 server, port = start_server(poot, d, log_path)
-
-
-def request(method, path, body=None, raw=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    out = resp.status, resp.getheader("Content-Type"), resp.read()
-    conn.close()
-    return out
-
-
-def post(path, body):
-    status, ctype, data = request("POST", path, body)
-    return status, json.loads(data)
-
-
-def stream(path, body):
-    """The stream's chunks, parsed, up to data: [DONE]."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    # As browsers and Node's fetch do, the client accepts compressed answers:
-    # a stream must come uncompressed, or it would come all at the end.
-    conn.request("POST", path, body=json.dumps(dict(body, stream=True)),
-                 headers={"Content-Type": "application/json", "Accept-Encoding": "gzip, deflate, br"})
-    resp = conn.getresponse()
-    expect(resp.status == 200 and resp.getheader("Content-Type").startswith("text/event-stream") and
-           resp.getheader("Content-Encoding") is None, "a stream answers 200 with text/event-stream, uncompressed",
-           (resp.status, resp.getheaders()))
-    chunks = []
-    while True:
-        line = resp.readline().decode()
-        expect(line != "", "a stream ends with data: [DONE]", chunks)
-        if line == "\n":
-            continue
-        expect(line.startswith("data: "), "each event is a data: line", line)
-        if line == "data: [DONE]\n":
-            break
-        chunks.append(json.loads(line[len("data: "):]))
-    conn.close()
-    return chunks
-
+use(port, log_path)
 
 chat = {"model": "tiny", "messages": MESSAGES, "max_tokens": 12, "temperature": 0}
 want = generated("gen-chat.jsonl")
@@ -114,6 +71,23 @@ expect(status == 200 and whole["object"] == "text_completion" and whole["choices
 chunks = stream("/v1/completions", body)
 expect("".join(c["choices"][0]["text"] for c in chunks) == want_text["text"], "the streamed completion", chunks)
 print("completion: whole and streamed, poot generate's text")
+
+# A prompt of token ids is taken as it is: the ids poot tokenize gives
+# "hello" make poot generate's text; a list that is not token ids is
+# refused naming prompt.
+ids = [int(w) for w in subprocess.run([poot, "tokenize", f"{d}/tok"], input=PROMPT + "\n", capture_output=True,
+                                      text=True, check=True).stdout.split()]
+status, whole = post("/v1/completions", dict(body, prompt=ids))
+expect(status == 200 and whole["choices"][0]["text"] == want_text["text"] and
+       whole["usage"]["prompt_tokens"] == len(ids), "a prompt of ids gives the text of its string", (ids, whole))
+chunks = stream("/v1/completions", dict(body, prompt=ids))
+expect("".join(c["choices"][0]["text"] for c in chunks) == want_text["text"], "a prompt of ids, streamed", chunks)
+for bad in ([], [256], [-1], [1.5], [[104, 105]], ["hello"], [104, True], {"ids": [1]}):
+    status, err = post("/v1/completions", dict(body, prompt=bad))
+    expect(status == 400 and err["error"]["param"] == "prompt" and err["error"]["type"] == "invalid_request_error",
+           f"prompt {bad!r} is refused naming prompt", err)
+print("prompt ids:", err["error"]["message"])
+print("prompt ids:", post("/v1/completions", dict(body, prompt=[104, 256]))[1]["error"]["message"])
 
 # A stop string: the text up to its first occurrence, finish_reason stop.
 at = next(i for i in range(1, len(want["text"]) - 1) if "\ufffd" not in want["text"][i:i + 2])
@@ -192,12 +166,34 @@ resp.readline()
 resp.close()
 conn.close()
 deadline = time.time() + 30
-while "cancelled: the client is gone" not in open(log_path).read() and time.time() < deadline:
+gone = re.compile(r"cancelled \(running\): the client is gone; (\d+) blocks available")
+while not gone.search(open(log_path).read()) and time.time() < deadline:
     time.sleep(0.05)
-expect("cancelled: the client is gone" in open(log_path).read(), "a client gone cancels its request", None)
+freed = gone.search(open(log_path).read())
+# Nothing else runs: every block of the pool is available again.
+expect(freed and freed.group(1) == "32", "a client gone cancels its request and frees its blocks", freed)
 status, whole = post("/v1/chat/completions", chat)
 expect(status == 200 and whole["choices"][0]["message"]["content"] == want["text"], "the server goes on", whole)
 print("disconnect: cancelled, the server goes on")
+
+# A client gone while its request waits in the queue: two long streams
+# hold the plans' two rows, a third waits behind them; its client leaves
+# at once, and the request is cancelled without ever running (the log
+# says so) while the two go on to their end.
+runners = [open_stream("/v1/chat/completions", dict(chat, max_tokens=100)) for _ in range(2)]
+firsts = [[next_chunk(resp), next_chunk(resp)] for conn, resp in runners]  # the role, then text: both run
+conn, resp = open_stream("/v1/chat/completions", chat)
+resp.close()
+conn.close()
+deadline = time.time() + 30
+while "cancelled (queued, it never ran): the client is gone" not in open(log_path).read() and time.time() < deadline:
+    time.sleep(0.02)
+expect("cancelled (queued, it never ran): the client is gone" in open(log_path).read(),
+       "a client gone while queued cancels its request before it runs", None)
+for (conn, resp), first in zip(runners, firsts):
+    chunks = read_stream(conn, resp, first)
+    expect(chunks[-1]["choices"][0]["finish_reason"] == "length", "the running streams end as asked", chunks[-1])
+print("disconnect while queued: cancelled before it ran, the others go on")
 
 server.send_signal(signal.SIGTERM)
 code = server.wait(timeout=30)
