@@ -214,11 +214,10 @@ Status Writer::inst(kir::V v) {
   const kir::Inst& in = k_.insts[size_t(v)];
   auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
   Scalar operand = in.args.empty() ? in.type : k_.insts[size_t(in.args[0])].type;
-  // A matrix op lowers on the target whose instruction it is: a wave's
-  // (64 threads) on AMDGPU, every other on NVPTX.
+  // A wave's matrix op (64 threads) lowers on AMDGPU only, every other
+  // PTX-only op on NVPTX only.
   bool wave = in.op == Opc::Mma && matrixShape(MatrixOp(in.ref)).threads == 64;
-  if ((kir::opInfo(in.op).ptxOnly && !wave) ? target_ != Target::Ptx : wave && target_ == Target::Ptx)
-    return unsupported(v);
+  if (wave ? target_ == Target::Ptx : kir::opInfo(in.op).ptxOnly && target_ != Target::Ptx) return unsupported(v);
   Value* r = nullptr;
   switch (in.op) {
     case Opc::Const: r = constant(in); break;
