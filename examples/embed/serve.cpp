@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   check(poot_plan_load(argv[1], &prefill), "poot_plan_load");
   check(poot_plan_load(argv[2], &decode), "poot_plan_load");
   poot_engine* engine = nullptr;
-  check(poot_engine_create(prefill, decode, "vulkan", nullptr, 0, argv[3], 1, &engine), "poot_engine_create");
+  check(poot_engine_create(prefill, decode, nullptr, "vulkan", nullptr, 0, argv[3], 1, &engine), "poot_engine_create");
 
   std::vector<std::vector<int32_t>> tokens;
   std::string line;

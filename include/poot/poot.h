@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /* Bumped when a declaration here changes incompatibly. */
-#define POOT_API_VERSION 1
+#define POOT_API_VERSION 2
 
 /* The kinds of error, one for each of the runtime's (lib/ir/diag.h). */
 typedef enum poot_status {
@@ -175,16 +175,19 @@ typedef struct poot_event {
   poot_finish finish; /* how the request ended with this token */
 } poot_event;
 
-/* Starts an engine over two plans of one model: `prefill` a paged prefill
- * plan, `decode` a paged decode plan of one token a row, both of the same
- * capacity, vocabulary, pool, states and weights (else POOT_ERROR_BIND naming
- * the plan). It opens `backend` on `device` as poot_session_create does,
+/* Starts an engine over the plans of one model: `prefill` a paged prefill
+ * plan, `decode` a paged decode plan of one token a row, and `mixed` a
+ * mixed plan (pootc trace --phase mixed: generated tokens beside prompt
+ * chunks in one step) or null for none, all of the same capacity,
+ * vocabulary, pool, states and weights (else POOT_ERROR_BIND naming the
+ * plan). It opens `backend` on `device` as poot_session_create does,
  * binds the weights once from the checkpoint at `weights` (a .safetensors
  * file, a shard index or a model directory; null: every weight from the
  * generator with seed 0, as `poot run` draws them), and zeroes the pools.
  * prefix_cache 0 computes every prompt and caches nothing. The engine keeps
  * its own copies of the plans. */
-POOT_API poot_status poot_engine_create(const poot_plan* prefill, const poot_plan* decode, const char* backend,
+POOT_API poot_status poot_engine_create(const poot_plan* prefill, const poot_plan* decode, const poot_plan* mixed,
+                                        const char* backend,
                                         const char* device, int allow_other_device, const char* weights,
                                         int prefix_cache, poot_engine** engine);
 POOT_API void poot_engine_free(poot_engine* engine);

@@ -308,15 +308,17 @@ poot_status poot_session_read_state(poot_session* session, const char* name, poo
   });
 }
 
-poot_status poot_engine_create(const poot_plan* prefill, const poot_plan* decode, const char* backend,
-                               const char* device, int allow_other_device, const char* weights, int prefix_cache,
+poot_status poot_engine_create(const poot_plan* prefill, const poot_plan* decode, const poot_plan* mixed,
+                               const char* backend, const char* device, int allow_other_device, const char* weights, int prefix_cache,
                                poot_engine** engine) {
   return guarded("poot_engine_create", [&] {
     if (!prefill) return isNull("poot_engine_create", "prefill");
     if (!decode) return isNull("poot_engine_create", "decode");
     if (!backend) return isNull("poot_engine_create", "backend");
     if (!engine) return isNull("poot_engine_create", "engine");
-    auto plans = engine::ModelPlans::check(prefill->file, prefill->path, decode->file, decode->path);
+    auto plans = engine::ModelPlans::check(prefill->file, prefill->path, decode->file, decode->path,
+                                           mixed ? std::optional<rt::PlanFile>(mixed->file) : std::nullopt,
+                                           mixed ? mixed->path : std::string());
     if (!plans) return fail(plans.error());
     auto bound = engine::ModelWeights::bind(plans->graph(), weights ? weights : "");
     if (!bound) return fail(bound.error());

@@ -2,10 +2,11 @@
 // batcher plans a step over one identity, the device's weights change to
 // that identity if they hold another (only the weights either identity
 // changes), the step's maps become the plan's tokens, pos (each row's
-// own), read and write, the plan runs with its logits left on the device,
-// and the rows that sample read their logits back (a decode step's rows in
-// one read, a prefill's one position a row), each sampled by its request's
-// own Sampler; then the batcher commits and the sink hears every token. Both Sessions
+// own, or each token's in a mixed step, with its row and sample), read and
+// write, the plan runs with its logits left on the device,
+// and the rows that sample read their logits back (a decode or mixed
+// step's rows in one read, a prefill's one position a row), each sampled by
+// its request's own Sampler; then the batcher commits and the sink hears every token. Both Sessions
 // share the weight and pool buffers (SessionOptions::shared), so a change
 // of plan moves nothing.
 #include "engine/engine.h"
@@ -28,6 +29,7 @@ Engine::Engine(const ModelPlans& plans, std::shared_ptr<rt::Backend> backend, st
                EngineOptions options)
     : prefillShape_(plans.prefill()),
       decodeShape_(plans.decode()),
+      mixedShape_(plans.mixed()),
       backend_(std::move(backend)),
       weights_(std::move(weights)),
       options_(std::move(options)),
@@ -36,7 +38,9 @@ Engine::Engine(const ModelPlans& plans, std::shared_ptr<rt::Backend> backend, st
               .prefixCache = options_.prefixCache}),
       batcher_(cache_, {.prefillRows = int32_t(plans.prefill().rows),
                         .prefillTokens = int32_t(plans.prefill().tokens),
-                        .decodeRows = int32_t(plans.decode().rows)}) {}
+                        .decodeRows = int32_t(plans.decode().rows),
+                        .mixedRows = int32_t(plans.mixed() ? plans.mixed()->rows : 0),
+                        .mixedTokens = int32_t(plans.mixed() ? plans.mixed()->tokens : 0)}) {}
 
 Expected<std::unique_ptr<Engine>> Engine::create(ModelPlans plans, std::shared_ptr<rt::Backend> backend,
                                                  std::unique_ptr<ModelWeights> weights, EngineOptions options) {
@@ -49,6 +53,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(ModelPlans plans, std::shared_p
                                     {e->options_.allowOtherDevice, e->prefill_->sharedBuffers()});
   if (!decode) return decode.error();
   e->decode_ = decode.take();
+  if (plans.mixedFile_) {
+    auto mixed = rt::Session::create(std::move(*plans.mixedFile_), backend,
+                                     {e->options_.allowOtherDevice, e->prefill_->sharedBuffers()});
+    if (!mixed) return mixed.error();
+    e->mixed_ = mixed.take();
+  }
   return e;
 }
 
@@ -106,29 +116,39 @@ Expected<std::optional<StepReport>> Engine::step() {
   if (!*planned) return std::optional<StepReport>{};
   const kv::PlannedStep& step = **planned;
   if (auto b = bindIdentity(step.identity); !b) return b.error();
-  rt::Session& s = step.prefill ? *prefill_ : *decode_;
+  rt::Session& s = step.plan == kv::Plan::Prefill ? *prefill_ : step.plan == kv::Plan::Decode ? *decode_ : *mixed_;
   const kv::StepMaps& m = step.maps;
   std::map<std::string, Tensor> inputs;
-  inputs["tokens"] = i32({m.rows, m.tokens}, m.tokenIds);
-  inputs["pos"] = i32({m.rows}, m.pos);
+  if (m.ragged) {
+    inputs["tokens"] = i32({m.tokens, 1}, m.tokenIds);
+    inputs["pos"] = i32({m.tokens}, m.tokenPos);
+    inputs["write"] = i32({m.tokens}, m.write);
+    inputs["row"] = i32({m.tokens}, m.tokenRow);
+    inputs["sample"] = i32({m.rows}, m.last);
+  } else {
+    inputs["tokens"] = i32({m.rows, m.tokens}, m.tokenIds);
+    inputs["pos"] = i32({m.rows}, m.pos);
+    inputs["write"] = i32({m.rows * m.tokens}, m.write);
+  }
   inputs["read"] = i32({m.rows, m.capacity}, m.read);
-  inputs["write"] = i32({m.rows * m.tokens}, m.write);
   auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
   if (!result) return result.error();
 
   // The logits of the positions sampled (f32: ModelPlans checked it), into
-  // a buffer kept across steps.
+  // a buffer kept across steps: a row each of a decode or mixed step in
+  // one read, a prefill's one position a row.
   const int64_t vocab = prefillShape_.vocab;
+  const bool oneRead = m.ragged || m.tokens == 1;
   std::vector<int32_t> sampled(size_t(m.rows), -1);
   std::vector<std::optional<TokenLogprobs>> logprobs(size_t(m.rows));
-  logits_.resize(size_t(m.tokens == 1 ? m.rows * vocab : vocab));
-  if (m.tokens == 1)
+  logits_.resize(size_t(oneRead ? m.rows * vocab : vocab));
+  if (oneRead)
     if (auto read = s.readOutput("logits", 0, int64_t(logits_.size()), logits_.data()); !read) return read.error();
   std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
   for (int32_t r = 0; r < m.rows; ++r) {
     if (step.sampleAt[r] < 0) continue;
     size_t offset = size_t(r) * size_t(vocab);
-    if (m.tokens > 1) {
+    if (!oneRead) {
       int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * vocab;
       if (auto read = s.readOutput("logits", at, vocab, logits_.data()); !read) return read.error();
       offset = 0;
@@ -140,7 +160,7 @@ Expected<std::optional<StepReport>> Engine::step() {
   }
   auto ended = batcher_.complete(step, sampled);
   if (!ended) return kvError(ended.error());
-  StepReport report{step.prefill, result->seconds, result->deviceSeconds, 0,
+  StepReport report{step.plan, result->seconds, result->deviceSeconds, 0,
                     std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; })};
   for (auto& [request, sampler] : drawn) samplers_.at(request) = std::move(sampler);
   std::vector<TokenEvent> events;

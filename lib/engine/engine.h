@@ -2,8 +2,9 @@
 // weights (bound once, in device buffers both plans share), the KV pools
 // (one device copy, written by whichever plan runs), the paged KV cache with
 // its prefix cache, and the batcher (kv/batch.h), and runs the model's
-// prefill and decode plans as two Sessions over those shared buffers: no
-// weight or pool is ever copied between them, nor through the host.
+// prefill and decode plans (and a mixed one, when given: prompt chunks
+// beside sampled tokens in one step) as Sessions over those shared buffers:
+// no weight or pool is ever copied between them, nor through the host.
 //
 // Requests go in (submit: token ids, sampling options, stop ids, max new
 // tokens, a weights identity), each step() plans and runs one step of the
@@ -49,7 +50,7 @@ struct EngineOptions {
 
 // What one step did.
 struct StepReport {
-  bool prefill = false;                 // which plan ran
+  kv::Plan plan = kv::Plan::Decode;     // which plan ran
   double seconds = 0;                   // the step's wall time on the device (Session::step)
   std::optional<double> deviceSeconds;  // its device time, where the backend measures it
   int64_t tokens = 0;                   // tokens it generated
@@ -58,9 +59,9 @@ struct StepReport {
 
 class Engine {
  public:
-  // Starts both plans on the backend, the prefill Session first (it makes
+  // Starts the plans on the backend, the prefill Session first (it makes
   // the weight and pool buffers, binds the base weights and zeroes the
-  // pools), the decode Session over the same buffers.
+  // pools), the decode Session (and the mixed one) over the same buffers.
   static Expected<std::unique_ptr<Engine>> create(ModelPlans plans, std::shared_ptr<rt::Backend> backend,
                                                   std::unique_ptr<ModelWeights> weights, EngineOptions options = {});
 
@@ -84,6 +85,7 @@ class Engine {
   // The plans' shapes (rows, tokens, capacity, vocabulary, pool).
   const PagedShape& prefillShape() const { return prefillShape_; }
   const PagedShape& decodeShape() const { return decodeShape_; }
+  const std::optional<PagedShape>& mixedShape() const { return mixedShape_; }
   const ModelWeights& weights() const { return *weights_; }
   const kv::BatchStats& stats() const { return batcher_.stats(); }
   int64_t requests() const { return batcher_.requests(); }
@@ -103,10 +105,11 @@ class Engine {
   void retireOld();
 
   PagedShape prefillShape_, decodeShape_;
+  std::optional<PagedShape> mixedShape_;
   std::shared_ptr<rt::Backend> backend_;
   std::unique_ptr<ModelWeights> weights_;
   EngineOptions options_;
-  std::unique_ptr<rt::Session> prefill_, decode_;
+  std::unique_ptr<rt::Session> prefill_, decode_, mixed_;  // mixed_: none without a mixed plan
   kv::KvCache cache_;
   kv::Batcher batcher_;
   std::map<int64_t, Sampler> samplers_;  // of the requests not ended

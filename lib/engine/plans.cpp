@@ -1,9 +1,11 @@
 // The fit of a model's plans: each plan's paged shape read from its source
 // graph (the slots and output by name, dtype and rank, the pool whole
 // blocks named by both maps, every state a pool), then the decode plan's
-// against the prefill plan's, figure by figure and name by name.
+// and the mixed plan's against the prefill plan's, figure by figure and
+// name by name.
 #include "engine/plans.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -40,14 +42,32 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   auto write = need("write", Storage::Slot, DType::I32, 1);
   if (!write) return write.error();
   PagedShape s;
-  s.rows = (*tokens)->type.shape[0];
-  s.tokens = (*tokens)->type.shape[1];
+  // A mixed plan (pootc trace --phase mixed) names each token's row of the
+  // read map and each row's token for the logits.
+  s.mixed = param(g, "row") != nullptr;
+  std::vector<std::string> slots{"tokens", "pos", "read", "write"};
+  if (s.mixed) {
+    auto row = need("row", Storage::Slot, DType::I32, 1);
+    if (!row) return row.error();
+    auto sample = need("sample", Storage::Slot, DType::I32, 1);
+    if (!sample) return sample.error();
+    s.rows = (*read)->type.shape[0];
+    s.tokens = (*tokens)->type.shape[0];
+    if ((*tokens)->type.shape[1] != 1 || (*pos)->type.shape[0] != s.tokens || (*write)->type.shape[0] != s.tokens ||
+        (*row)->type.shape[0] != s.tokens || (*sample)->type.shape[0] != s.rows)
+      return planError(plan, "its positions, rows, write map and samples do not match a mixed step of its tokens' " +
+                                 std::to_string(s.tokens) + " over its read map's " + std::to_string(s.rows) + " rows");
+    slots.insert(slots.end(), {"row", "sample"});
+  } else {
+    s.rows = (*tokens)->type.shape[0];
+    s.tokens = (*tokens)->type.shape[1];
+    if ((*pos)->type.shape[0] != s.rows || (*read)->type.shape[0] != s.rows ||
+        (*write)->type.shape[0] != s.rows * s.tokens)
+      return planError(plan, "its positions, read and write maps do not match its tokens' " + std::to_string(s.rows) +
+                                 " rows of " + std::to_string(s.tokens));
+  }
   s.capacity = (*read)->type.shape[1];
   s.poolSlots = (*write)->hi + 1;
-  if ((*pos)->type.shape[0] != s.rows || (*read)->type.shape[0] != s.rows ||
-      (*write)->type.shape[0] != s.rows * s.tokens)
-    return planError(plan, "its positions, read and write maps do not match its tokens' " + std::to_string(s.rows) +
-                               " rows of " + std::to_string(s.tokens));
   if (s.poolSlots % kv::kBlockSize != 0 || (*read)->hi + 1 != s.poolSlots)
     return planError(plan, "its pool of " + std::to_string(s.poolSlots) + " slots is not whole blocks of " +
                                std::to_string(kv::kBlockSize) + " named by both maps");
@@ -55,34 +75,34 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
     const Value& v = g.value(id);
     if (v.storage == Storage::Weight) s.weights[v.name] = v.type;
     else if (v.storage == Storage::State) s.states[v.name] = v.type;
-    else if (v.name != "tokens" && v.name != "pos" && v.name != "read" && v.name != "write")
+    else if (std::find(slots.begin(), slots.end(), v.name) == slots.end())
       return planError(plan, "its " + std::string(storageName(v.storage)) + " %" + v.name +
-                                 " is not one the engine binds (tokens, pos, read, write)");
+                                 " is not one the engine binds (tokens, pos, read, write; a mixed plan's row and sample)");
   }
   for (const auto& [name, t] : s.states)
     if (t.rank() < 1 || t.shape[0] != s.poolSlots)
       return planError(plan, "its state %" + name + " is not a pool of " + std::to_string(s.poolSlots) + " slots");
+  // The logits: a row's tokens each, or one a row in a mixed plan.
+  const int64_t logitRows = s.rows, logitTokens = s.mixed ? 1 : s.tokens;
   for (const Export& o : g.outputs)
     if (g.value(o.value).name == "logits") {
       const Type& t = g.value(o.value).type;
-      if (t.dtype != DType::F32 || t.rank() != 3 || t.shape[0] != s.rows || t.shape[1] != s.tokens)
-        return planError(plan, "its logits are " + t.str() + ", not f32[" + std::to_string(s.rows) + "," +
-                                   std::to_string(s.tokens) + ",vocab]");
+      if (t.dtype != DType::F32 || t.rank() != 3 || t.shape[0] != logitRows || t.shape[1] != logitTokens)
+        return planError(plan, "its logits are " + t.str() + ", not f32[" + std::to_string(logitRows) + "," +
+                                   std::to_string(logitTokens) + ",vocab]");
       s.vocab = t.shape[2];
     }
   if (s.vocab == 0) return planError(plan, "it has no output %logits");
   return s;
 }
 
-// The decode plan against the prefill plan: the same pools, weights,
-// capacity and vocabulary, one token a row.
-Status fitTogether(const PagedShape& p, const PagedShape& d, const std::string& decodePlan) {
-  if (d.tokens != 1)
-    return planError(decodePlan, "a decode plan takes one token a row, this one " + std::to_string(d.tokens));
+// Another plan of the model against the prefill plan: the same pools,
+// weights, capacity and vocabulary.
+Status fitTogether(const PagedShape& p, const PagedShape& d, const std::string& otherPlan) {
   auto figure = [&](const char* what, int64_t a, int64_t b) -> Status {
     if (a == b) return ok();
-    return planError(decodePlan, std::string("its ") + what + " is " + std::to_string(b) + ", the prefill plan's " +
-                                     std::to_string(a));
+    return planError(otherPlan, std::string("its ") + what + " is " + std::to_string(b) + ", the prefill plan's " +
+                                    std::to_string(a));
   };
   if (auto f = figure("capacity", p.capacity, d.capacity); !f) return f;
   if (auto f = figure("vocabulary", p.vocab, d.vocab); !f) return f;
@@ -90,36 +110,68 @@ Status fitTogether(const PagedShape& p, const PagedShape& d, const std::string& 
   for (const auto& [what, a, b] : {std::tuple{"state", &p.states, &d.states}, std::tuple{"weight", &p.weights, &d.weights}})
     for (const auto& [name, t] : *a) {
       auto it = b->find(name);
-      if (it == b->end()) return planError(decodePlan, std::string("it has no ") + what + " %" + name + " of the prefill plan");
+      if (it == b->end()) return planError(otherPlan, std::string("it has no ") + what + " %" + name + " of the prefill plan");
       if (it->second != t)
-        return planError(decodePlan, std::string("its ") + what + " %" + name + " is " + it->second.str() +
-                                         ", the prefill plan's " + t.str());
+        return planError(otherPlan, std::string("its ") + what + " %" + name + " is " + it->second.str() +
+                                        ", the prefill plan's " + t.str());
     }
   for (const auto& [what, a, b] : {std::tuple{"state", &d.states, &p.states}, std::tuple{"weight", &d.weights, &p.weights}})
     for (const auto& [name, t] : *a)
-      if (!b->count(name)) return planError(decodePlan, std::string("its ") + what + " %" + name + " is not in the prefill plan");
+      if (!b->count(name)) return planError(otherPlan, std::string("its ") + what + " %" + name + " is not in the prefill plan");
+  return ok();
+}
+
+// Which kind of plan each place takes: the prefill and decode plans padded,
+// the decode plan one token a row, the mixed plan mixed.
+Status isKind(const PagedShape& s, const std::string& plan, const char* role) {
+  bool mixedRole = std::string(role) == "mixed";
+  if (s.mixed != mixedRole)
+    return planError(plan, s.mixed ? std::string("a mixed plan is not a ") + role + " plan (pass it as the mixed plan)"
+                                   : "a mixed plan is traced with --phase mixed, this one is not");
+  if (s.mixed && s.rows < 2)
+    return planError(plan, "a mixed plan runs sampled tokens beside a prompt, so it takes at least 2 sequences "
+                           "(--batch), this one 1");
+  if (std::string(role) == "decode" && s.tokens != 1)
+    return planError(plan, "a decode plan takes one token a row, this one " + std::to_string(s.tokens));
   return ok();
 }
 
 }  // namespace
 
 Expected<ModelPlans> ModelPlans::load(const std::string& prefillPath, const std::string& decodePath,
-                                      const rt::TrustedKeys& trusted) {
+                                      const rt::TrustedKeys& trusted, const std::string& mixedPath) {
   auto prefill = rt::loadPlanFile(prefillPath, trusted);
   if (!prefill) return prefill.error();
   auto decode = rt::loadPlanFile(decodePath, trusted);
   if (!decode) return decode.error();
-  return check(prefill.take(), prefillPath, decode.take(), decodePath);
+  std::optional<rt::PlanFile> mixed;
+  if (!mixedPath.empty()) {
+    auto m = rt::loadPlanFile(mixedPath, trusted);
+    if (!m) return m.error();
+    mixed = m.take();
+  }
+  return check(prefill.take(), prefillPath, decode.take(), decodePath, std::move(mixed), mixedPath);
 }
 
 Expected<ModelPlans> ModelPlans::check(rt::PlanFile prefill, const std::string& prefillName, rt::PlanFile decode,
-                                       const std::string& decodeName) {
+                                       const std::string& decodeName, std::optional<rt::PlanFile> mixed,
+                                       const std::string& mixedName) {
   auto p = pagedShape(prefill.source, prefillName);
   if (!p) return p.error();
+  if (auto k = isKind(*p, prefillName, "prefill"); !k) return k.error();
   auto d = pagedShape(decode.source, decodeName);
   if (!d) return d.error();
+  if (auto k = isKind(*d, decodeName, "decode"); !k) return k.error();
   if (auto f = fitTogether(*p, *d, decodeName); !f) return f.error();
   ModelPlans plans;
+  if (mixed) {
+    auto m = pagedShape(mixed->source, mixedName);
+    if (!m) return m.error();
+    if (auto k = isKind(*m, mixedName, "mixed"); !k) return k.error();
+    if (auto f = fitTogether(*p, *m, mixedName); !f) return f.error();
+    plans.mixedFile_ = std::move(*mixed);
+    plans.mixedShape_ = m.take();
+  }
   plans.prefillFile_ = std::move(prefill);
   plans.decodeFile_ = std::move(decode);
   plans.prefillShape_ = p.take();

@@ -2,14 +2,17 @@
 // any device is opened: a paged prefill plan and a paged decode plan (pootc
 // trace --kv paged), each a step over the slots tokens, pos (one a row),
 // read and write with the output logits and no other per-call parameter, the decode
-// plan one token a row, both with the same capacity, vocabulary, pool,
-// states and weights. What the plans can serve decides which requests are
+// plan one token a row, and optionally a mixed plan (--phase mixed: its
+// tokens each at their own position and read-map row, the slots row and
+// sample besides), all with the same capacity, vocabulary, pool, states and
+// weights. What the plans can serve decides which requests are
 // valid (checkRequest), so a caller can refuse bad requests before it opens
 // a device. Errors are Bind errors naming the plan's file.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,7 +27,10 @@
 namespace poot::engine {
 
 // What the engine needs to know of a paged plan's source graph.
+// rows and tokens are the batch rows and tokens a row, or in a mixed plan
+// the sequences (the read map's and the logits' rows) and the tokens in all.
 struct PagedShape {
+  bool mixed = false;
   int64_t rows = 0, tokens = 0, capacity = 0, vocab = 0, poolSlots = 0;
   std::map<std::string, Type> states, weights;
 };
@@ -40,16 +46,20 @@ struct Request {
 
 class ModelPlans {
  public:
-  // `prefillName` and `decodeName` name the plans in diagnostics (their files).
+  // `prefillName`, `decodeName` and `mixedName` name the plans in
+  // diagnostics (their files). The mixed plan is optional.
   static Expected<ModelPlans> check(rt::PlanFile prefill, const std::string& prefillName, rt::PlanFile decode,
-                                    const std::string& decodeName);
-  // Reads both plan files (each refused unless signed by one of `trusted`,
-  // when any is given: rt::loadPlanFile), then checks them.
+                                    const std::string& decodeName, std::optional<rt::PlanFile> mixed = {},
+                                    const std::string& mixedName = {});
+  // Reads the plan files (each refused unless signed by one of `trusted`,
+  // when any is given: rt::loadPlanFile; no mixed plan where mixedPath is
+  // empty), then checks them.
   static Expected<ModelPlans> load(const std::string& prefillPath, const std::string& decodePath,
-                                   const rt::TrustedKeys& trusted);
+                                   const rt::TrustedKeys& trusted, const std::string& mixedPath = {});
 
   const PagedShape& prefill() const { return prefillShape_; }
   const PagedShape& decode() const { return decodeShape_; }
+  const std::optional<PagedShape>& mixed() const { return mixedShape_; }
   // The prefill plan's source graph (its weights are the decode plan's too).
   const Graph& graph() const { return prefillFile_.source; }
   int32_t poolBlocks() const;
@@ -58,7 +68,9 @@ class ModelPlans {
   friend class Engine;  // takes the files for its sessions
   ModelPlans() = default;
   rt::PlanFile prefillFile_, decodeFile_;
+  std::optional<rt::PlanFile> mixedFile_;
   PagedShape prefillShape_, decodeShape_;
+  std::optional<PagedShape> mixedShape_;
 };
 
 // Whether plans of this shape (either plan's: they agree) can serve a

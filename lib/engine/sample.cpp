@@ -28,11 +28,11 @@ int32_t firstLargest(std::span<const float> x) {
   // writes as vector instructions (x > m ? x : m passes over a NaN, as the
   // scan does), and only a block that beats the best so far is searched for
   // the first index of its maximum (== makes -0.0 and +0.0 one value, as >
-  // does; a NaN first logit is beaten by nothing). Four times the plain
+  // does; a NaN first logit starts as -inf). Four times the plain
   // scan's speed: a step of 32 rows of Llama 3's 128256 logits took 32 ms of
   // host time that way.
   constexpr size_t kBlock = 256;
-  float best = x[0];
+  float best = std::isnan(x[0]) ? -std::numeric_limits<float>::infinity() : x[0];
   size_t at = 0;
   for (size_t lo = 1; lo < x.size(); lo += kBlock) {
     size_t hi = std::min(x.size(), lo + kBlock);

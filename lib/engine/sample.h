@@ -16,9 +16,11 @@
 
 namespace poot {
 
-// The index of the first largest logit, as a scan keeping i where
-// logits[i] > logits[best] (from best = 0) finds it: a NaN never wins, but a
-// NaN first logit stays (nothing compares greater than it); 0 when empty.
+// The index of the first largest logit, a NaN counting as below every
+// number (-inf included: the first of them wins a row of NaN and -inf); 0
+// when empty. A plan traced with --next-token computes the same index on the
+// device (TopK of 1 over the logits with NaN made -inf), so a greedy step
+// reads token ids instead of logits.
 int32_t firstLargest(std::span<const float> logits);
 
 struct SampleOptions {

@@ -5,7 +5,8 @@
 // steps that fill their rows with sequences of one identity at whatever
 // positions, the furthest behind first, ties broken by the previous step's
 // identity first, then by sequence id, so the same requests always give the
-// same steps.
+// same steps; with a mixed plan, sampled tokens and prompt chunks of that
+// identity share a step.
 #include "kv/batch.h"
 
 #include <algorithm>
@@ -148,27 +149,65 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
     decode.push_back(c);
     if (pending > 1 && s->written <= capacity - config_.prefillTokens) prefill.push_back(c);
   }
-  bool usePrefill = !prefill.empty();
-  auto& candidates = usePrefill ? prefill : decode;
-  std::sort(candidates.begin(), candidates.end());
-  int32_t rows = usePrefill ? config_.prefillRows : config_.decodeRows;
-  int32_t tokens = usePrefill ? config_.prefillTokens : 1;
-  // The rows: the first candidate's identity, every position (each row
-  // has its own).
-  uint64_t identity = cache_.sequence(candidates.front().seq)->identity;
-  std::vector<SeqId> layout;
-  for (const Candidate& c : candidates)
-    if (cache_.sequence(c.seq)->identity == identity && int32_t(layout.size()) < rows) layout.push_back(c.seq);
-  layout.resize(size_t(rows), kPadding);
+  std::sort(decode.begin(), decode.end());
+  auto pending = [&](SeqId seq) {
+    const Sequence* s = cache_.sequence(seq);
+    return int32_t(s->tokens.size()) - s->written;
+  };
 
-  auto maps = cache_.buildStep(layout, tokens);
+  // A mixed step, where the first candidate's identity has both sampled
+  // tokens and prompts to compute: every sampled token first (one place
+  // and one row kept for a prompt), then prompt chunks, furthest behind
+  // first, as long as rows and places are left.
+  std::vector<SeqId> layout;
+  std::vector<int32_t> counts;
+  uint64_t identity = cache_.sequence(decode.front().seq)->identity;
+  Plan plan = Plan::Decode;
+  if (config_.mixedTokens > 0) {
+    std::vector<SeqId> sampled, prompts;
+    for (const Candidate& c : decode)
+      if (cache_.sequence(c.seq)->identity == identity) (pending(c.seq) == 1 ? sampled : prompts).push_back(c.seq);
+    if (!sampled.empty() && !prompts.empty()) {
+      plan = Plan::Mixed;
+      int32_t places = 0;
+      for (SeqId seq : sampled) {
+        if (int32_t(layout.size()) + 1 >= config_.mixedRows || places + 1 >= config_.mixedTokens) break;
+        layout.push_back(seq);
+        counts.push_back(1);
+        ++places;
+      }
+      for (SeqId seq : prompts) {
+        if (int32_t(layout.size()) == config_.mixedRows || places == config_.mixedTokens) break;
+        layout.push_back(seq);
+        counts.push_back(std::min(pending(seq), config_.mixedTokens - places));
+        places += counts.back();
+      }
+      layout.resize(size_t(config_.mixedRows), kPadding);
+      counts.resize(size_t(config_.mixedRows), 0);
+    }
+  }
+  if (plan != Plan::Mixed) {
+    plan = prefill.empty() ? Plan::Decode : Plan::Prefill;
+    auto& candidates = plan == Plan::Prefill ? prefill : decode;
+    std::sort(candidates.begin(), candidates.end());
+    int32_t rows = plan == Plan::Prefill ? config_.prefillRows : config_.decodeRows;
+    // The rows: the first candidate's identity, every position (each row
+    // has its own).
+    identity = cache_.sequence(candidates.front().seq)->identity;
+    for (const Candidate& c : candidates)
+      if (cache_.sequence(c.seq)->identity == identity && int32_t(layout.size()) < rows) layout.push_back(c.seq);
+    layout.resize(size_t(rows), kPadding);
+  }
+
+  auto maps = plan == Plan::Mixed ? cache_.buildMixed(layout, counts, config_.mixedTokens)
+                                  : cache_.buildStep(layout, plan == Plan::Prefill ? config_.prefillTokens : 1);
   if (!maps) return maps.error();
   PlannedStep step;
-  step.prefill = usePrefill;
+  step.plan = plan;
   step.identity = identity;
   step.maps = std::move(*maps);
-  for (int32_t r = 0; r < rows; ++r) {
-    SeqId seq = layout[size_t(r)];
+  for (size_t r = 0; r < layout.size(); ++r) {
+    SeqId seq = layout[r];
     step.requests.push_back(seq == kPadding ? -1 : live_.at(seq));
     bool last = seq != kPadding &&
                 step.maps.pos[r] + step.maps.count[r] == int32_t(cache_.sequence(seq)->tokens.size());
@@ -183,9 +222,11 @@ KvResult<std::vector<Finish>> Batcher::complete(const PlannedStep& step, std::sp
                                              std::to_string(sampled.size()) + " sampled tokens"};
   if (auto c = cache_.commit(step.maps); !c) return c.error();
   lastIdentity_ = step.identity;
-  ++(step.prefill ? stats_.prefillSteps : stats_.decodeSteps);
-  if (!step.prefill)
+  ++(step.plan == Plan::Prefill ? stats_.prefillSteps : step.plan == Plan::Decode ? stats_.decodeSteps : stats_.mixedSteps);
+  if (step.plan == Plan::Decode)
     stats_.decodeRowsUsed += std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; });
+  if (step.plan == Plan::Mixed)
+    for (int32_t c : step.maps.count) stats_.mixedTokensUsed += c;
   std::vector<Finish> ended(step.sampleAt.size(), Finish::None);
   for (size_t r = 0; r < step.sampleAt.size(); ++r) {
     if (step.sampleAt[r] < 0) continue;

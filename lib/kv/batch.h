@@ -9,7 +9,10 @@
 // furthest behind (the lowest position) first, so none waits behind ones
 // that are further along. Sequences with more than one token to
 // compute take the prefill plan while its window fits the capacity; a
-// single pending token (a sampled one) takes the decode plan. A sequence
+// single pending token (a sampled one) takes the decode plan. With a mixed
+// plan, a step where both kinds are live runs them together instead: the
+// sampled tokens first, then prompt chunks in the places left, so a long
+// prompt no longer holds up the sequences that are generating. A sequence
 // stops after its request's maxNew generated tokens or at one of its stop
 // ids, or when it is cancelled, and is finished at once, freeing its row and
 // its blocks for the next request.
@@ -38,7 +41,13 @@ namespace poot::kv {
 struct BatchConfig {
   int32_t prefillRows = 1, prefillTokens = 1;  // the prefill plan's batch rows and tokens a row
   int32_t decodeRows = 1;                      // the decode plan's batch rows (one token a row)
+  int32_t mixedRows = 0, mixedTokens = 0;      // the mixed plan's sequences (at least 2) and tokens in all;
+                                               // 0: no mixed plan
 };
+
+// Which plan runs a step.
+enum class Plan : uint8_t { Prefill, Decode, Mixed };
+inline const char* planName(Plan p) { return p == Plan::Prefill ? "prefill" : p == Plan::Decode ? "decode" : "mixed"; }
 
 // What a request asks for.
 struct Request {
@@ -61,7 +70,7 @@ KvStatus checkRequest(const KvConfig& cache, const Request& request);
 // sampleAt[r] >= 0 the logits of its token sampleAt[r] give the request's
 // next token. Every row's sequence runs on the weights of `identity`.
 struct PlannedStep {
-  bool prefill = false;  // which plan runs it
+  Plan plan = Plan::Decode;
   uint64_t identity = 0;
   StepMaps maps;
   std::vector<int64_t> requests;
@@ -72,8 +81,9 @@ struct BatchStats {
   int64_t hits = 0;            // requests that found a cached prefix
   int64_t skippedTokens = 0;   // prompt tokens whose prefill was skipped
   int32_t peakBlocks = 0;      // blocks held by live sequences, at the most
-  int64_t prefillSteps = 0, decodeSteps = 0;
-  int64_t decodeRowsUsed = 0;  // sequences over all decode steps (rows that were not padding)
+  int64_t prefillSteps = 0, decodeSteps = 0, mixedSteps = 0;
+  int64_t decodeRowsUsed = 0;   // sequences over all decode steps (rows that were not padding)
+  int64_t mixedTokensUsed = 0;  // tokens computed over all mixed steps (places that were not padding)
   int64_t generated = 0;       // tokens generated over all requests
 };
 

@@ -116,6 +116,54 @@ KvResult<StepMaps> KvCache::buildStep(std::span<const SeqId> rows, int32_t token
   return m;
 }
 
+KvResult<StepMaps> KvCache::buildMixed(std::span<const SeqId> rows, std::span<const int32_t> counts,
+                                        int32_t tokens) const {
+  if (rows.empty() || tokens < 1 || counts.size() != rows.size())
+    return KvError{KvErrorKind::BadStep, "a mixed step needs at least one row, one token and a count a row"};
+  StepMaps m;
+  m.rows = int32_t(rows.size());
+  m.tokens = tokens;
+  m.capacity = config_.capacity;
+  m.ragged = true;
+  m.seqs.assign(rows.begin(), rows.end());
+  m.pos.assign(rows.size(), 0);
+  m.count.assign(rows.size(), 0);
+  m.tokenIds.assign(size_t(tokens), 0);
+  m.read.assign(rows.size() * config_.capacity, 0);
+  m.write.assign(size_t(tokens), -1);
+  m.tokenPos.assign(size_t(tokens), 0);
+  m.tokenRow.assign(size_t(tokens), 0);
+  m.last.assign(rows.size(), 0);
+  std::set<SeqId> seen;
+  int32_t place = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] == kPadding) {
+      if (counts[r] != 0) return KvError{KvErrorKind::BadStep, "a padding row takes no token"};
+      continue;
+    }
+    if (!seen.insert(rows[r]).second)
+      return KvError{KvErrorKind::BadStep, "sequence " + std::to_string(rows[r]) + " is on two rows of one step"};
+    const Sequence* s = sequence(rows[r]);
+    if (!s) return unknown(rows[r]);
+    int32_t pending = int32_t(s->tokens.size()) - s->written;
+    if (counts[r] < 1 || counts[r] > pending || counts[r] > tokens - place)
+      return KvError{KvErrorKind::BadStep, "sequence " + std::to_string(rows[r]) + " cannot take " +
+                                               std::to_string(counts[r]) + " tokens: it has " + std::to_string(pending) +
+                                               " pending and the step " + std::to_string(tokens - place) + " places left"};
+    m.pos[r] = s->written;
+    m.count[r] = counts[r];
+    for (int32_t p = 0; p < m.pos[r] + m.count[r]; ++p) m.read[r * config_.capacity + p] = slotOf(*s, p);
+    for (int32_t t = 0; t < m.count[r]; ++t, ++place) {
+      m.write[place] = slotOf(*s, m.pos[r] + t);
+      m.tokenIds[place] = s->tokens[m.pos[r] + t];
+      m.tokenPos[place] = m.pos[r] + t;
+      m.tokenRow[place] = int32_t(r);
+    }
+    m.last[r] = place - 1;
+  }
+  return m;
+}
+
 KvStatus KvCache::commit(const StepMaps& step) {
   for (int32_t r = 0; r < step.rows; ++r) {
     if (step.seqs[r] == kPadding) continue;

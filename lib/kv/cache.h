@@ -6,7 +6,9 @@
 // finished to release its blocks. Each step, buildStep lays the chosen
 // sequences on the graph's rows and gives the read map ([rows, capacity] i32:
 // each logical position's flat pool slot) and the write map ([rows * tokens]
-// i32: the slot each new token is written to, -1 for padding); once the step
+// i32: the slot each new token is written to, -1 for padding), or buildMixed
+// the ragged maps of a mixed step (rows of their own token counts packed
+// one after another); once the step
 // has run, commit marks those positions written, and every block it fills
 // joins the prefix cache. Shared blocks are only full, written prefix blocks,
 // and a sequence writes only into its own unshared blocks.
@@ -54,17 +56,26 @@ struct Started {
 };
 
 // The inputs of one step. Row r holds seqs[r] (or kPadding); its new tokens
-// are positions [pos[r], pos[r] + count[r]) of its sequence.
+// are positions [pos[r], pos[r] + count[r]) of its sequence. A padded step
+// (buildStep, the prefill and decode plans) gives every row `tokens` places,
+// token t of row r at r * tokens + t; a ragged one (buildMixed, a mixed plan)
+// has `tokens` places in all, row r's count[r] tokens one after another from
+// the row before it, then padding to the end.
 struct StepMaps {
   int32_t rows = 0, tokens = 0, capacity = 0;
+  bool ragged = false;
   std::vector<SeqId> seqs;         // [rows]
   std::vector<int32_t> pos;        // [rows]: the first new position (0 on padding)
   std::vector<int32_t> count;      // [rows]: the new tokens, at most `tokens`
-  std::vector<int32_t> tokenIds;   // [rows * tokens]: the new token ids, 0 past count
+  std::vector<int32_t> tokenIds;   // the new token ids, 0 on padding places: [rows * tokens] (ragged: [tokens])
   // [rows * capacity]: the slot of each position below pos + count; slot 0
   // (always a valid slot, hidden by the mask and the live length) past it.
   std::vector<int32_t> read;
-  std::vector<int32_t> write;      // [rows * tokens]: the slot of each new token, -1 past count
+  std::vector<int32_t> write;      // the slot of each new token, -1 on padding places: [rows * tokens] (ragged: [tokens])
+  // Ragged only, what the mixed plan binds as `pos`, `row` and `sample`:
+  std::vector<int32_t> tokenPos;   // [tokens]: each token's position (0 on padding)
+  std::vector<int32_t> tokenRow;   // [tokens]: each token's row (0 on padding)
+  std::vector<int32_t> last;       // [rows]: the place of the row's last token (0 on a padding row)
 };
 
 class KvCache {
@@ -79,6 +90,11 @@ class KvCache {
   // The maps of a step over these rows, up to `tokens` new positions a row
   // (the next ones not yet written). Changes nothing.
   KvResult<StepMaps> buildStep(std::span<const SeqId> rows, int32_t tokens) const;
+  // The ragged maps of a step of `tokens` places over these rows, row r
+  // taking the next counts[r] positions of its sequence (at least 1 and at
+  // most its pending ones; 0 on padding), all of them within `tokens`.
+  // Changes nothing.
+  KvResult<StepMaps> buildMixed(std::span<const SeqId> rows, std::span<const int32_t> counts, int32_t tokens) const;
   // After the step of these maps has run: marks their positions written and
   // caches the blocks they filled.
   KvStatus commit(const StepMaps& step);

@@ -167,7 +167,7 @@ Expected<Graph> traceBloom(const ModelConfig& cfg, const TraceOptions& opts) {
     x = layerNorm(c, x, "transformer.ln_f");
   }
   ValueId head = cfg.tieWordEmbeddings ? embed : weight(c, "lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ops::logits(b, x, head);
+  ops::logits(b, step, x, head);
   return b.finish();
 }
 

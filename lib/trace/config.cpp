@@ -368,15 +368,28 @@ Expected<ops::StepSpec> resolveStep(const ModelConfig& cfg, const TraceOptions& 
   ops::StepSpec s;
   s.batch = opts.batch;
   s.tokens = opts.tokens.value_or(opts.phase == Phase::Decode ? 1 : kDefaultPrefillTokens);
-  s.capacity = opts.capacity.value_or(std::max(kDefaultCapacity, s.tokens));
   s.kv = opts.kv;
   s.poolSlots = opts.poolSlots;
   s.live = opts.live;
+  s.nextToken = opts.nextToken;
   s.dtype = opts.dtype;
   s.kvDtype = opts.kvDtype.value_or(opts.dtype);
   s.weightDtype = opts.weightsDtype.value_or(opts.dtype);
   if (opts.phase == Phase::Decode && s.tokens != 1)
     return usage("--tokens must be 1 for decode, got " + std::to_string(s.tokens) + " (use --phase prefill)");
+  if (opts.phase == Phase::Mixed) {
+    if (s.batch < 1) return usage("--batch must be at least 1, got " + std::to_string(s.batch));
+    if (s.kv != ops::KvLayout::Paged) return usage("--phase mixed needs --kv paged: its tokens read their sequences' blocks");
+    if (s.batch > s.tokens)
+      return usage("--batch " + std::to_string(s.batch) + " sequences of a mixed step need at least as many --tokens, got " +
+                   std::to_string(s.tokens));
+    // Each token is a row of one token at its own position; `batch` counts
+    // the sequences they belong to.
+    s.sequences = s.batch;
+    s.batch = s.tokens;
+    s.tokens = 1;
+  }
+  s.capacity = opts.capacity.value_or(std::max(kDefaultCapacity, s.tokens));
   if (s.batch < 1) return usage("--batch must be at least 1, got " + std::to_string(s.batch));
   if (s.tokens < 1) return usage("--tokens must be at least 1, got " + std::to_string(s.tokens));
   if (s.capacity < 1) return usage("--capacity must be at least 1, got " + std::to_string(s.capacity));
@@ -405,7 +418,8 @@ Expected<DType> checkpointDtype(const ModelConfig& cfg) {
 }
 
 std::string graphName(const ModelConfig& cfg, const TraceOptions& opts) {
-  std::string n = cfg.modelType + (opts.phase == Phase::Decode ? "_decode" : "_prefill");
+  const char* phase = opts.phase == Phase::Decode ? "_decode" : opts.phase == Phase::Prefill ? "_prefill" : "_mixed";
+  std::string n = cfg.modelType + phase;
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
   if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0])) || n[0] == '.' || n[0] == '-') n = "m_" + n;

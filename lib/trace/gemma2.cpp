@@ -175,7 +175,7 @@ Expected<Graph> traceGemma2(const ModelConfig& cfg, const TraceOptions& opts) {
     x = norm(c, x, "model.norm.weight");
   }
   ValueId head = cfg.tieWordEmbeddings ? embed : weight(c, "lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ops::logits(b, x, head, params->finalSoftcap);
+  ops::logits(b, step, x, head, params->finalSoftcap);
   return b.finish();
 }
 

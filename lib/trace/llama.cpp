@@ -113,7 +113,7 @@ void llamaHead(Builder& b, const ModelConfig& cfg, const ops::Step& step, ValueI
   // Tied: the logits read the embedding table itself, no lm_head.weight.
   ValueId head = cfg.tieWordEmbeddings ? embed
                                         : ops::weight(b, step, "lm_head.weight", {cfg.vocabSize, cfg.hiddenSize});
-  ops::logits(b, x, head);
+  ops::logits(b, step, x, head);
 }
 
 Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts) {

@@ -125,11 +125,14 @@ Expected<std::vector<double>> ropeInvFreq(const ModelConfig& cfg, int64_t dim);
 Expected<ModelConfig> loadConfig(const std::string& path);
 Expected<ModelConfig> parseConfig(const std::string& text, const std::string& file);
 
-enum class Phase { Decode, Prefill };
+// Decode: one token a row; prefill: `tokens` a row; mixed: `tokens` in all,
+// spread over `batch` sequences as the step's caller chooses (a prefill chunk
+// of some, one token of others), each token at its own position (paged only).
+enum class Phase { Decode, Prefill, Mixed };
 
 // What to trace. Unset means "the default": every layer of the config, one
-// token for decode and 16 for prefill, capacity 256; poolSlots 0 means batch
-// * capacity pool slots. A value that is set is checked as given (0 layers is
+// token for decode and 16 for prefill and mixed, capacity 256; poolSlots 0
+// means batch * capacity pool slots. A value that is set is checked as given (0 layers is
 // an error, not the default). Activations are in dtype (f32 whatever the
 // config's torch_dtype says unless asked), the KV caches in kvDtype (unset:
 // dtype); weights are declared in weightsDtype (unset: dtype), converted
@@ -138,6 +141,7 @@ struct TraceOptions {
   Phase phase = Phase::Decode;
   ops::KvLayout kv = ops::KvLayout::Fixed;
   bool live = false;
+  bool nextToken = false;  // --next-token: the output `next` beside the logits (ops::logits)
   std::optional<int64_t> layers;
   int64_t batch = 1;
   std::optional<int64_t> tokens;

@@ -47,6 +47,8 @@ void checkSpec(Builder& b, const StepSpec& sp) {
     usage("--capacity " + std::to_string(sp.capacity) + " must be a multiple of the paged block size " +
           std::to_string(kBlockSize));
   if (sp.poolSlots < 0) usage("the pool must have at least 1 slot, got " + std::to_string(sp.poolSlots));
+  if (sp.sequences > 0 && (sp.kv != KvLayout::Paged || sp.tokens != 1 || sp.sequences > sp.batch))
+    usage("a mixed step is paged, one token a row, over at most as many sequences as tokens");
 }
 
 // len = pos + L for every batch row (each row's own pos when paged),
@@ -68,14 +70,20 @@ void declareLive(Builder& b, Step& s) {
 Step begin_step(Builder& b, const StepSpec& spec) {
   Step s;
   s.spec = spec;
-  if (s.spec.poolSlots == 0) s.spec.poolSlots = spec.batch * spec.capacity;
+  const bool mixed = spec.sequences > 0;
+  if (s.spec.poolSlots == 0) s.spec.poolSlots = (mixed ? spec.sequences : spec.batch) * spec.capacity;
   checkSpec(b, s.spec);
   const StepSpec& sp = s.spec;
   Shape posShape = paged(s) ? Shape{sp.batch} : Shape{};
   s.pos = b.slot("pos", Type{DType::I32, posShape}, 0, std::max<int64_t>(0, sp.capacity - sp.tokens));
   if (paged(s)) {
     s.write = b.slot("write", Type{DType::I32, {sp.batch * sp.tokens}}, -1, sp.poolSlots - 1);
-    s.read = b.slot("read", Type{DType::I32, {sp.batch, sp.capacity}}, 0, sp.poolSlots - 1);
+    s.read = b.slot("read", Type{DType::I32, {mixed ? sp.sequences : sp.batch, sp.capacity}}, 0, sp.poolSlots - 1);
+  }
+  if (paged(s) && mixed) {
+    ValueId row = b.slot("row", Type{DType::I32, {sp.batch}}, 0, sp.sequences - 1);
+    s.read = b.name(b.gather(s.read, row, 0), "read.tokens");
+    s.sample = b.slot("sample", Type{DType::I32, {sp.sequences}}, 0, sp.batch - 1);
   }
   ValueId rows = b.name(b.iota(Type{DType::I32, {sp.tokens}}, 0), "rows");
   if (paged(s)) {
@@ -489,11 +497,21 @@ ValueId merge_heads(Builder& b, ValueId x) {
   return b.reshape(t, {b.dim(t, 0), b.dim(t, 1), b.dim(t, 2) * b.dim(t, 3)});
 }
 
-ValueId logits(Builder& b, ValueId x, ValueId head, std::optional<double> finalSoftcap) {
+ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional<double> finalSoftcap) {
+  if (s.sample != kNone) x = b.name(b.gather(x, s.sample, 0), "sampled");
   ValueId y = castTo(b, linear(b, x, head), DType::F32);
   if (finalSoftcap) y = softcap(b, y, *finalSoftcap);
   b.nameExact(y, "logits");
   b.output(y);
+  if (s.spec.nextToken) {
+    Scope scope(b, "next");
+    ValueId nan = b.ne(y, y);
+    ValueId least = b.scalar(-kInf);
+    ValueId ranked = b.select(nan, least, y);
+    ValueId index = b.topk(ranked, 1)[1];
+    Shape rows(b.shape(y).begin(), b.shape(y).end() - 1);
+    b.output(b.nameExact(b.reshape(index, rows), "next"));
+  }
   return y;
 }
 

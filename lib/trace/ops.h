@@ -29,12 +29,16 @@ enum class KvLayout { Fixed, Paged };
 inline constexpr int64_t kBlockSize = 16;
 
 struct StepSpec {
-  int64_t batch = 1;         // B: batch rows
-  int64_t tokens = 1;        // L: new tokens (query rows) per batch row
+  int64_t batch = 1;         // B: batch rows (mixed: the step's T tokens, one a row)
+  int64_t tokens = 1;        // L: new tokens (query rows) per batch row (mixed: 1)
+  // Mixed (ragged) paged step: R, the sequences its T tokens belong to (the
+  // rows of the read map and of the logits); 0 for every other step.
+  int64_t sequences = 0;
   int64_t capacity = 256;    // cap: KV positions held per batch row
   KvLayout kv = KvLayout::Fixed;
-  int64_t poolSlots = 0;     // paged: slots of each layer's pool; 0 means batch * capacity
+  int64_t poolSlots = 0;     // paged: slots of each layer's pool; 0 means rows * capacity
   bool live = false;         // bound attention by the live length len = pos + L
+  bool nextToken = false;    // also output `next`: each logits row's first largest (ops::logits)
   DType dtype = DType::F32;    // activations
   DType kvDtype = DType::F32;  // the KV caches (converted from and to dtype around their writes and reads)
   DType weightDtype = DType::F32;  // weights, as the checkpoint stores them (ops::weight)
@@ -49,7 +53,9 @@ struct Step {
   ValueId pos = kNone;
   ValueId positions = kNone;  // pos + j, the position of query row j: i32[L] (fixed), i32[B, L] (paged)
   ValueId write = kNone;      // paged: slot `write` i32[B*L] range [-1, poolSlots - 1]
-  ValueId read = kNone;       // paged: slot `read` i32[B, cap] range [0, poolSlots - 1]
+  ValueId read = kNone;       // paged: slot `read` i32[B, cap] range [0, poolSlots - 1]; mixed: the
+                              // token's row of it, Gather(read [R, cap], row) i32[T, cap]
+  ValueId sample = kNone;     // mixed: slot `sample` i32[R] range [0, T - 1], the token whose logits row r returns
   ValueId len = kNone;        // live: i32[B] len = pos + L (per row when paged) after its IndexGuard{1, cap}
   ValueId active = kNone;     // live: bool[B, cap], key position t < len[b]
   std::map<std::tuple<int64_t, ValueId>, ValueId> masks;  // (window, bias) -> additive mask
@@ -60,7 +66,11 @@ struct Step {
 // paged `write` and `read` maps, and for a live step `len` with its guard
 // (the witness `len.ok` declared a validation output). A paged step's rows
 // are independent sequences, so each has its own position; a fixed cache is
-// written at one position for all rows (DynamicUpdateSlice).
+// written at one position for all rows (DynamicUpdateSlice). A mixed step's
+// rows are its T tokens, each at its own position, and several may belong to
+// one sequence (a prefill chunk beside decodes): it declares `read` as
+// [R, cap], a slot `row` i32[T] (range [0, R - 1]) naming each token's row of
+// it, and the slot `sample` that picks the logits' rows.
 Step begin_step(Builder& b, const StepSpec& spec);
 
 // The shape that puts the query positions on the axis before a last axis
@@ -236,7 +246,11 @@ ValueId merge_heads(Builder& b, ValueId x);
 
 // Final logits: x [B, L, H] times the head [V, H] (lm_head, or the tied
 // embedding table), optional softcap, in f32, named exactly `logits`, and
-// declared an output.
-ValueId logits(Builder& b, ValueId x, ValueId head, std::optional<double> finalSoftcap = {});
+// declared an output. A mixed step first takes the rows `sample` names, so
+// its logits are [R, 1, V]: one token a sequence. With StepSpec::nextToken
+// the output `next` i32[B, L] follows: TopK of 1 over the logits with every
+// NaN made -inf, the index of the first largest (engine/sample.h's
+// firstLargest), so a greedy caller reads B * L ids, not B * L * V logits.
+ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional<double> finalSoftcap = {});
 
 }  // namespace poot::trace::ops

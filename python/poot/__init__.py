@@ -79,7 +79,7 @@ def _open():
         "poot_session_step": [P, T, ctypes.c_size_t],
         "poot_session_output": [P, S, T],
         "poot_session_read_state": [P, S, T],
-        "poot_engine_create": [P, P, S, S, ctypes.c_int, S, ctypes.c_int, ctypes.POINTER(P)],
+        "poot_engine_create": [P, P, P, S, S, ctypes.c_int, S, ctypes.c_int, ctypes.POINTER(P)],
         "poot_engine_load_adapter": [P, S, S],
         "poot_engine_submit": [P, ctypes.POINTER(_Request), ctypes.POINTER(ctypes.c_int64)],
         "poot_engine_step": [P, ctypes.POINTER(ctypes.c_int)],
@@ -253,18 +253,20 @@ def _ids(values, what):
 
 
 class Engine:
-    """One model's paged prefill and decode plans served on one device, as
+    """One model's paged prefill and decode plans (and optionally a mixed
+    plan: generated tokens beside prompt chunks) served on one device, as
     `poot generate` serves them: one copy of the weights and the KV pools
-    shared by both plans, prefix caching and continuous batching. Requests
+    shared by the plans, prefix caching and continuous batching. Requests
     go in with submit(); step() runs one step; poll() returns the tokens
     generated since, as (request, token, finish) with finish None while the
     request goes on, else "length", "stop" or "cancelled" (token -1)."""
 
     def __init__(self, prefill, decode, weights=None, backend="vulkan", device="", allow_other_device=False,
-                 prefix_cache=True):
-        plans = [p if isinstance(p, Plan) else Plan(p) for p in (prefill, decode)]
+                 prefix_cache=True, mixed=None):
+        plans = [p if p is None or isinstance(p, Plan) else Plan(p) for p in (prefill, decode, mixed)]
         handle = ctypes.c_void_p()
-        _check(_lib.poot_engine_create(plans[0]._handle, plans[1]._handle, backend.encode(), device.encode(),
+        _check(_lib.poot_engine_create(plans[0]._handle, plans[1]._handle, None if plans[2] is None else plans[2]._handle,
+                                       backend.encode(), device.encode(),
                                        int(allow_other_device), None if weights is None else _path(weights),
                                        int(prefix_cache), ctypes.byref(handle)))
         self._handle = handle.value

@@ -3,7 +3,8 @@
 # prompts of different lengths generate, streamed step by step, exactly the
 # tokens `poot generate` writes for them (greedy, and seeded sampling), whose
 # greedy tokens test/lit/generate checks against the oracle; a stop id ends
-# a request at that token; a cancelled request, queued or running, stops
+# a request at that token; with a mixed plan too the greedy tokens are the
+# same; a cancelled request, queued or running, stops
 # with a "cancelled" event, its tokens a prefix of its full run, and the
 # others' tokens do not change; a LoRA adapter loaded into the engine gives
 # the tokens of its merged weights, and loaded again under its name with
@@ -30,7 +31,8 @@ poot_tool = os.path.join(build, "tools", "poot", "poot")
 config = os.path.join(src, "examples", "models", "tiny-llama.json")
 target = os.path.join(src, "targets", "lavapipe.yaml")
 paths = {}
-for phase, extra in (("prefill", ["--batch", "2", "--tokens", "8"]), ("decode", ["--live", "--batch", "3"])):
+for phase, extra in (("prefill", ["--batch", "2", "--tokens", "8"]), ("decode", ["--live", "--batch", "3"]),
+                     ("mixed", ["--live", "--batch", "3", "--tokens", "12"])):
     graph, plan = os.path.join(out, phase + ".pg"), os.path.join(out, phase + ".plan")
     subprocess.run([pootc, "trace", config, "--phase", phase, "--kv", "paged", "--capacity", "48", "--pool-slots",
                     "256", "-o", graph] + extra, check=True)
@@ -94,6 +96,16 @@ tokens, finish = run(engine, ids)
 assert [tokens[i] for i in ids] == greedy, (tokens, greedy)
 assert all(finish[i] == "length" for i in ids), finish
 print("greedy: the engine's tokens equal poot generate's", greedy)
+
+# With the mixed plan: the same tokens, and steps where the shorter prompts'
+# tokens were sampled beside the longest prompt's rest.
+mixed = poot.Engine(paths["prefill"], paths["decode"], weights=weights, mixed=paths["mixed"])
+ids = [mixed.submit(p, max_new=6) for p in prompts]
+tokens, _ = run(mixed, ids)
+assert [tokens[i] for i in ids] == greedy, (tokens, greedy)
+print("mixed: the engine's tokens equal poot generate's without the mixed plan")
+expect("bind", ["a mixed plan is traced with --phase mixed"], poot.Engine, paths["prefill"], paths["decode"],
+       weights=weights, mixed=paths["decode"])
 
 sampled = generate(6, "--temperature", "0.8", "--top-p", "0.9", "--seed", "3")
 assert sampled != greedy, "sampling drew the greedy tokens: nothing is compared"

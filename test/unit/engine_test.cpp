@@ -72,7 +72,7 @@ std::vector<bool> runAll(engine::Engine& e) {
     auto step = e.step();
     REQUIRE_MESSAGE(bool(step), (step ? "" : step.error().str()));
     if (!*step) return prefills;
-    prefills.push_back((*step)->prefill);
+    prefills.push_back((*step)->plan == kv::Plan::Prefill);
   }
   FAIL("the engine never finished");
   return prefills;
@@ -120,7 +120,7 @@ TEST_CASE("engine: prefill and decode share one device copy of the weights and t
     auto step = s->engine->step();
     REQUIRE(step);
     REQUIRE(*step);
-    decoded = !(*step)->prefill;
+    decoded = (*step)->plan == kv::Plan::Decode;
   }
   REQUIRE(s->engine->submit(request(20, 3)));
   std::vector<bool> rest = runAll(*s->engine);

@@ -61,14 +61,27 @@ struct Pool {
 // step's identity) and samples where asked.
 std::vector<int32_t> runStep(const PlannedStep& step, Pool& pool) {
   const StepMaps& m = step.maps;
+  // Where token t of row r is: padded, its row's places; ragged, after the
+  // rows before it, and the maps say so token by token.
+  auto place = [&](int32_t r, int32_t t) { return m.ragged ? m.last[r] - m.count[r] + 1 + t : r * m.tokens + t; };
   for (int32_t r = 0; r < m.rows; ++r) {
     if (m.seqs[r] == kPadding) continue;
     uint64_t h = m.pos[r] == 0 ? poot::testing::mix(0, step.identity) : pool.value[m.read[r * m.capacity + m.pos[r] - 1]];
     for (int32_t t = 0; t < m.count[r]; ++t) {
-      h = poot::testing::mix(h, uint32_t(m.tokenIds[r * m.tokens + t]));
-      pool.value[m.write[r * m.tokens + t]] = h;
-      pool.writer[m.write[r * m.tokens + t]] = step.identity;
+      int32_t at = place(r, t);
+      if (m.ragged) {
+        REQUIRE(m.tokenRow[at] == r);
+        REQUIRE(m.tokenPos[at] == m.pos[r] + t);
+      }
+      h = poot::testing::mix(h, uint32_t(m.tokenIds[at]));
+      pool.value[m.write[at]] = h;
+      pool.writer[m.write[at]] = step.identity;
     }
+  }
+  if (m.ragged) {  // the places past the rows' tokens are padding
+    int32_t used = 0;
+    for (int32_t c : m.count) used += c;
+    for (int32_t at = used; at < m.tokens; ++at) REQUIRE(m.write[at] == -1);
   }
   std::vector<int32_t> sampled(m.rows, -1);
   for (int32_t r = 0; r < m.rows; ++r) {
@@ -84,6 +97,8 @@ std::vector<int32_t> runStep(const PlannedStep& step, Pool& pool) {
 struct Outcome {
   std::vector<std::vector<int32_t>> outputs;
   BatchStats stats;
+  // Each mixed step's rows (their requests, padding -1) and counts.
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> mixedSteps;
   std::vector<uint64_t> stepIdentities;  // each step's, in order (idle time not counted)
 };
 
@@ -115,8 +130,33 @@ Outcome runAll(const std::vector<Arrival>& requests, const BatchConfig& cfg, KvC
       continue;
     }
     const PlannedStep& s = **step;
-    REQUIRE(s.maps.rows == (s.prefill ? cfg.prefillRows : cfg.decodeRows));
-    REQUIRE(s.maps.tokens == (s.prefill ? cfg.prefillTokens : 1));
+    REQUIRE(s.maps.ragged == (s.plan == Plan::Mixed));
+    REQUIRE(s.maps.rows == (s.plan == Plan::Prefill ? cfg.prefillRows : s.plan == Plan::Decode ? cfg.decodeRows : cfg.mixedRows));
+    REQUIRE(s.maps.tokens == (s.plan == Plan::Prefill ? cfg.prefillTokens : s.plan == Plan::Decode ? 1 : cfg.mixedTokens));
+    if (s.plan == Plan::Mixed) {
+      // Sampled tokens beside prompt chunks, one identity's, every sampled
+      // token of it while rows and places last (one of each kept for a
+      // prompt).
+      int32_t sampledRows = 0, promptRows = 0, paddingRows = 0;
+      for (int32_t r = 0; r < s.maps.rows; ++r) {  // sampled rows, prompt rows, padding, in that order
+        if (s.maps.seqs[r] == kPadding) {
+          ++paddingRows;
+          continue;
+        }
+        const Sequence* q = cache.sequence(s.maps.seqs[r]);
+        bool one = int32_t(q->tokens.size()) - q->written == 1;
+        REQUIRE(paddingRows == 0);
+        REQUIRE((!one || promptRows == 0));
+        ++(one ? sampledRows : promptRows);
+      }
+      REQUIRE(promptRows > 0);
+      int32_t waiting = 0;
+      for (const auto& [seq, q] : cache.sequences())
+        waiting += q.identity == s.identity && int32_t(q.tokens.size()) - q.written == 1;
+      REQUIRE(sampledRows > 0);
+      REQUIRE(sampledRows == std::min({waiting, cfg.mixedRows - 1, cfg.mixedTokens - 1}));
+      out.mixedSteps.push_back({s.requests, s.maps.count});
+    }
     // One identity for the whole step, as the caller binds one set of
     // weights; the positions are each row's own. A row left as padding
     // means every live sequence of that identity the plan could take is in
@@ -128,12 +168,12 @@ Outcome runAll(const std::vector<Arrival>& requests, const BatchConfig& cfg, KvC
         REQUIRE(cache.sequence(s.maps.seqs[r])->identity == s.identity);
         REQUIRE(requests[size_t(s.requests[r])].request.identity == s.identity);
       }
-    if (int32_t(inStep.size()) < s.maps.rows)
+    if (int32_t(inStep.size()) < s.maps.rows && s.plan != Plan::Mixed)
       for (const auto& [seq, q] : cache.sequences()) {
         bool fits = int32_t(q.tokens.size()) - q.written > 1 && q.written <= kv.capacity - cfg.prefillTokens;
-        if (q.identity == s.identity && (!s.prefill || fits)) REQUIRE(inStep.count(seq));
+        if (q.identity == s.identity && (s.plan != Plan::Prefill || fits)) REQUIRE(inStep.count(seq));
       }
-    if (!s.prefill)
+    if (s.plan == Plan::Decode)
       for (int32_t r = 0; r < s.maps.rows; ++r) decodeRows += s.maps.seqs[r] != kPadding;
     std::vector<int32_t> sampled = runStep(s, pool);
     int64_t finishedBefore = batcher.finished();
@@ -247,6 +287,43 @@ TEST_CASE("kv batch: rows at different positions share a step") {
   CHECK(on.stats.decodeRowsUsed == 45);
 }
 
+TEST_CASE("kv batch: a mixed plan runs sampled tokens beside prompt chunks") {
+  // Prompts of 5, 11, 24 and 30 tokens; prefill 2 rows of 8, decode 3 rows,
+  // mixed 3 rows over 12 tokens. The first step is a prefill (nothing is
+  // sampled yet): A's 5, B's first 8. Then A samples in every step while
+  // the prompts fill the places left: C's first 11 (C is furthest behind),
+  // then B's last 3 beside C's next 8, then C's last 5 beside A's and B's
+  // tokens. D waits for a row (3 live at most) until A ends, and is then
+  // computed 10 tokens a step beside B's and C's (B ends before D's last
+  // chunk).
+  BatchConfig cfg{.prefillRows = 2, .prefillTokens = 8, .decodeRows = 3, .mixedRows = 3, .mixedTokens = 12};
+  std::vector<std::vector<int32_t>> prompts{std::vector<int32_t>(5, 1), std::vector<int32_t>(11, 2),
+                                            std::vector<int32_t>(24, 3), std::vector<int32_t>(30, 4)};
+  std::vector<Arrival> requests = ofIdentity(prompts, 1, 16);
+  Outcome on = runAll(requests, cfg, {.numBlocks = 16, .capacity = 48, .prefixCache = true});
+  for (size_t i = 0; i < requests.size(); ++i) CHECK(on.outputs[i] == alone(requests[i].request));
+  CHECK(on.stats.prefillSteps == 1);
+  CHECK(on.stats.mixedSteps == 6);
+  CHECK(on.stats.decodeSteps == 27);
+  CHECK(on.stats.mixedTokensUsed == 12 + 12 + 7 + 12 + 12 + 11);
+  using Rows = std::vector<int64_t>;
+  using Counts = std::vector<int32_t>;
+  REQUIRE(on.mixedSteps.size() == 6);
+  CHECK(on.mixedSteps[0] == std::pair{Rows{0, 2, -1}, Counts{1, 11, 0}});
+  CHECK(on.mixedSteps[1] == std::pair{Rows{0, 1, 2}, Counts{1, 3, 8}});
+  CHECK(on.mixedSteps[2] == std::pair{Rows{0, 1, 2}, Counts{1, 1, 5}});
+  CHECK(on.mixedSteps[3] == std::pair{Rows{1, 2, 3}, Counts{1, 1, 10}});
+  CHECK(on.mixedSteps[4] == std::pair{Rows{1, 2, 3}, Counts{1, 1, 10}});
+  CHECK(on.mixedSteps[5] == std::pair{Rows{2, 3, -1}, Counts{1, 10, 0}});  // B ended with its 16th token
+  // Without the mixed plan the same tokens come out of more steps: D's
+  // prefill holds up B's and C's tokens.
+  cfg.mixedRows = cfg.mixedTokens = 0;
+  Outcome off = runAll(requests, cfg, {.numBlocks = 16, .capacity = 48, .prefixCache = true});
+  CHECK(off.outputs == on.outputs);
+  CHECK(off.stats.mixedSteps == 0);
+  CHECK(off.stats.prefillSteps + off.stats.decodeSteps > on.stats.prefillSteps + on.stats.decodeSteps + on.stats.mixedSteps);
+}
+
 TEST_CASE("kv batch: equal positions keep the previous step's identity") {
   // Two identities with two prompts each, submitted alternately, and a
   // prefill plan of one row: the prefills go 1, 1, 2, 2 (at position 0 the
@@ -283,7 +360,7 @@ TEST_CASE("kv batch: submit refuses a request that cannot fit alone and queues n
 }
 
 TEST_CASE("kv batch: property: random request streams give every request its tokens alone") {
-  int64_t hits = 0, fullPools = 0, reloads = 0, mixed = 0;
+  int64_t hits = 0, fullPools = 0, reloads = 0, mixed = 0, mixedSteps = 0;
   for (uint64_t seed = 0; seed < 150; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
@@ -292,6 +369,10 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
     cfg.prefillRows = 1 + pick(3);
     cfg.prefillTokens = 1 + pick(20);
     cfg.decodeRows = 1 + pick(4);
+    if (pick(2)) {  // a mixed plan beside them, half the time
+      cfg.mixedRows = 2 + pick(3);
+      cfg.mixedTokens = cfg.mixedRows + pick(20);
+    }
     // Each request its own maxNew and stop ids.
     int32_t mostNew = 1 + pick(12);
     int32_t capacity = kBlockSize * (2 + pick(4));
@@ -333,6 +414,7 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
     for (size_t i = 0; i < requests.size(); ++i) REQUIRE(on.outputs[i] == alone(requests[i].request));
     CHECK(off.stats.hits == 0);
     hits += on.stats.hits;
+    mixedSteps += on.stats.mixedSteps;
     fullPools += on.stats.peakBlocks == kv.numBlocks;
   }
   // The streams exercised what they are for.
@@ -340,6 +422,7 @@ TEST_CASE("kv batch: property: random request streams give every request its tok
   CHECK(fullPools > 0);
   CHECK(reloads > 0);
   CHECK(mixed > 50);
+  CHECK(mixedSteps > 30);
 }
 
 TEST_CASE("kv batch: cancel ends a queued or a running request and frees its row and blocks") {

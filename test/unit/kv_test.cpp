@@ -247,6 +247,57 @@ TEST_CASE("kv: read and write maps of a small batch") {
   CHECK(m->read == row({32, 33, 34, 35}, 24));
 }
 
+TEST_CASE("kv: ragged maps of a mixed step") {
+  KvCache c({.numBlocks = 4, .capacity = 24});
+  SeqId a = start(c, iota(18, 100)).seq;  // blocks 0, 1
+  SeqId b = start(c, iota(3, 200)).seq;   // block 2: slots 32..47
+  prefill(c, b);
+  REQUIRE(c.appendTokens(b, std::vector<int32_t>{203}));  // b: one sampled token at position 3
+  // b's token, then 5 of a's prompt, in 8 places over 3 rows.
+  auto m = c.buildMixed(std::vector<SeqId>{b, a, kPadding}, std::vector<int32_t>{1, 5, 0}, 8);
+  REQUIRE_MESSAGE(m, m.error().message);
+  CHECK(m->ragged);
+  CHECK(m->rows == 3);
+  CHECK(m->tokens == 8);
+  CHECK(m->pos == std::vector<int32_t>{3, 0, 0});
+  CHECK(m->count == std::vector<int32_t>{1, 5, 0});
+  CHECK(m->tokenIds == std::vector<int32_t>{203, 100, 101, 102, 103, 104, 0, 0});
+  CHECK(m->write == std::vector<int32_t>{35, 0, 1, 2, 3, 4, -1, -1});
+  CHECK(m->tokenPos == std::vector<int32_t>{3, 0, 1, 2, 3, 4, 0, 0});
+  CHECK(m->tokenRow == std::vector<int32_t>{0, 1, 1, 1, 1, 1, 0, 0});
+  CHECK(m->last == std::vector<int32_t>{0, 5, 0});
+  CHECK(m->read == concat(concat(row({32, 33, 34, 35}, 24), row({0, 1, 2, 3, 4}, 24)), row({}, 24)));
+  REQUIRE(c.commit(*m));
+  CHECK(seqOf(c, a).written == 5);
+  CHECK(seqOf(c, b).written == 4);
+  // a's next 13 reach into block 1 (slot 16 on).
+  m = c.buildMixed(std::vector<SeqId>{a}, std::vector<int32_t>{13}, 13);
+  REQUIRE(m);
+  CHECK(m->write == concat(iota(11, 5), {16, 17}));
+  CHECK(m->tokenPos == iota(13, 5));
+  CHECK(m->last == std::vector<int32_t>{12});
+}
+
+TEST_CASE("kv: a mixed step's counts are checked before anything is built") {
+  KvCache c({.numBlocks = 4, .capacity = 24});
+  SeqId a = start(c, iota(6, 0)).seq;
+  SeqId b = start(c, iota(2, 50)).seq;
+  std::string before = snapshot(c);
+  auto expect = [&](std::vector<SeqId> rows, std::vector<int32_t> counts, int32_t tokens, const std::string& message) {
+    auto m = c.buildMixed(rows, counts, tokens);
+    requireError(m, KvErrorKind::BadStep);
+    CHECK(m.error().message == message);
+  };
+  expect({a}, {7}, 8, "sequence " + std::to_string(a) + " cannot take 7 tokens: it has 6 pending and the step 8 places left");
+  expect({a}, {0}, 8, "sequence " + std::to_string(a) + " cannot take 0 tokens: it has 6 pending and the step 8 places left");
+  expect({a, b}, {6, 2}, 7, "sequence " + std::to_string(b) + " cannot take 2 tokens: it has 2 pending and the step 1 places left");
+  expect({a, a}, {1, 1}, 8, "sequence " + std::to_string(a) + " is on two rows of one step");
+  expect({kPadding}, {1}, 8, "a padding row takes no token");
+  expect({a}, {1, 1}, 8, "a mixed step needs at least one row, one token and a count a row");
+  requireError(c.buildMixed(std::vector<SeqId>{99}, std::vector<int32_t>{1}, 8), KvErrorKind::UnknownSequence);
+  CHECK(snapshot(c) == before);
+}
+
 TEST_CASE("kv: two sequences sharing a 40-token prefix share two full blocks") {
   KvCache c({.numBlocks = 16, .capacity = 64});
   std::vector<int32_t> prefix = iota(40, 1000);

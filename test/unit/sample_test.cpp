@@ -1,6 +1,6 @@
 // The engine's greedy pick (engine/sample.h, firstLargest) against
-// the plain scan it replaces, on rows built to break it: NaN (first and
-// elsewhere), infinities, signed zeros, ties, lengths around its blocks;
+// the plain scan it replaces (a NaN read as -inf), on rows built to break
+// it: NaN (first and elsewhere), infinities, signed zeros, ties, lengths around its blocks;
 // and tokenLogprobs against a log-softmax worked out by hand.
 #include <doctest/doctest.h>
 
@@ -15,10 +15,12 @@ using namespace poot;
 
 namespace {
 
+// The first i whose logit beats every earlier one, a NaN read as -inf.
 int32_t scan(const std::vector<float>& x) {
+  auto key = [&](int32_t i) { return std::isnan(x[size_t(i)]) ? -std::numeric_limits<float>::infinity() : x[size_t(i)]; };
   int32_t best = 0;
   for (int32_t i = 1; i < int32_t(x.size()); ++i)
-    if (x[size_t(i)] > x[size_t(best)]) best = i;
+    if (key(i) > key(best)) best = i;
   return best;
 }
 
@@ -41,6 +43,10 @@ TEST_CASE("sample: the greedy pick is the scan's first largest logit") {
   CHECK(firstLargest({}) == 0);
   CHECK(firstLargest(std::vector<float>{-inf, -inf}) == 0);
   CHECK(firstLargest(std::vector<float>{-0.0f, 0.0f, 1.0f, nan, 1.0f}) == 2);
+  CHECK(firstLargest(std::vector<float>{nan, -5.0f, 2.0f}) == 2);  // a NaN first logit does not win
+  CHECK(firstLargest(std::vector<float>{nan, nan}) == 0);
+  CHECK(firstLargest(std::vector<float>{nan, -inf}) == 0);
+  CHECK(firstLargest(std::vector<float>{-inf, nan, -inf}) == 0);
   std::vector<float> late(1000, 0.0f);
   late[777] = 3.0f;
   late[901] = 3.0f;

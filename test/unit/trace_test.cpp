@@ -444,6 +444,23 @@ TEST_CASE("trace: bad options are usage errors") {
   o.phase = Phase::Prefill;
   o.tokens = 0;
   CHECK(usage(o) == "--tokens must be at least 1, got 0");
+  // A mixed step: paged, as many tokens as sequences at least; its tokens
+  // may outnumber the capacity (they belong to several sequences).
+  o = {};
+  o.phase = Phase::Mixed;
+  CHECK(usage(o) == "--phase mixed needs --kv paged: its tokens read their sequences' blocks");
+  o.kv = ops::KvLayout::Paged;
+  o.batch = 5;
+  o.tokens = 4;
+  CHECK(usage(o) == "--batch 5 sequences of a mixed step need at least as many --tokens, got 4");
+  o.batch = 0;
+  CHECK(usage(o) == "--batch must be at least 1, got 0");
+  o.batch = 2;
+  o.tokens = 40;
+  o.capacity = 32;
+  auto g = traceModel(cfg, o);
+  REQUIRE_MESSAGE(g, (g ? "" : g.error().str()));
+  CHECK(g->name == "llama_mixed");
 }
 
 TEST_CASE("trace: rope_parameters and rope_theta + rope_scaling trace the same graph") {
@@ -858,6 +875,54 @@ TEST_CASE("trace numerics: paged rows at their own positions each equal the row 
           }
         }
       }
+  }
+}
+
+TEST_CASE("trace numerics: a mixed step equals the paged step of the same rows, in every family") {
+  for (const auto& path : testing::tinyConfigs()) {
+    CAPTURE(path.filename().string());
+    ModelConfig cfg = testing::loadExampleConfig(path.filename().string());
+    const int64_t cap = 32, batch = 2, L = 3, T = 2 * L + 1;
+    const std::vector<int64_t> from{9, 4};
+    for (bool live : {false, true}) {
+      CAPTURE(live);
+      std::vector<int64_t> toks = someTokens(batch, from[0] + L);
+      TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
+      Graph fg = traced(cfg, fo);
+      std::map<std::string, Tensor> caches;
+      for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 5));
+      TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
+      Evaluation paged = tracedStep(cfg, po, toks, from[0] + L, from, caches);
+      // The same two rows as T places: row 0's L tokens, row 1's, a padding place.
+      TraceOptions mo = po;
+      mo.phase = Phase::Mixed;
+      mo.tokens = T;
+      Graph mg = traced(cfg, mo);
+      SlotMap map{batch, cap};
+      std::vector<int64_t> ids, pos, write, row;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < L; ++j) {
+          ids.push_back(toks[size_t(b * (from[0] + L) + from[size_t(b)] + j)]);
+          pos.push_back(from[size_t(b)] + j);
+          write.push_back(map.slot(b, from[size_t(b)] + j));
+          row.push_back(b);
+        }
+      ids.push_back(0), pos.push_back(0), write.push_back(-1), row.push_back(0);
+      std::map<std::string, Tensor> given{{"tokens", intTensor({T, 1}, ids)}, {"pos", intTensor({T}, pos)},
+                                          {"write", intTensor({T}, write)},     {"row", intTensor({T}, row)},
+                                          {"sample", intTensor({batch}, {L - 1, 2 * L - 1})}, {"read", map.read()}};
+      for (const auto& [name, t] : caches) {
+        std::string pool = name.substr(0, name.size() - 6) + "_pool";
+        given.emplace(pool, map.toPool(t, randomParam(mg, idOf(mg, pool), kSeed)));
+      }
+      Evaluation mixed = run(mg, given);
+      CHECK(mixed.valid());
+      checkClose(mixed.outputs.at("logits"), rows(paged.outputs.at("logits"), L - 1, 1));
+      for (const auto& [name, t] : paged.states) {
+        CAPTURE(name);
+        checkClose(mixed.states.at(name), t);
+      }
+    }
   }
 }
 

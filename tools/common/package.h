@@ -20,6 +20,7 @@ inline constexpr int kVersion = 1;
 inline constexpr const char* kConfig = "config.json";
 inline constexpr const char* kPrefillPlan = "prefill.plan";
 inline constexpr const char* kDecodePlan = "decode.plan";
+inline constexpr const char* kMixedPlan = "mixed.plan";
 // Copied from the model's directory when there, in this order.
 inline constexpr const char* kModelFiles[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json"};
 

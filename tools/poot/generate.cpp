@@ -116,7 +116,7 @@ int runGenerate(const GenerateOptions& o) {
   for (const auto& [name, dir] : *adapterDirs) adapterNames.insert(name);
   auto trusted = rt::loadTrustedKeys(o.engine.trust);
   if (!trusted) return report(trusted.error());
-  auto plans = engine::ModelPlans::load(o.engine.prefillPlan, o.engine.decodePlan, *trusted);
+  auto plans = engine::ModelPlans::load(o.engine.prefillPlan, o.engine.decodePlan, *trusted, o.engine.mixedPlan);
   if (!plans) return report(plans.error());
   const engine::PagedShape p = plans->prefill(), d = plans->decode();
   auto eos = eosIds(o.engine.eos, o.engine.config, o.engine.weights);
@@ -180,8 +180,8 @@ int runGenerate(const GenerateOptions& o) {
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double lastProgress = 0;
-  double devicePrefill = 0, deviceDecode = 0;  // the steps' device time, where the backend measures it
-  std::optional<double> firstPrefill, firstDecode;  // each plan's first step, wall time
+  double devicePrefill = 0, deviceDecode = 0, deviceMixed = 0;  // the steps' device time, where the backend measures it
+  std::optional<double> firstPrefill, firstDecode, firstMixed;   // each plan's first step, wall time
   int64_t firstTokens = 0;                       // the tokens those steps generated
   bool deviceTimed = true;
   for (;;) {
@@ -191,12 +191,17 @@ int runGenerate(const GenerateOptions& o) {
     if (!*ran) break;
     const engine::StepReport& step = **ran;
     // A plan's first step: where the driver builds kernels on first use.
-    std::optional<double>& first = step.prefill ? firstPrefill : firstDecode;
+    std::optional<double>& first = step.plan == kv::Plan::Prefill  ? firstPrefill
+                                   : step.plan == kv::Plan::Decode ? firstDecode
+                                                                   : firstMixed;
     if (!first) {
       first = step.seconds;
       firstTokens += step.tokens;
     }
-    if (step.deviceSeconds) (step.prefill ? devicePrefill : deviceDecode) += *step.deviceSeconds;
+    if (step.deviceSeconds)
+      (step.plan == kv::Plan::Prefill  ? devicePrefill
+       : step.plan == kv::Plan::Decode ? deviceDecode
+                                       : deviceMixed) += *step.deviceSeconds;
     else deviceTimed = false;
     if (auto s = stream.flush(); !s) return report(s.error());
     int64_t done = std::count_if(generated.begin(), generated.end(), [](const Generated& g) { return g.done; });
@@ -219,24 +224,30 @@ int runGenerate(const GenerateOptions& o) {
     std::fprintf(rep, "prefix cache: %lld of %lld prompts hit, %lld prefill tokens skipped\n", (long long)st.hits,
                 (long long)requested, (long long)st.skippedTokens);
   std::fprintf(rep, "peak kv blocks in use: %d of %d\n", st.peakBlocks, int32_t(p.poolSlots / kv::kBlockSize));
-  std::fprintf(rep, "generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill and %lld decode steps)\n",
+  std::fprintf(rep, "generated %lld tokens for %lld prompts in %.3f s: %s tokens/s (%lld prefill, %lld decode and "
+                    "%lld mixed steps)\n",
               (long long)st.generated, (long long)requested, seconds, perSecond(st.generated, seconds).c_str(),
-              (long long)st.prefillSteps, (long long)st.decodeSteps);
+              (long long)st.prefillSteps, (long long)st.decodeSteps, (long long)st.mixedSteps);
   if (!adapterNames.empty())
     std::fprintf(rep, "adapters: %zu, weights rebound %lld times\n", adapterNames.size(), (long long)engine.rebinds());
   if (st.decodeSteps > 0)
     std::fprintf(rep, "decode steps used %.2f of %lld rows on average\n", double(st.decodeRowsUsed) / double(st.decodeSteps),
                 (long long)d.rows);
+  if (st.mixedSteps > 0)
+    std::fprintf(rep, "mixed steps used %.2f of %lld tokens on average\n",
+                 double(st.mixedTokensUsed) / double(st.mixedSteps), (long long)engine.mixedShape()->tokens);
   if (deviceTimed)
-    std::fprintf(rep, "device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s)\n",
-                devicePrefill + deviceDecode, seconds, devicePrefill, deviceDecode);
+    std::fprintf(rep, "device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s, mixed steps %.3f s)\n",
+                devicePrefill + deviceDecode + deviceMixed, seconds, devicePrefill, deviceDecode, deviceMixed);
   // Some drivers (lavapipe) compile a kernel when it first runs, not when
   // the plan is loaded: the first steps carry that, once.
-  double prefillFirst = firstPrefill.value_or(0), decodeFirst = firstDecode.value_or(0);
-  std::fprintf(rep, "first steps: prefill %.3f s, decode %.3f s (a driver that builds kernels on first use does it "
-                    "there); the rest: %s tokens/s\n",
-               prefillFirst, decodeFirst,
-               perSecond(st.generated - firstTokens, std::max(0.0, seconds - prefillFirst - decodeFirst)).c_str());
+  double prefillFirst = firstPrefill.value_or(0), decodeFirst = firstDecode.value_or(0),
+         mixedFirst = firstMixed.value_or(0);
+  std::fprintf(rep, "first steps: prefill %.3f s, decode %.3f s, mixed %.3f s (a driver that builds kernels on first "
+                    "use does it there); the rest: %s tokens/s\n",
+               prefillFirst, decodeFirst, mixedFirst,
+               perSecond(st.generated - firstTokens, std::max(0.0, seconds - prefillFirst - decodeFirst - mixedFirst))
+                   .c_str());
   if (!o.output.empty()) {
     std::ostringstream out;
     for (size_t i = 0; i < generated.size(); ++i) {

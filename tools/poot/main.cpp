@@ -22,6 +22,10 @@ void addEngineArgs(CLI::App* cmd, poot::EngineArgs& a) {
                   "paged decode plan (one token a row)")
       ->required()
       ->expected(1, 2);
+  cmd->add_option("--mixed", a.mixedPlan,
+                  "a mixed plan (pootc trace --phase mixed) of the same model: steps where some sequences generate "
+                  "and others have prompt left run both together, prompt chunks in the places the sampled tokens "
+                  "leave");
   cmd->add_option("--weights", a.weights, "a checkpoint: a .safetensors file, a shard index (.json) or a model directory");
   cmd->add_option("--config", a.config,
                   "a config.json or generation_config.json whose eos_token_id ends a generation");

@@ -75,8 +75,14 @@ Status resolveEngineArgs(EngineArgs& a) {
   if (!prefill) return prefill.error();
   auto decode = fileField(member(plans, "decode"), "file", dir, field(manifestPath, "plans.decode.file"));
   if (!decode) return decode.error();
-  for (const std::string& p : {*prefill, *decode})
-    if (!fs::is_regular_file(p, ec)) return makeError(ErrorKind::Io, Loc{p}, "missing: the manifest's plan");
+  std::string mixed;  // optional: a package made with --mixed-tokens 0 has none
+  if (plans.is_object() && plans.contains("mixed")) {
+    auto m = fileField(member(plans, "mixed"), "file", dir, field(manifestPath, "plans.mixed.file"));
+    if (!m) return m.error();
+    mixed = *m;
+  }
+  for (const std::string& p : {*prefill, *decode, mixed})
+    if (!p.empty() && !fs::is_regular_file(p, ec)) return makeError(ErrorKind::Io, Loc{p}, "missing: the manifest's plan");
 
   // The config: the packaged copy is the one hashed, and a --weights folder
   // must hold the same.
@@ -116,6 +122,7 @@ Status resolveEngineArgs(EngineArgs& a) {
   a.package = dir.string();
   a.prefillPlan = *prefill;
   a.decodePlan = *decode;
+  if (a.mixedPlan.empty()) a.mixedPlan = mixed;
   return ok();
 }
 

@@ -232,7 +232,7 @@ int runServe(const ServeOptions& o) {
 
   auto trusted = rt::loadTrustedKeys(o.engine.trust);
   if (!trusted) return report(trusted.error());
-  auto plans = engine::ModelPlans::load(o.engine.prefillPlan, o.engine.decodePlan, *trusted);
+  auto plans = engine::ModelPlans::load(o.engine.prefillPlan, o.engine.decodePlan, *trusted, o.engine.mixedPlan);
   if (!plans) return report(plans.error());
   auto eos = eosIds(o.engine.eos, o.engine.config, o.engine.weights);
   if (!eos) return report(eos.error());

@@ -123,7 +123,7 @@ void EngineLoop::run() {
     } else if (*step) {
       ++steps_;
       if ((*step)->requests > 1)
-        log_("step " + std::to_string(steps_) + ": " + ((*step)->prefill ? "prefill" : "decode") + ", " +
+        log_("step " + std::to_string(steps_) + ": " + kv::planName((*step)->plan) + ", " +
              std::to_string((*step)->requests) + " requests");
     }
     lock.lock();

@@ -37,6 +37,7 @@ int runRun(const RunOptions& opts);
 struct EngineArgs {
   std::vector<std::string> plans;    // a package folder (pootc package), or the prefill and the decode plan
   std::string prefillPlan, decodePlan;  // from plans, by resolveEngineArgs
+  std::string mixedPlan;             // a mixed plan (pootc trace --phase mixed), optional
   std::string package;               // the package folder plans named; empty: two plan files
   std::string weights;               // a checkpoint (file, index or directory), optional
   std::string config;                // a config.json or generation_config.json for eos_token_id

@@ -61,6 +61,7 @@ struct TraceOptions {
   std::string phase = "decode";  // decode | prefill
   std::string kv = "fixed";      // fixed | paged
   bool live = false;
+  bool nextToken = false;
   std::optional<int64_t> layers;    // unset: the config's own count
   int64_t batch = 1;
   std::optional<int64_t> tokens;    // unset: 1 for decode, a default prompt length for prefill
@@ -87,6 +88,8 @@ struct PackageOptions {
   int64_t decodeBatch = 4;       // rows of a decode step
   int64_t capacity = 256;        // KV positions a sequence may hold
   std::optional<int64_t> poolSlots;  // unset: decodeBatch * capacity
+  std::optional<int64_t> mixedTokens;  // the mixed plan's tokens over decodeBatch sequences; 0: none;
+                                       // unset: decodeBatch + tokens (none at a decodeBatch of 1)
 };
 
 int runPackage(const PackageOptions& opts);

@@ -98,22 +98,28 @@ int main(int argc, char** argv) {
   trace->footer("Examples:\n"
                 "  pootc trace examples/models/llama-3-8b.json --phase decode --layers 1 -o llama.pg\n"
                 "  pootc trace examples/models/tiny-llama.json --phase prefill --tokens 8 --kv paged -o p.pg\n"
+                "  pootc trace examples/models/tiny-llama.json --phase mixed --tokens 32 --batch 4 --kv paged --live -o m.pg\n"
                 "  pootc trace examples/models/qwen2.5-0.5b.json --weights-dtype f32 -o q32.pg   (f32 weights and activations)\n"
                 "  pootc trace examples/models/llama-3-8b.json --dtype f32 -o l.pg   (its bf16 weights, f32 activations and KV cache)");
   trace->add_option("CONFIG", topts.config, "model config (config.json as published)")->required();
-  trace->add_option("--phase", topts.phase, "decode (one token a step) or prefill (the prompt)")
-      ->check(CLI::IsMember({"decode", "prefill"}));
+  trace->add_option("--phase", topts.phase,
+                    "decode (one token a row), prefill (--tokens a row: the prompt) or mixed (--tokens in all over "
+                    "--batch sequences, each token at its own position: prefill chunks beside decodes; --kv paged)")
+      ->check(CLI::IsMember({"decode", "prefill", "mixed"}));
   trace->add_option("--kv", topts.kv, "KV cache layout: fixed (capacity per layer) or paged (block pools)")
       ->check(CLI::IsMember({"fixed", "paged"}));
   trace->add_flag("--live", topts.live, "bound attention by the live length (len = pos + tokens), with its guard");
+  trace->add_flag("--next-token", topts.nextToken,
+                  "also output `next` (i32, a row of logits each): the first largest logit, NaN counting as the "
+                  "least, so a greedy step reads token ids instead of logits (poot generate and serve do)");
   // Set only when given, so that 0 is checked like any other count rather
   // than read as "the default".
   auto given = [](std::optional<int64_t>& to) { return [&to](const int64_t& v) { to = v; }; };
   trace->add_option_function<int64_t>("--layers", given(topts.layers),
                                       "number of layers to trace (default: all of the config's)");
-  trace->add_option("--batch", topts.batch, "batch rows (default: 1)");
+  trace->add_option("--batch", topts.batch, "batch rows, the sequences of a step (default: 1)");
   trace->add_option_function<int64_t>("--tokens", given(topts.tokens),
-                                      "tokens per step (default: 1 for decode, 16 for prefill)");
+                                      "tokens a row (default: 1 for decode, 16 for prefill); mixed: in all");
   trace->add_option_function<int64_t>("--capacity", given(topts.capacity), "KV positions held per row (default: 256)");
   trace->add_option_function<int64_t>("--pool-slots", given(topts.poolSlots),
                                       "with --kv paged: slots of each layer's K and V pool, shared by the rows "
@@ -133,13 +139,14 @@ int main(int argc, char** argv) {
 
   poot::PackageOptions kopts;
   CLI::App* package = app.add_subcommand(
-      "package", "a model as one folder: its paged prefill and decode plans for a device, its tokenizer, a manifest");
+      "package", "a model as one folder: its paged prefill, decode and mixed plans for a device, its tokenizer, a manifest");
   package->footer(
-      "Traces MODEL_DIR/config.json into a paged prefill graph (--prefill-batch rows of --tokens prompt tokens)\n"
-      "and a live paged decode graph (--batch rows of one token), both of --capacity positions a sequence over\n"
-      "one pool of --pool-slots slots, compiles both for --device as 'pootc trace' and 'pootc compile' would,\n"
-      "and writes OUT_DIR with:\n"
-      "  prefill.plan, decode.plan     the two plans 'poot generate' and 'poot serve' take\n"
+      "Traces MODEL_DIR/config.json into a paged prefill graph (--prefill-batch rows of --tokens prompt tokens),\n"
+      "a live paged decode graph (--batch rows of one token) and a live mixed graph (--mixed-tokens over --batch\n"
+      "sequences: generated tokens beside prompt chunks), all of --capacity positions a sequence over one pool\n"
+      "of --pool-slots slots, compiles them for --device as 'pootc trace' and 'pootc compile' would, and\n"
+      "writes OUT_DIR with:\n"
+      "  prefill.plan, decode.plan, mixed.plan   the plans 'poot generate' and 'poot serve' take\n"
       "  config.json                   the model's config, as given\n"
       "  generation_config.json, tokenizer.json, tokenizer_config.json   copied when MODEL_DIR has them\n"
       "  manifest.json                 the plans and their shapes, the profile, the config's hash (FNV-1a 64),\n"
@@ -161,6 +168,9 @@ int main(int argc, char** argv) {
   package->add_option("--tokens", kopts.tokens, "prompt tokens a prefill row takes a step (default: 16)");
   package->add_option("--batch", kopts.decodeBatch, "rows of a decode step: sequences generating at once (default: 4)");
   package->add_option("--capacity", kopts.capacity, "KV positions a sequence holds, prompt and output (default: 256)");
+  package->add_option_function<int64_t>("--mixed-tokens", given(kopts.mixedTokens),
+                                        "tokens of a mixed step, over --batch sequences (default: --batch + --tokens; "
+                                        "0: no mixed plan, and none at --batch 1)");
   package->add_option_function<int64_t>("--pool-slots", given(kopts.poolSlots),
                                         "slots of each layer's K and V pool, shared by all sequences "
                                         "(default: --batch * --capacity)");

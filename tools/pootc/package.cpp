@@ -1,5 +1,6 @@
 // pootc package: a model as one folder (tools/common/package.h). Traces the
-// model's config with runTrace and compiles both graphs with runCompile, as
+// model's config with runTrace and compiles its graphs (prefill, decode and,
+// unless asked not to, mixed) with runCompile, as
 // `pootc trace` and `pootc compile` would, into a fresh folder beside
 // OUT_DIR, copies the model's files, writes the manifest, and only then
 // renames the folder to OUT_DIR: a failure at any step leaves no OUT_DIR and
@@ -40,18 +41,24 @@ class TempDir {
 Error io(const fs::path& p, const std::string& msg) { return makeError(ErrorKind::Io, Loc{p.string()}, msg); }
 
 // Traces and compiles one phase's plan into dir/NAME (its graph is a
-// temporary file there). Returns runTrace's or runCompile's exit code.
-int tracedPlan(const PackageOptions& o, const fs::path& dir, bool prefill, int64_t slots) {
+// temporary file there): the prefill plan, the decode plan, or the mixed
+// plan of `mixedTokens` over the decode plan's sequences. Returns
+// runTrace's or runCompile's exit code.
+enum class Phase { Prefill, Decode, Mixed };
+int tracedPlan(const PackageOptions& o, const fs::path& dir, Phase phase, int64_t slots, int64_t mixedTokens) {
   TraceOptions t;
   t.config = (fs::path(o.model) / package::kConfig).string();
-  t.phase = prefill ? "prefill" : "decode";
+  t.phase = phase == Phase::Prefill ? "prefill" : phase == Phase::Decode ? "decode" : "mixed";
   t.kv = "paged";
-  t.live = !prefill;
-  t.batch = prefill ? o.prefillBatch : o.decodeBatch;
-  if (prefill) t.tokens = o.tokens;
+  t.live = phase != Phase::Prefill;
+  t.batch = phase == Phase::Prefill ? o.prefillBatch : o.decodeBatch;
+  if (phase == Phase::Prefill) t.tokens = o.tokens;
+  if (phase == Phase::Mixed) t.tokens = mixedTokens;
   t.capacity = o.capacity;
   t.poolSlots = slots;
-  std::string name = prefill ? package::kPrefillPlan : package::kDecodePlan;
+  std::string name = phase == Phase::Prefill ? package::kPrefillPlan
+                     : phase == Phase::Decode ? package::kDecodePlan
+                                              : package::kMixedPlan;
   t.output = (dir / (name + ".pgb")).string();
   if (int rc = runTrace(t)) return rc;
   CompileOptions c;
@@ -77,6 +84,13 @@ int runPackage(const PackageOptions& o) {
                          Count{"--batch", o.decodeBatch}, Count{"--capacity", o.capacity}})
     if (v < 1) return report(makeError(ErrorKind::Usage, {}, std::string(name) + " must be at least 1, got " +
                                                                     std::to_string(v)));
+  const int64_t mixedTokens = o.mixedTokens.value_or(o.decodeBatch >= 2 ? o.decodeBatch + o.tokens : 0);
+  if (mixedTokens != 0 && (o.decodeBatch < 2 || mixedTokens < o.decodeBatch))
+    return report(makeError(ErrorKind::Usage, {},
+                            "--mixed-tokens " + std::to_string(mixedTokens) +
+                                ": a mixed plan takes a token of each of --batch sequences (at least 2) and more for "
+                                "prompts, so at least --batch " + std::to_string(o.decodeBatch) +
+                                " tokens; 0 makes none"));
   fs::path model(o.model), out(o.output);
   std::error_code ec;
   if (!fs::is_directory(model, ec)) return report(io(model, "not a directory (a model directory holding config.json)"));
@@ -94,8 +108,10 @@ int runPackage(const PackageOptions& o) {
   fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   TempDir tmp(parent / ("." + out.filename().string() + ".tmp-" + std::to_string(getpid())));
   if (!fs::create_directory(tmp.path(), ec)) return report(io(tmp.path(), "cannot create the folder: " + ec.message()));
-  if (int rc = tracedPlan(o, tmp.path(), true, slots)) return rc;
-  if (int rc = tracedPlan(o, tmp.path(), false, slots)) return rc;
+  if (int rc = tracedPlan(o, tmp.path(), Phase::Prefill, slots, 0)) return rc;
+  if (int rc = tracedPlan(o, tmp.path(), Phase::Decode, slots, 0)) return rc;
+  if (mixedTokens > 0)
+    if (int rc = tracedPlan(o, tmp.path(), Phase::Mixed, slots, mixedTokens)) return rc;
 
   std::vector<std::string> files = {package::kConfig};
   if (auto s = writeFileAtomic((tmp.path() / package::kConfig).string(), *config); !s) return report(s.error());
@@ -108,7 +124,11 @@ int runPackage(const PackageOptions& o) {
   }
   files.push_back(package::kPrefillPlan);
   files.push_back(package::kDecodePlan);
+  if (mixedTokens > 0) files.push_back(package::kMixedPlan);
 
+  nlohmann::ordered_json plans = {{"prefill", planEntry(package::kPrefillPlan, o.prefillBatch, o.tokens, o, slots)},
+                                   {"decode", planEntry(package::kDecodePlan, o.decodeBatch, 1, o, slots)}};
+  if (mixedTokens > 0) plans["mixed"] = planEntry(package::kMixedPlan, o.decodeBatch, mixedTokens, o, slots);
   nlohmann::ordered_json manifest = {
       {"format", package::kFormat},
       {"version", package::kVersion},
@@ -116,9 +136,7 @@ int runPackage(const PackageOptions& o) {
       {"plan_format", kPlanFileVersion},
       {"profile", {{"name", profile->name}, {"target", targetName(profile->target)}}},
       {"config", {{"file", package::kConfig}, {"fnv1a64", hex64(fnv1a(*config))}}},
-      {"plans",
-       {{"prefill", planEntry(package::kPrefillPlan, o.prefillBatch, o.tokens, o, slots)},
-        {"decode", planEntry(package::kDecodePlan, o.decodeBatch, 1, o, slots)}}},
+      {"plans", plans},
       {"files", files}};
   if (auto s = writeFileAtomic((tmp.path() / package::kManifest).string(), manifest.dump(2) + "\n"); !s)
     return report(s.error());

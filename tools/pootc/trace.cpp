@@ -18,9 +18,10 @@ namespace {
 
 trace::TraceOptions traceOptions(const TraceOptions& o) {
   trace::TraceOptions t;
-  t.phase = o.phase == "prefill" ? trace::Phase::Prefill : trace::Phase::Decode;
+  t.phase = o.phase == "prefill" ? trace::Phase::Prefill : o.phase == "mixed" ? trace::Phase::Mixed : trace::Phase::Decode;
   t.kv = o.kv == "paged" ? trace::ops::KvLayout::Paged : trace::ops::KvLayout::Fixed;
   t.live = o.live;
+  t.nextToken = o.nextToken;
   t.layers = o.layers;
   t.batch = o.batch;
   t.tokens = o.tokens;
