@@ -134,18 +134,44 @@ Expected<std::optional<StepReport>> Engine::step() {
   auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
   if (!result) return result.error();
 
-  // The logits of the positions sampled (f32: ModelPlans checked it), into
-  // a buffer kept across steps: a row each of a decode or mixed step in
-  // one read, a prefill's one position a row.
-  const int64_t vocab = prefillShape_.vocab;
-  const bool oneRead = m.ragged || m.tokens == 1;
   std::vector<int32_t> sampled(size_t(m.rows), -1);
   std::vector<std::optional<TokenLogprobs>> logprobs(size_t(m.rows));
-  logits_.resize(size_t(oneRead ? m.rows * vocab : vocab));
-  if (oneRead)
+  // A plan with the output `next` gives each row's greedy token itself:
+  // where every row that samples is greedy and wants no logprobs, only
+  // those ids come back.
+  const PagedShape& shape = step.plan == kv::Plan::Prefill  ? prefillShape_
+                            : step.plan == kv::Plan::Decode ? decodeShape_
+                                                            : *mixedShape_;
+  bool greedy = shape.next;
+  for (int32_t r = 0; r < m.rows && greedy; ++r)
+    if (step.sampleAt[r] >= 0) {
+      const SampleOptions& o = samplers_.at(step.requests[r]).options();
+      greedy = o.temperature <= 0 && o.logprobs < 0;
+    }
+  if (greedy) {
+    const int64_t perRow = m.ragged ? 1 : m.tokens;
+    next_.resize(size_t(m.rows * perRow));
+    if (auto read = s.readOutput("next", 0, int64_t(next_.size()), next_.data()); !read) return read.error();
+    for (int32_t r = 0; r < m.rows; ++r) {
+      if (step.sampleAt[r] < 0) continue;
+      sampled[r] = next_[size_t(r * perRow + (m.ragged ? 0 : step.sampleAt[r]))];
+      if (sampled[r] < 0 || sampled[r] >= prefillShape_.vocab)  // a plan computes what it likes
+        return makeError(ErrorKind::Range, {}, "the plan's next token for row " + std::to_string(r) + " is " +
+                                                   std::to_string(sampled[r]) + ", outside the vocabulary [0, " +
+                                                   std::to_string(prefillShape_.vocab) + ")");
+    }
+  }
+
+  // Otherwise the logits of the positions sampled (f32: ModelPlans checked
+  // it), into a buffer kept across steps: a row each of a decode or mixed
+  // step in one read, a prefill's one position a row.
+  const int64_t vocab = prefillShape_.vocab;
+  const bool oneRead = m.ragged || m.tokens == 1;
+  if (!greedy) logits_.resize(size_t(oneRead ? m.rows * vocab : vocab));
+  if (oneRead && !greedy)
     if (auto read = s.readOutput("logits", 0, int64_t(logits_.size()), logits_.data()); !read) return read.error();
   std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
-  for (int32_t r = 0; r < m.rows; ++r) {
+  for (int32_t r = 0; r < m.rows && !greedy; ++r) {
     if (step.sampleAt[r] < 0) continue;
     size_t offset = size_t(r) * size_t(vocab);
     if (!oneRead) {

@@ -116,7 +116,8 @@ class Engine {
   std::vector<uint64_t> replaced_;       // identities a reload replaced, not yet dropped
   uint64_t bound_ = AdapterSet::kBase;   // the identity the device's weights hold
   int64_t rebinds_ = 0;
-  std::vector<float> logits_;  // the sampled rows' logits, kept across steps
+  std::vector<float> logits_;   // the sampled rows' logits, kept across steps
+  std::vector<int32_t> next_;   // a greedy step's tokens (the plan's output `next`), likewise
 };
 
 }  // namespace poot::engine

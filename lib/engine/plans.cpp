@@ -93,6 +93,14 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
       s.vocab = t.shape[2];
     }
   if (s.vocab == 0) return planError(plan, "it has no output %logits");
+  for (const Export& o : g.outputs)
+    if (g.value(o.value).name == "next") {
+      const Type& t = g.value(o.value).type;
+      if (t != Type{DType::I32, {logitRows, logitTokens}})
+        return planError(plan, "its next tokens are " + t.str() + ", not i32[" + std::to_string(logitRows) + "," +
+                                   std::to_string(logitTokens) + "] (a row of logits each)");
+      s.next = true;
+    }
   return s;
 }
 

@@ -31,6 +31,7 @@ namespace poot::engine {
 // the sequences (the read map's and the logits' rows) and the tokens in all.
 struct PagedShape {
   bool mixed = false;
+  bool next = false;  // the output `next` (pootc trace --next-token): each logits row's greedy token
   int64_t rows = 0, tokens = 0, capacity = 0, vocab = 0, poolSlots = 0;
   std::map<std::string, Type> states, weights;
 };

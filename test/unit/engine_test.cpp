@@ -14,11 +14,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <tuple>
 
 #include "engine/engine.h"
 #include "fake_backend.h"
+#include "ir/text.h"
+#include "trace/model.h"
 
 using namespace poot;
 using testing::Calls;
@@ -312,4 +315,69 @@ TEST_CASE("engine: a failed step changes nothing, and stepping again runs it aga
     failures += failed.failures;
   }
   CHECK(failures >= 3);  // at least a witness and both rows' logits
+}
+
+TEST_CASE("engine: a plan with next tokens reads back ids for greedy rows, logits where a row samples") {
+  // The tiny Llama traced with --next-token: prefill 2 rows of 8, decode 2
+  // rows, capacity 64 over 8 blocks. A row of logits is 256 f32 (1024
+  // bytes); the ids of a whole step are at most 2 * 8 i32 (64 bytes).
+  auto traced = [](trace::Phase phase) {
+    trace::TraceOptions o;
+    o.phase = phase;
+    o.kv = trace::ops::KvLayout::Paged;
+    o.live = phase == trace::Phase::Decode;
+    o.nextToken = true;
+    o.batch = 2;
+    o.tokens = phase == trace::Phase::Prefill ? 8 : 1;
+    o.capacity = 64;
+    o.poolSlots = 128;
+    auto g = trace::traceModel(testing::loadExampleConfig("tiny-llama.json"), o);
+    REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
+    return testing::withPlaceholderCode(testing::compilePlan(printGraph(*g)));
+  };
+  Calls calls;
+  auto start = [&] {
+    auto p = engine::ModelPlans::check(traced(trace::Phase::Prefill), "p.plan", traced(trace::Phase::Decode), "d.plan");
+    REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+    CHECK(p->prefill().next);
+    CHECK(p->decode().next);
+    auto weights = engine::ModelWeights::bind(p->graph(), "");
+    REQUIRE(weights);
+    auto e = engine::Engine::create(p.take(), std::make_shared<FakeBackend>(testing::lavapipeInfo(), &calls),
+                                    weights.take());
+    REQUIRE_MESSAGE(bool(e), (e ? "" : e.error().str()));
+    return e.take();
+  };
+  auto largestRead = [&](size_t from) {
+    int64_t most = 0;
+    for (size_t i = from; i < calls.downloaded.size(); ++i) most = std::max(most, calls.downloaded[i].second);
+    return most;
+  };
+  // Greedy rows read the ids alone. The fake device's memory holds 0x01
+  // bytes, so its ids are 16843009: refused, the step not committed. Row 1
+  // holds the prompt that fits one window, the first to sample.
+  auto greedy = start();
+  REQUIRE(greedy->submit(request(11, 3)));
+  REQUIRE(greedy->submit(request(5, 3)));
+  size_t before = calls.downloaded.size();
+  auto step = greedy->step();
+  REQUIRE_FALSE(step);
+  CHECK(step.error().kind == ErrorKind::Range);
+  CHECK(step.error().message == "the plan's next token for row 1 is 16843009, outside the vocabulary [0, 256)");
+  CHECK(calls.downloaded.size() == before + 1);
+  CHECK(largestRead(before) == 2 * 8 * 4);
+  CHECK(greedy->stats().prefillSteps == 0);
+  // A row that samples, or that wants its logprobs, reads its row of logits
+  // (the fake's logits are all equal: token 0 every time).
+  for (auto change : {std::function<void(engine::Request&)>([](auto& q) { q.sampling.temperature = 0.7; }),
+                      std::function<void(engine::Request&)>([](auto& q) { q.sampling.logprobs = 2; })}) {
+    auto e = start();
+    engine::Request sampled = request(5, 2);
+    change(sampled);
+    REQUIRE(e->submit(sampled));
+    before = calls.downloaded.size();
+    runAll(*e);
+    CHECK(largestRead(before) == 2 * 256 * 4);  // a decode step reads its rows in one
+    CHECK(e->stats().generated == 2);
+  }
 }

@@ -51,6 +51,7 @@ int tracedPlan(const PackageOptions& o, const fs::path& dir, Phase phase, int64_
   t.phase = phase == Phase::Prefill ? "prefill" : phase == Phase::Decode ? "decode" : "mixed";
   t.kv = "paged";
   t.live = phase != Phase::Prefill;
+  t.nextToken = true;  // greedy steps read token ids, not logits
   t.batch = phase == Phase::Prefill ? o.prefillBatch : o.decodeBatch;
   if (phase == Phase::Prefill) t.tokens = o.tokens;
   if (phase == Phase::Mixed) t.tokens = mixedTokens;
