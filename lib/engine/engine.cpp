@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <span>
 
 namespace poot::engine {
@@ -111,6 +112,7 @@ Expected<bool> Engine::cancel(int64_t request) {
 }
 
 Expected<std::optional<StepReport>> Engine::step() {
+  const auto start = std::chrono::steady_clock::now();
   auto planned = batcher_.next();
   if (!planned) return kvError(planned.error());
   if (!*planned) return std::optional<StepReport>{};
@@ -197,6 +199,7 @@ Expected<std::optional<StepReport>> Engine::step() {
     if ((*ended)[r] != kv::Finish::None) samplers_.erase(step.requests[r]);
   }
   retireOld();
+  report.hostSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - report.seconds;
   if (options_.onToken)
     for (const TokenEvent& e : events) options_.onToken(e);
   return std::optional<StepReport>(report);

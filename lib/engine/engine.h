@@ -53,6 +53,8 @@ struct StepReport {
   kv::Plan plan = kv::Plan::Decode;     // which plan ran
   double seconds = 0;                   // the step's wall time on the device (Session::step)
   std::optional<double> deviceSeconds;  // its device time, where the backend measures it
+  double hostSeconds = 0;               // the rest of step()'s wall time: planning, maps, their uploads,
+                                        // reading back, sampling
   int64_t tokens = 0;                   // tokens it generated
   int64_t requests = 0;                 // requests it ran (its rows that are not padding)
 };

@@ -184,12 +184,15 @@ int runGenerate(const GenerateOptions& o) {
   std::optional<double> firstPrefill, firstDecode, firstMixed;   // each plan's first step, wall time
   int64_t firstTokens = 0;                       // the tokens those steps generated
   bool deviceTimed = true;
+  double stepsSeconds = 0, hostSeconds = 0;  // the engine's steps, and their host part
   for (;;) {
     int64_t doneBefore = std::count_if(generated.begin(), generated.end(), [](const Generated& g) { return g.done; });
     auto ran = engine.step();
     if (!ran) return report(ran.error());
     if (!*ran) break;
     const engine::StepReport& step = **ran;
+    stepsSeconds += step.seconds + step.hostSeconds;
+    hostSeconds += step.hostSeconds;
     // A plan's first step: where the driver builds kernels on first use.
     std::optional<double>& first = step.plan == kv::Plan::Prefill  ? firstPrefill
                                    : step.plan == kv::Plan::Decode ? firstDecode
@@ -239,6 +242,9 @@ int runGenerate(const GenerateOptions& o) {
   if (deviceTimed)
     std::fprintf(rep, "device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s, mixed steps %.3f s)\n",
                 devicePrefill + deviceDecode + deviceMixed, seconds, devicePrefill, deviceDecode, deviceMixed);
+  std::fprintf(rep, "host time: %.3f s of the steps' %.3f s (%.1f%%): planning, maps and their uploads, reading "
+                    "back, sampling\n",
+               hostSeconds, stepsSeconds, stepsSeconds > 0 ? 100 * hostSeconds / stepsSeconds : 0.0);
   // Some drivers (lavapipe) compile a kernel when it first runs, not when
   // the plan is loaded: the first steps carry that, once.
   double prefillFirst = firstPrefill.value_or(0), decodeFirst = firstDecode.value_or(0),
