@@ -188,8 +188,10 @@ Expected<std::optional<StepReport>> Engine::step() {
   }
   auto ended = batcher_.complete(step, sampled);
   if (!ended) return kvError(ended.error());
-  StepReport report{step.plan, result->seconds, result->deviceSeconds, 0,
-                    std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; })};
+  StepReport report{.plan = step.plan,
+                    .seconds = result->seconds,
+                    .deviceSeconds = result->deviceSeconds,
+                    .requests = std::count_if(step.requests.begin(), step.requests.end(), [](int64_t q) { return q >= 0; })};
   for (auto& [request, sampler] : drawn) samplers_.at(request) = std::move(sampler);
   std::vector<TokenEvent> events;
   for (int32_t r = 0; r < m.rows; ++r) {

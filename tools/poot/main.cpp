@@ -40,6 +40,19 @@ void addEngineArgs(CLI::App* cmd, poot::EngineArgs& a) {
   cmd->add_flag("--allow-other-device", a.allowOtherDevice, "run plans built for another device of the same target");
 }
 
+// A command's --tokenizer, by default the package folder's (when PLANS named
+// one holding tokenizer.json): what serve and chat take their text through.
+poot::Status resolveTokenizer(std::string& tokenizer, const poot::EngineArgs& a, const char* command) {
+  if (!tokenizer.empty()) return poot::ok();
+  if (a.package.empty() || !std::filesystem::exists(a.package + "/tokenizer.json"))
+    return poot::makeError(poot::ErrorKind::Usage, {},
+                           "--tokenizer is required: " + (a.package.empty() ? std::string(command) + " takes text"
+                                                                            : "the package " + a.package +
+                                                                                  " has no tokenizer.json"));
+  tokenizer = a.package;
+  return poot::ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -239,7 +252,7 @@ int main(int argc, char** argv) {
       "directory), a stop string or max_tokens; finish_reason says \"stop\" or \"length\".\n"
       "Requests that come together run together: one thread steps the engine, batching every request\n"
       "queued or running, and stderr gets a line for each step that ran more than one:\n"
-      "  poot serve: step N: prefill|decode, R requests\n"
+      "  poot serve: step N: prefill|decode|mixed, R requests\n"
       "A client that disconnects while its answer streams or waits in the queue (a stream writes ': waiting'\n"
       "every 100 ms while nothing comes) is noticed at the next write, and its request is cancelled:\n"
       "  poot serve: request I cancelled (running|queued, it never ran): the client is gone; N blocks available\n"
@@ -259,6 +272,34 @@ int main(int argc, char** argv) {
   serve->add_option("--port", sopts.port, "the port to listen on; 0 takes a free one (default: 8000)")
       ->check(CLI::Range(0, 65535));
   addEngineArgs(serve, sopts.engine);
+
+  poot::ChatOptions copts;
+  CLI::App* chat = app.add_subcommand("chat", "talk with a model: each line of standard input a message, each reply "
+                                              "streamed to standard output");
+  chat->footer(
+      "Each line read is the user's next message. The conversation so far goes through the chat template of\n"
+      "tokenizer_config.json (beside the tokenizer) with the generation prompt, and the reply streams to\n"
+      "standard output as it comes, ended by a newline, until an end-of-sequence id (as generate finds them)\n"
+      "or --max-new tokens. The prefix cache keeps the full blocks of earlier turns, so a turn computes\n"
+      "from where its rendering first differs from what was computed before.\n"
+      "'/clear' starts a new conversation; end of input (Ctrl-D) ends. On a terminal, '> ' on stderr asks.\n"
+      "A message that would make the conversation pass the plans' capacity or pool is refused on stderr and\n"
+      "left out; the conversation goes on.\n"
+      "Examples:\n"
+      "  poot chat qwen3-h200/ --weights models/qwen3/ --backend cuda   (pootc package ... -o qwen3-h200)\n"
+      "  poot chat p.plan d.plan --tokenizer models/qwen3/ --weights models/qwen3/ --system 'Answer briefly.'\n"
+      "  printf 'Hi\\nWhat did I say?\\n' | poot chat pkg/ --weights model/ --max-new 64");
+  chat->add_option("--tokenizer", copts.tokenizer,
+                   "a model directory with tokenizer.json and tokenizer_config.json (its chat template) (default: "
+                   "the package's)");
+  chat->add_option("--system", copts.system, "a system message that opens the conversation");
+  chat->add_option("--max-new", copts.maxNew, "tokens a reply may take (default: 256)")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  chat->add_option("--temperature", copts.temperature, "0 is greedy (default); above 0, seeded sampling")
+      ->check(poot::floatIn(0, 1e6));
+  chat->add_option("--top-p", copts.topP, "sample from the most likely tokens of this much probability (default: 1)")
+      ->check(poot::floatIn(0, 1, /*aboveLo=*/true));
+  chat->add_option("--seed", copts.seed, "seed of sampling (default: 0)");
+  addEngineArgs(chat, copts.engine);
 
   poot::TokenizeOptions topts;
   CLI::App* tokenize = app.add_subcommand("tokenize", "encode lines of text to token ids, or decode ids to text, with a "
@@ -303,14 +344,11 @@ int main(int argc, char** argv) {
     if (auto s = poot::resolveEngineArgs(gopts.engine); !s) return poot::report(s.error());
   if (*serve)
     if (auto s = poot::resolveEngineArgs(sopts.engine); !s) return poot::report(s.error());
-  if (*serve && sopts.tokenizer.empty()) {
-    if (sopts.engine.package.empty() || !std::filesystem::exists(sopts.engine.package + "/tokenizer.json"))
-      return poot::report(poot::makeError(poot::ErrorKind::Usage, {},
-                                          "--tokenizer is required: " +
-                                              (sopts.engine.package.empty()
-                                                   ? std::string("serve takes text")
-                                                   : "the package " + sopts.engine.package + " has no tokenizer.json")));
-    sopts.tokenizer = sopts.engine.package;
+  if (*serve)
+    if (auto s = resolveTokenizer(sopts.tokenizer, sopts.engine, "serve"); !s) return poot::report(s.error());
+  if (*chat) {
+    if (auto s = poot::resolveEngineArgs(copts.engine); !s) return poot::report(s.error());
+    if (auto s = resolveTokenizer(copts.tokenizer, copts.engine, "chat"); !s) return poot::report(s.error());
   }
   // Work past the host memory budget is refused before it allocates
   // (ir/budget.h); an allocation that fails all the same is a diagnostic too.
@@ -318,6 +356,7 @@ int main(int argc, char** argv) {
     if (*run) return poot::runRun(ropts);
     if (*gen) return poot::runGenerate(gopts);
     if (*serve) return poot::runServe(sopts);
+    if (*chat) return poot::runChat(copts);
     if (*probe) return poot::runProbe(popts);
     if (*kernels) return poot::runKernels(kopts);
     if (*tokenize) return poot::runTokenize(topts);

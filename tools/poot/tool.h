@@ -73,6 +73,18 @@ struct GenerateOptions {
 
 int runGenerate(const GenerateOptions& opts);
 
+struct ChatOptions {
+  EngineArgs engine;
+  std::string tokenizer;  // a tokenizer.json or its directory, with tokenizer_config.json's chat template beside it
+  std::string system;     // a system message that opens every conversation; empty: none
+  int64_t maxNew = 256;   // tokens a reply may take
+  double temperature = 0; // 0: greedy
+  double topP = 1;
+  uint64_t seed = 0;
+};
+
+int runChat(const ChatOptions& opts);
+
 struct ServeOptions {
   EngineArgs engine;
   std::string tokenizer;                // a tokenizer.json or its directory (tokenizer_config.json beside it: the chat template)

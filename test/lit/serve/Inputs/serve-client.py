@@ -124,7 +124,7 @@ for t in threads:
     t.join()
 texts = ["".join(c["choices"][0]["delta"].get("content", "") for c in r) for r in results]
 expect(texts[0] == texts[1] and texts[0].startswith(want["text"]), "two greedy streams of one conversation agree", texts)
-batched = re.findall(r"step \d+: (?:prefill|decode), 2 requests", open(log_path).read())
+batched = re.findall(r"step \d+: (?:prefill|decode|mixed), 2 requests", open(log_path).read())
 expect(batched, "the log shows steps of two requests", None)
 print("concurrent: two streams, batched steps in the log")
 
