@@ -102,11 +102,10 @@ Choice prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operan
                                 str(kMaxMmaHeadWidth) + " in registers"};
     if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
       return {std::nullopt, no + "its workgroup does not fit the device"};
+    const char* how = s.matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
+                                                 : " matrix multiplies (each weight a head and a remainder in its dtype)";
     return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on " +
-                   s.matrix +
-                   (s.matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
-                                               : " matrix multiplies (each weight a head and a remainder in its dtype)") +
-                   ", against tiles of 64 keys in workgroup memory"};
+                   s.matrix + how + ", against tiles of 64 keys in workgroup memory"};
   }
   return {std::nullopt, ""};
 }
@@ -257,7 +256,8 @@ Choice decodeRule(const AttentionShape& a, const DeviceProfile& d) {
   if (rowGroups > 1)
     if (Choice fewer = chooseDecode(packed / rowGroups, a.dh, a.ds, a.dv, a.operands, d); fewer.schedule) {
       c.schedule = fewer.schedule;
-      c.reason += "; " + str(rowGroups) + " row groups of " + str(packed / rowGroups) + " rows a KV head: " + fewer.reason;
+      c.reason +=
+          "; " + str(rowGroups) + " row groups of " + str(packed / rowGroups) + " rows a KV head: " + fewer.reason;
     }
   c.schedule->splits = split.splits;
   return c;

@@ -77,7 +77,8 @@ TEST_CASE("family registry: the planner tries the families in this order of pref
 
 TEST_CASE("family registry: the walk takes the first rule that accepts, after every decline's reason") {
   DeviceProfile d = testing::loadTarget("lavapipe");
-  const Toy rules[] = {{"first", 1, "first: not 2"}, {"quiet", 1, ""}, {"second", 2, "second: not 3"}, {"third", 3, "no"}};
+  const Toy rules[] = {
+      {"first", 1, "first: not 2"}, {"quiet", 1, ""}, {"second", 2, "second: not 3"}, {"third", 3, "no"}};
   const Toy* winner = nullptr;
   calls = 0;
   Choice c = walkRules(std::span<const Toy>(rules), 2, d, &winner);

@@ -264,8 +264,8 @@ TEST_CASE("gen matmul: gemm-mma, every tile, both layouts, bf16 and f16, split K
   CHECK(run(Case{"bf16[2,1,20,42]", "bf16[3,9,42]", "bf16[2,3,20,9]", true}, d, false) == "gemm-mma");
   MatMulDecision f32 = chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::F32, d);
   CHECK(f32.schedule.kind == "gemm");
-  CHECK(f32.reason.rfind("not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype); ", 0) ==
-        0);
+  CHECK(f32.reason.rfind("not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype); ",
+                         0) == 0);
   CHECK(chooseMatMul(1, 64, 64, 64, true, DType::F32, DType::BF16, d).schedule.kind == "gemm");
   CHECK(chooseMatMul(1, 8, 64, 64, false, DType::BF16, DType::BF16, d).schedule.kind == "gemv");
   std::string why = chooseMatMul(1, 64, 64, 64, true, DType::BF16, DType::BF16, d).reason;

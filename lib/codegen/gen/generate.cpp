@@ -41,7 +41,8 @@ Expected<kir::Kernel> generateKernel(const GenInput& in) {
   auto it = std::find_if(std::begin(kGenerators), std::end(kGenerators),
                          [&](const Generator& g) { return g.kind == r.schedule.kind && g.serves == serves; });
   if (it == std::end(kGenerators))
-    return makeError(ErrorKind::Capability, {}, "no generator for schedule " + r.schedule.kind + " of op " + opName(r.op));
+    return makeError(ErrorKind::Capability, {},
+                     "no generator for schedule " + r.schedule.kind + " of op " + opName(r.op));
   return it->generate(in);
 }
 
