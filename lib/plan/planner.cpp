@@ -1,8 +1,8 @@
 // How planGraph works: one pass over the eqns in order. Each eqn is first
 // checked against the device's two-byte float support, then planned by its
-// op: attention forms get the streaming or split-KV schedule (schedule.h),
-// everything else a plain schedule with one thread per result element (or
-// row). Requests are deduplicated by their exact text, so kernels are
+// op: an attention or a MatMul by the first rule of its registry (family.h)
+// that takes it, everything else a plain schedule with one thread per result
+// element (or row). Requests are deduplicated by their exact text, so kernels are
 // numbered by first use and the plan is the same on every run.
 #include "plan/planner.h"
 
@@ -10,6 +10,7 @@
 #include <cctype>
 #include <map>
 
+#include "plan/family.h"
 #include "plan/request.h"
 #include "plan/schedule.h"
 
@@ -205,65 +206,30 @@ class Planner {
     DType shared = g_.type(e.operands[0]).dtype;
     for (size_t o = 1; o <= (key == "split" ? 3u : 2u); ++o)
       if (g_.type(e.operands[o]).dtype != shared) shared = DType::F32;
-    // The tensor-core decode first, where the profile has its op; then the
-    // SIMT one.
     std::string mask = symAttr(e, "mask");
-    int64_t Hkv = Hq / nrep;
-    AttentionDecision decode = decodeMma(nrep * Lq, Dk - Ds, Ds, Dv, shared,
-                                         mask == "none" || (mask == "causal" && Lq == 1), B * Hkv, Lq, Lk, d_);
-    if (!decode.schedule) {
-      AttentionDecision simt = chooseDecode(nrep * Lq, Dk - Ds, Ds, Dv, shared, d_);
-      if (!decode.reason.empty()) simt.reason = decode.reason + "; " + simt.reason;
-      decode = simt;
-    }
-    if (!decode.schedule && Lq > 1) {
-      AttentionDecision prefill = choosePrefill(nrep, Dk - Ds, Ds, Dv, shared, d_);
-      std::string why = decode.reason + "; " + prefill.reason;
-      if (prefill.schedule) {
-        int64_t blocks = B * Hkv * ceilDiv(Lq, prefill.schedule->tileM / nrep);
-        auto grid = gridFor(e, "attention", blocks, "B * Hkv * query blocks");
-        if (!grid) return grid.error();
-        dispatch(kernel(request(e, *prefill.schedule), i, why), i, *grid, operands(e), results(e));
-        return ok();
-      }
-      decode.reason = why;
-    }
-    int64_t groups = decode.schedule ? B * Hkv : B * Hq, packed = decode.schedule ? nrep * Lq : 1;
-    // The tensor-core decode has chosen its splits.
-    bool mma = decode.schedule && decode.schedule->kind == "decode-mma";
-    SplitDecision split = mma ? SplitDecision{decode.schedule->splits, ""} : chooseSplits(groups, packed, Lq, Lk, Dv, d_);
-    Schedule first = decode.schedule ? *decode.schedule : streamingSchedule(*lanes, Dv);
-    std::string why = mma ? decode.reason : decode.reason + "; " + split.reason;
-    // A decode that leaves most units idle shares each head's rows out over
-    // row groups, when the decode schedule takes their fewer rows.
-    int64_t rowGroups = decode.schedule && !mma ? chooseRowGroups(groups * split.splits, packed, d_) : 1;
-    if (AttentionDecision fewer = rowGroups > 1 ? chooseDecode(packed / rowGroups, Dk - Ds, Ds, Dv, shared, d_)
-                                                : AttentionDecision{};
-        fewer.schedule) {
-      first = *fewer.schedule;
-      why += "; " + str(rowGroups) + " row groups of " + str(packed / rowGroups) + " rows a KV head: " + fewer.reason;
-      groups *= rowGroups;
-    }
-    if (split.splits > 1) {
-      int64_t s = split.splits;
-      // chooseSplits has checked that the partials' fold fits; the combine's
-      // rows fit whenever the partials do.
-      if (decode.schedule) first.splits = s;
-      else first = partialsSchedule(*lanes, s, Dv);
-      auto partials = foldGrid(groups * s, d_);
-      auto combine = foldGrid(B * Hq, d_);
-      int32_t scratch = int32_t(plan_.scratch.size());
-      plan_.scratch.push_back(Scratch{i, B * Hq * s * (Dv + 2)});
-      int32_t kp = kernel(request(e, first), i, why);
-      dispatch(kp, i, *partials, operands(e), {Access{-1, scratch}});
-      int32_t kc = kernel(request(e, combineSchedule(*lanes, s)));
-      dispatch(kc, i, *combine, {Access{-1, scratch}}, results(e));
+    bool rowsShareMask = mask == "none" || (mask == "causal" && Lq == 1);
+    AttentionShape a{B, Hq, Hq / nrep, Lq, Lk, nrep, Dk - Ds, Ds, Dv, shared, rowsShareMask, *lanes};
+    // The registry's rules in order of preference; streaming, the last,
+    // always accepts.
+    const AttentionRule* rule = nullptr;
+    Choice c = walkRules(attentionRules(), a, d_, &rule);
+    const Schedule& s = *c.schedule;
+    auto grid = gridFor(e, "attention", rule->workgroups(s, a),
+                        std::string(rule->counted) + (s.splits > 1 ? " * splits" : ""));
+    if (!grid) return grid.error();
+    if (s.splits == 1) {
+      dispatch(kernel(request(e, s), i, c.reason), i, *grid, operands(e), results(e));
       return ok();
     }
-    auto grid = decode.schedule ? gridFor(e, "attention", groups, "B * Hkv * row groups")
-                                : gridFor(e, "attention", B * Hq * Lq, "B * Hq * Lq");
-    if (!grid) return grid.error();
-    dispatch(kernel(request(e, first), i, why), i, *grid, operands(e), results(e));
+    // A split schedule writes each (query row, split)'s partial state to the
+    // scratch; the combine folds them. The split rules have checked that the
+    // partials' fold fits; the combine's rows fit whenever the partials do.
+    int32_t scratch = int32_t(plan_.scratch.size());
+    plan_.scratch.push_back(Scratch{i, B * Hq * s.splits * (Dv + 2)});
+    dispatch(kernel(request(e, s), i, c.reason), i, *grid, operands(e), {Access{-1, scratch}});
+    auto combine = gridFor(e, "attention", B * Hq, "B * Hq");
+    if (!combine) return combine.error();
+    dispatch(kernel(request(e, combineSchedule(*lanes, s.splits))), i, *combine, {Access{-1, scratch}}, results(e));
     return ok();
   }
 
@@ -311,13 +277,13 @@ class Planner {
     MatMulDecision c = chooseMatMul(batch, m, k, n, flagAttr(e.attrs, "transpose_b"), g_.type(e.operands[0]).dtype,
                                     g_.type(e.operands[1]).dtype, d_);
     if (members.size() > 1) {
-      // Only a gemv (or gemv-mma) runs a group as one kernel: there one
+      // Only a gemv (or gemv-mma: MatMulRule::groups) runs a group as one kernel: there one
       // launch of all the columns reads a once and fills the device
       // (Llama-3-8B's q, k and v on the H200: 0.027 ms against 0.033 apart). A gemm's rows already
       // fill it, and one launch of the group's tiles ran 9% slower than the
       // products apart in a 2048-token prefill (bench/model/NOTES.md), so
       // each member is planned alone, in the group's order.
-      if (c.schedule.kind != "gemv" && c.schedule.kind != "gemv-mma") {
+      if (!c.groups) {
         for (int32_t at : members)
           if (auto s = planMatMul(at, {at}); !s) return s;
         return ok();

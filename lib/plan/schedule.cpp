@@ -87,11 +87,7 @@ int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv) {
   return l.elemBytes * (s.tileM * std::max(l.qStride, l.pStride) + s.tileN * l.kStride + valueRows * l.vStride) + 16;
 }
 
-namespace {
-// The tensor-core prefill, where the profile and the widths allow it: the
-// first warp op of the profile's list that takes the operands.
-std::optional<Schedule> prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands,
-                                   const DeviceProfile& d) {
+Choice prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d) {
   for (MatrixOp op : d.matrix_ops) {
     const MatrixShape& m = matrixShape(op);
     if (m.threads != 32 || (op != MatrixOp::M16N8K8Tf32 && m.operand != operands)) continue;
@@ -99,14 +95,25 @@ std::optional<Schedule> prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t
     s.tileM = 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv}, m.k == 16 ? 8 : 4);
     s.matrix = m.name;
     s.workgroupMemory = prefillMmaBytes(s, dh + ds, dv);
-    if (nrep > s.tileM || dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth ||
-        s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
-      return std::nullopt;
-    return s;
+    const std::string no = "not on " + s.matrix + ": ";
+    if (nrep > s.tileM) return {std::nullopt, no + str(nrep) + " query heads a KV head, more than its 64 rows"};
+    if (dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth)
+      return {std::nullopt, no + "a " + str(dh + ds) + "-wide key or " + str(dv) + "-wide value, past its " +
+                                str(kMaxMmaHeadWidth) + " in registers"};
+    if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
+      return {std::nullopt, no + "its workgroup does not fit the device"};
+    const char* how = s.matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
+                                                 : " matrix multiplies (each weight a head and a remainder in its dtype)";
+    return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on " +
+                   s.matrix + how + ", against tiles of 64 keys in workgroup memory"};
   }
-  return std::nullopt;
+  return {std::nullopt, ""};
 }
-}  // namespace
+
+Choice prefillMmaRule(const AttentionShape& a, const DeviceProfile& d) {
+  if (a.Lq == 1) return {std::nullopt, ""};
+  return prefillMma(a.nrep, a.dh, a.ds, a.dv, a.operands, d);
+}
 
 // The prefill tilings, largest first: rows x keys a workgroup, rows x keys a
 // thread.
@@ -115,14 +122,7 @@ struct PrefillTile {
 };
 constexpr PrefillTile kPrefillTiles[] = {{64, 64, 4, 4}, {32, 32, 4, 2}, {16, 16, 4, 4}};
 
-AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands,
-                                const DeviceProfile& d) {
-  if (auto s = prefillMma(nrep, dh, ds, dv, operands, d))
-    return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on " +
-                   s->matrix +
-                   (s->matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
-                                                : " matrix multiplies (each weight a head and a remainder in its dtype)") +
-                   ", against tiles of 64 keys in workgroup memory"};
+Choice choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d) {
   for (const PrefillTile& t : kPrefillTiles) {
     if (t.m < nrep) continue;
     Schedule s{"prefill", 0, 1, (t.m / t.tm) * (t.n / t.tn), 0};
@@ -137,6 +137,11 @@ AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv
   return {std::nullopt, "no prefill tile of " + str(std::max<int64_t>(16, nrep)) +
                             " rows or more fits the device's workgroup (" + str(d.max_workgroup_size) + " threads, " +
                             str(d.workgroup_memory_bytes) + " bytes)"};
+}
+
+Choice prefillRule(const AttentionShape& a, const DeviceProfile& d) {
+  if (a.Lq == 1) return {std::nullopt, ""};
+  return choosePrefill(a.nrep, a.dh, a.ds, a.dv, a.operands, d);
 }
 
 int64_t decodeValueLanes(int64_t dv, int64_t vector, int64_t threads) {
@@ -158,8 +163,7 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv) {
   return s.kLanes * decodePlane(s, packed) + packed * s.tileK + slices * packed * (dv + 2);
 }
 
-AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands,
-                               const DeviceProfile& d) {
+Choice chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d) {
   if (packed > kMaxPackedRows)
     return {std::nullopt, str(packed) + " query rows a KV head (n_rep * Lq) are more than the decode schedule's " +
                               str(kMaxPackedRows)};
@@ -202,8 +206,9 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
                             str(d.workgroup_memory_bytes) + " bytes of workgroup memory"};
 }
 
-AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, bool rowsShareMask,
-                            int64_t groups, int64_t lq, int64_t lk, const DeviceProfile& d) {
+Choice decodeMma(const AttentionShape& a, const DeviceProfile& d) {
+  const int64_t packed = a.packed(), dh = a.dh, ds = a.ds, dv = a.dv, groups = a.B * a.Hkv, lq = a.Lq, lk = a.Lk;
+  const DType operands = a.operands;
   auto op = std::find_if(d.matrix_ops.begin(), d.matrix_ops.end(), [&](MatrixOp o) {
     const MatrixShape& m = matrixShape(o);
     return m.threads == 32 && m.k == 16 && m.operand == operands;
@@ -211,7 +216,7 @@ AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, 
   if (op == d.matrix_ops.end()) return {std::nullopt, ""};
   const std::string name = matrixShape(*op).name, no = "not on " + name + ": ";
   if (packed > kDecodeMmaRows) return {std::nullopt, no + str(packed) + " query rows a KV head, more than its 16"};
-  if (!rowsShareMask) return {std::nullopt, no + "the rows of a KV head do not drop the same keys"};
+  if (!a.rowsShareMask) return {std::nullopt, no + "the rows of a KV head do not drop the same keys"};
   if (dh % 16 || ds % 16 || dv % 8)
     return {std::nullopt, no + "key widths " + str(dh) + (ds ? " and " + str(ds) : "") +
                               " not whole steps of 16, or value width " + str(dv) + " not a multiple of 8"};
@@ -239,6 +244,25 @@ AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, 
                  " keys each a step, fragments loaded straight from memory; " + split.reason};
 }
 
+Choice decodeRule(const AttentionShape& a, const DeviceProfile& d) {
+  const int64_t packed = a.packed(), groups = a.B * a.Hkv;
+  Choice c = chooseDecode(packed, a.dh, a.ds, a.dv, a.operands, d);
+  if (!c.schedule) return c;
+  SplitDecision split = chooseSplits(groups, packed, a.Lq, a.Lk, a.dv, d);
+  c.reason += "; " + split.reason;
+  // A decode that leaves most units idle shares each head's rows out over
+  // row groups, when the decode schedule takes their fewer rows.
+  int64_t rowGroups = chooseRowGroups(groups * split.splits, packed, d);
+  if (rowGroups > 1)
+    if (Choice fewer = chooseDecode(packed / rowGroups, a.dh, a.ds, a.dv, a.operands, d); fewer.schedule) {
+      c.schedule = fewer.schedule;
+      c.reason +=
+          "; " + str(rowGroups) + " row groups of " + str(packed / rowGroups) + " rows a KV head: " + fewer.reason;
+    }
+  c.schedule->splits = split.splits;
+  return c;
+}
+
 int64_t chooseRowGroups(int64_t workgroups, int64_t packed, const DeviceProfile& d) {
   if (4 * workgroups > d.compute_units) return 1;
   int64_t r = 1;
@@ -258,6 +282,17 @@ Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv) {
 // The combine reads each row's partials straight from the scratch (at most 16
 // per channel), so it reserves no workgroup memory.
 Schedule combineSchedule(int64_t lanes, int64_t splits) { return Schedule{"split-kv-combine", lanes, splits, lanes, 0}; }
+
+Choice splitKvRule(const AttentionShape& a, const DeviceProfile& d) {
+  SplitDecision split = chooseSplits(a.B * a.Hq, 1, a.Lq, a.Lk, a.dv, d);
+  if (split.splits == 1) return {std::nullopt, split.reason};
+  return {partialsSchedule(a.lanes, split.splits, a.dv), split.reason};
+}
+
+// Streaming always fits (the planner has refused an attention whose one
+// lane does not); what it serves is said by the schedule line, and why no
+// other was taken by the declines before it.
+Choice streamingRule(const AttentionShape& a, const DeviceProfile&) { return {streamingSchedule(a.lanes, a.dv), ""}; }
 
 Schedule plainSchedule(const std::string& kind, const DeviceProfile& d) {
   int64_t w = std::min(kPlainWorkgroup, d.max_workgroup_size);
@@ -346,18 +381,20 @@ int64_t vectorOf(int64_t k, bool transposedB, DType b) {
   return v;
 }
 
-MatMulDecision gemv(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType bType,
-                    const DeviceProfile& d, std::string why) {
+// The gemv of this product, its reason `why` and then how it was laid out.
+Choice gemv(const MatMulShape& p, const DeviceProfile& d, std::string why) {
+  const int64_t batch = p.batch, m = p.m, k = p.k, n = p.n;
+  const bool transposedB = p.transposedB;
   Schedule s{"gemv", 0, 1, std::min(kPlainWorkgroup, d.max_workgroup_size), 0};
   s.threadM = std::min(m, kGemvRows);
   s.threadN = 1, s.kLanes = 1, s.unroll = 1, s.vector = 1;
-  if (a == DType::I64) {
+  if (p.a == DType::I64) {
     why += "; i64 partial sums do not fold in workgroup memory (f32 or i32 only), so one thread a column";
     return {s, why};
   }
   // Each thread keeps up to 4 columns, so one load of a row of a serves
   // them all, and about 64 bytes of b in flight.
-  s.vector = vectorOf(k, transposedB, bType);
+  s.vector = vectorOf(k, transposedB, p.b);
   s.threadN = std::min<int64_t>(4, m);
   // The partials of every output and thread fold in workgroup memory, one
   // padding word a row (the fold reads down a column without bank conflicts).
@@ -396,21 +433,77 @@ bool splitFits(int64_t splits, int64_t count, const DeviceProfile& d) {
   return splits * count * 4 <= d.max_buffer_bytes && splits * count <= INT32_MAX;
 }
 
-// The gemv-mma for this product (schedule.h), or nothing with the reason in
-// `declined` ("" where the profile has no warp op for the operands).
-std::optional<MatMulDecision> gemvMma(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a,
-                                      DType b, const DeviceProfile& d, std::string& declined) {
+// A gemm's pick among its tiles: the tile, its workgroups, its K splits.
+struct TilePick {
+  const GemmTile* tile = nullptr;
+  int64_t workgroups = 0, splits = 1;
+};
+
+// A tile taller than the rows rounded up to a power of two (16 at least)
+// would compute more rows that do not exist than rows that do.
+int64_t tallestTile(int64_t m) { return std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m)))); }
+
+// A tile's workgroup memory: the gemm-mma's on `shape`, or the SIMT gemm's.
+int64_t tileBytes(const GemmTile& t, const MatrixShape* shape, const MatMulShape& p) {
+  return shape ? gemmMmaBytes(*shape, t.m, t.n, t.k,
+                              gemmMmaStages(*shape, t.m, gemmMmaVector(p.k, p.n, p.transposedB, p.b), p.transposedB))
+               : (t.m + t.n + 2 * kGemmPad) * t.k * 4;
+}
+
+// The largest of `tiles` (on `shape`, or SIMT) that fits the device and is no
+// taller than tallestTile, with K split, for a float result (the partials
+// are f32 scratch, the combine rounds the sum once to the result's dtype),
+// while the launch has fewer than kThreadsPerUnit threads a compute unit (a
+// tile's loads are one step ahead of its products, so other workgroups cover
+// their latency) and the partials still fit one buffer and i32 indices,
+// that gives every compute unit a workgroup; else the smallest that fits.
+TilePick pickTile(std::span<const GemmTile> tiles, const MatrixShape* shape, const MatMulShape& p,
+                  const DeviceProfile& d) {
+  const int64_t count = p.batch * p.m * p.n;
+  TilePick pick;
+  for (const GemmTile& t : tiles) {
+    if (t.threads() > d.max_workgroup_size || tileBytes(t, shape, p) > d.workgroup_memory_bytes ||
+        t.m > tallestTile(p.m))
+      continue;
+    pick = TilePick{&t, p.batch * ceilDiv(p.m, t.m) * ceilDiv(p.n, t.n), 1};
+    while (isFloat(p.a) && pick.workgroups * pick.splits * t.weight() < d.compute_units * kThreadsPerUnit &&
+           pick.splits * 2 <= kMaxGemmSplits && p.k / (pick.splits * 2) >= kMinGemmSplitKeys &&
+           splitFits(pick.splits * 2, count, d))
+      pick.splits *= 2;
+    if (pick.workgroups * pick.splits >= d.compute_units) break;
+  }
+  return pick;
+}
+
+// The gemm (shape null) or gemm-mma schedule of a pick, and why.
+Choice tiled(const TilePick& pick, const MatrixShape* shape, const MatMulShape& p, const DeviceProfile& d) {
+  const GemmTile& t = *pick.tile;
+  Schedule s{shape ? "gemm-mma" : "gemm", 0, pick.splits, t.threads(), tileBytes(t, shape, p)};
+  s.tileM = t.m, s.tileN = t.n, s.tileK = t.k, s.threadM = t.tm, s.threadN = t.tn;
+  s.vector = shape ? gemmMmaVector(p.k, p.n, p.transposedB, p.b) : vectorOf(p.k, p.transposedB, p.b);
+  if (shape) s.matrix = shape->name;
+  std::string why = str(p.m) + " rows" + (shape ? std::string(" of ") + dtypeName(p.a) + " on " + s.matrix : "") +
+                    ": the largest tile no taller than " + str(tallestTile(p.m)) + " rows giving " +
+                    str(d.compute_units) + " compute units a workgroup each (" + str(pick.workgroups) + " workgroups";
+  if (pick.splits > 1)
+    why += " times " + str(pick.splits) + " chunks of K=" + str(p.k) + ", " + str(gemmChunkKeys(s, p.k)) +
+           " keys each, for " + str(kThreadsPerUnit) + " threads a unit";
+  return {s, why + "), or the smallest that fits"};
+}
+
+}  // namespace
+
+Choice gemvMmaRule(const MatMulShape& p, const DeviceProfile& d) {
+  const int64_t batch = p.batch, m = p.m, k = p.k, n = p.n;
+  if (m < 2 || m > kGemvMmaRows) return {std::nullopt, ""};
   auto op = std::find_if(d.matrix_ops.begin(), d.matrix_ops.end(), [&](MatrixOp o) {
     const MatrixShape& sh = matrixShape(o);
-    return sh.threads == 32 && sh.k == 16 && sh.operand == a;
+    return sh.threads == 32 && sh.k == 16 && sh.operand == p.a;
   });
-  if (a != b || op == d.matrix_ops.end()) return std::nullopt;
+  if (p.a != p.b || op == d.matrix_ops.end()) return {std::nullopt, ""};
   const std::string name = matrixShape(*op).name;
-  auto no = [&](const std::string& why) -> std::optional<MatMulDecision> {
-    declined = "not on " + name + " as a gemv: " + why;
-    return std::nullopt;
-  };
-  if (!transposedB) return no("b is not K-major");
+  auto no = [&](const std::string& why) { return Choice{std::nullopt, "not on " + name + " as a gemv: " + why}; };
+  if (!p.transposedB) return no("b is not K-major");
   if (k % 8) return no("K=" + str(k) + " is not a multiple of 8");
   Schedule s{"gemv-mma", 0, 1, 32 * kGemvMmaWarps, 0};
   s.tileM = 8 * ceilDiv(m, 8), s.tileN = kGemvMmaWarps * kGemvMmaWarpColumns, s.tileK = kGemvMmaKeys;
@@ -428,108 +521,79 @@ std::optional<MatMulDecision> gemvMma(int64_t batch, int64_t m, int64_t k, int64
       break;
     }
   }
-  std::string why = str(m) + " rows of " + dtypeName(a) + " on " + name + " as a gemv, b's rows the op's A: " +
+  std::string why = str(m) + " rows of " + dtypeName(p.a) + " on " + name + " as a gemv, b's rows the op's A: " +
                     str(workgroups) + " workgroups of " + str(s.tileN) + " columns, " + str(kGemvMmaWarps) +
                     " warps of " + str(kGemvMmaWarpColumns) + " columns in steps of " + str(s.tileK) +
                     " keys through " + str(kGemvMmaStages) + " stages";
   if (s.splits > 1)
     why += ", times " + str(s.splits) + " chunks of K=" + str(k) + " (" + str(gemmChunkKeys(s, k)) +
            " keys) within one wave of " + str(wave) + " workgroups";
-  return MatMulDecision{s, why};
+  return {s, why};
 }
 
-}  // namespace
+Choice gemvRule(const MatMulShape& p, const DeviceProfile& d) {
+  if (p.m <= kGemvMaxRows)
+    return gemv(p, d, str(p.m) + " rows: one read of b serves " + str(std::min(p.m, kGemvRows)) + " of them");
+  if (p.a == DType::I64) return gemv(p, d, str(p.m) + " rows of i64");
+  return {std::nullopt, ""};
+}
+
+// Two-byte operands of one dtype go to the first matrix op of the profile
+// that takes them (ir/matrix.h) and has a tile for the product: a
+// warpgroup's op on the group tiles (b K-major, every row 16-byte aligned),
+// a wave's on the warps' tilings with each warp a wave, a warp's m16n8k16 on
+// the gemm-mma tiles.
+Choice gemmMmaRule(const MatMulShape& p, const DeviceProfile& d) {
+  const std::string no = "not on matrix units: ";
+  if (p.a != p.b || (p.a != DType::BF16 && p.a != DType::F16))
+    return {std::nullopt, no + "operands " + dtypeName(p.a) + " and " + dtypeName(p.b) +
+                              " (a matrix op takes two of one two-byte dtype)"};
+  std::vector<GemmTile> waveTiles(std::begin(kGemmMmaTiles), std::end(kGemmMmaTiles));
+  for (GemmTile& t : waveTiles) t.group = 64;
+  std::string notMma;  // the ops of the dtype that declined, and why
+  for (MatrixOp o : d.matrix_ops) {
+    const MatrixShape& sh = matrixShape(o);
+    if (sh.operand != p.a || sh.k != 16) continue;
+    std::string declined;
+    TilePick pick;
+    if (sh.threads == 128 && (!p.transposedB || gemmMmaVector(p.k, p.n, p.transposedB, p.b) != 8))
+      declined = !p.transposedB ? "b is not K-major" : "K=" + str(p.k) + " is not a multiple of 8";
+    else
+      pick = pickTile(sh.threads == 128  ? std::span<const GemmTile>(kGemmGroupTiles)
+                      : sh.threads == 64 ? std::span<const GemmTile>(waveTiles)
+                                         : std::span<const GemmTile>(kGemmMmaTiles),
+                      &sh, p, d);
+    if (pick.tile) {
+      Choice c = tiled(pick, &sh, p, d);
+      if (!notMma.empty()) c.reason += "; not on " + notMma;
+      return c;
+    }
+    notMma += (notMma.empty() ? "" : "; ") + std::string(sh.name) + ": " +
+              (declined.empty() ? "no tile of at most " + str(tallestTile(p.m)) + " rows fits the device's workgroup"
+                                : declined);
+  }
+  if (notMma.empty()) notMma = std::string("the profile lists no matrix op for ") + dtypeName(p.a);
+  return {std::nullopt, no + notMma};
+}
+
+Choice gemmRule(const MatMulShape& p, const DeviceProfile& d) {
+  TilePick pick = pickTile(kGemmTiles, nullptr, p, d);
+  if (!pick.tile)
+    return {std::nullopt, "no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) + " threads, " +
+                              str(d.workgroup_memory_bytes) + " bytes)"};
+  return tiled(pick, nullptr, p, d);
+}
+
+Choice gemvFallbackRule(const MatMulShape& p, const DeviceProfile& d) {
+  return gemv(p, d, str(p.m) + " rows as a gemv: one read of b serves " + str(std::min(p.m, kGemvRows)) + " of them");
+}
 
 MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
                             const DeviceProfile& d) {
-  // 2 to kGemvMmaRows rows of two-byte operands: the gemv on matrix units
-  // where it applies; why not is kept for the reason of what is chosen.
-  std::string notGemvMma;
-  if (m >= 2 && m <= kGemvMmaRows)
-    if (auto g = gemvMma(batch, m, k, n, transposedB, a, b, d, notGemvMma)) return *g;
-  if (!notGemvMma.empty()) notGemvMma = "; " + notGemvMma;
-  if (m <= kGemvMaxRows)
-    return gemv(batch, m, k, n, transposedB, a, b, d,
-                str(m) + " rows: one read of b serves " + str(std::min(m, kGemvRows)) + " of them" + notGemvMma);
-  if (a == DType::I64) return gemv(batch, m, k, n, transposedB, a, b, d, str(m) + " rows of i64");
-  // A tile taller than the rows rounded up to a power of two (16 at least)
-  // would compute more rows that do not exist than rows that do. K splits,
-  // for a float result (the partials are f32 scratch, the combine rounds the
-  // sum once to the result's dtype), while the launch
-  // has fewer than kThreadsPerUnit threads a compute unit (a tile's loads
-  // are one step ahead of its products, so other workgroups cover their
-  // latency) and the partials still fit one buffer and i32 indices.
-  int64_t tallest = std::max<int64_t>(16, int64_t(std::bit_ceil(uint64_t(m))));
-  int64_t count = batch * m * n;
-  int64_t mmaVector = gemmMmaVector(k, n, transposedB, b);
-  const GemmTile* pick = nullptr;
-  int64_t workgroups = 0, splits = 1;
-  // A tile's workgroup memory: the gemm-mma's on `shape`, or the SIMT gemm's.
-  auto bytesOf = [&](const GemmTile& t, const MatrixShape* shape) {
-    return shape ? gemmMmaBytes(*shape, t.m, t.n, t.k, gemmMmaStages(*shape, t.m, mmaVector, transposedB))
-                 : (t.m + t.n + 2 * kGemmPad) * t.k * 4;
-  };
-  auto pickFrom = [&](std::span<const GemmTile> tiles, const MatrixShape* shape) {
-    for (const GemmTile& t : tiles) {
-      if (t.threads() > d.max_workgroup_size || bytesOf(t, shape) > d.workgroup_memory_bytes || t.m > tallest)
-        continue;
-      pick = &t;
-      workgroups = batch * ceilDiv(m, t.m) * ceilDiv(n, t.n), splits = 1;
-      while (isFloat(a) && workgroups * splits * t.weight() < d.compute_units * kThreadsPerUnit &&
-             splits * 2 <= kMaxGemmSplits && k / (splits * 2) >= kMinGemmSplitKeys && splitFits(splits * 2, count, d))
-        splits *= 2;
-      if (workgroups * splits >= d.compute_units) break;
-    }
-  };
-  // Two-byte operands of one dtype go to the first matrix op of the profile
-  // that takes them (ir/matrix.h) and has a tile for the product: a
-  // warpgroup's op on the group tiles (b K-major, every row 16-byte
-  // aligned), a warp's m16n8k16 on the gemm-mma tiles. Else the SIMT gemm,
-  // its reason saying why.
-  const MatrixShape* shape = nullptr;
-  std::string notMma;  // why the product is not on matrix units, when it is not
-  // A wave's op (64 threads) takes the warps' tilings, each warp a wave.
-  std::vector<GemmTile> waveTiles(std::begin(kGemmMmaTiles), std::end(kGemmMmaTiles));
-  for (GemmTile& t : waveTiles) t.group = 64;
-  if (a == b && (a == DType::BF16 || a == DType::F16)) {
-    for (MatrixOp o : d.matrix_ops) {
-      const MatrixShape& sh = matrixShape(o);
-      if (pick || sh.operand != a || sh.k != 16) continue;
-      std::string declined;
-      if (sh.threads == 128 && (!transposedB || mmaVector != 8))
-        declined = !transposedB ? "b is not K-major" : "K=" + str(k) + " is not a multiple of 8";
-      else
-        pickFrom(sh.threads == 128  ? std::span<const GemmTile>(kGemmGroupTiles)
-                 : sh.threads == 64 ? std::span<const GemmTile>(waveTiles)
-                                    : std::span<const GemmTile>(kGemmMmaTiles),
-                 &sh);
-      if (pick) shape = &sh;
-      else notMma += (notMma.empty() ? "" : "; ") + std::string(sh.name) + ": " + (declined.empty() ? "no tile of at most " + str(tallest) + " rows fits the device's workgroup" : declined);
-    }
-    if (!pick && notMma.empty()) notMma = std::string("the profile lists no matrix op for ") + dtypeName(a);
-  } else {
-    notMma = std::string("operands ") + dtypeName(a) + " and " + dtypeName(b) +
-             " (a matrix op takes two of one two-byte dtype)";
-  }
-  if (!pick) pickFrom(kGemmTiles, nullptr);
-  if (!pick)
-    return gemv(batch, m, k, n, transposedB, a, b, d,
-                str(m) + " rows, but no gemm tile fits the device's workgroup (" + str(d.max_workgroup_size) +
-                    " threads, " + str(d.workgroup_memory_bytes) + " bytes)");
-  Schedule s{shape ? "gemm-mma" : "gemm", 0, splits, pick->threads(), bytesOf(*pick, shape)};
-  s.tileM = pick->m, s.tileN = pick->n, s.tileK = pick->k, s.threadM = pick->tm, s.threadN = pick->tn;
-  s.vector = shape ? mmaVector : vectorOf(k, transposedB, b);
-  if (shape) s.matrix = shape->name;
-  std::string why = str(m) + " rows" + (shape ? std::string(" of ") + dtypeName(a) + " on " + s.matrix : "") +
-                    ": the largest tile no taller than " + str(tallest) + " rows giving " + str(d.compute_units) +
-                    " compute units a workgroup each (" + str(workgroups) + " workgroups";
-  if (splits > 1)
-    why += " times " + str(splits) + " chunks of K=" + str(k) + ", " + str(gemmChunkKeys(s, k)) + " keys each, for " +
-           str(kThreadsPerUnit) + " threads a unit";
-  why += "), or the smallest that fits";
-  if (!shape) why += "; not on matrix units: " + notMma;
-  else if (!notMma.empty()) why += "; not on " + notMma;
-  return {s, why + notGemvMma};
+  const MatMulRule* rule = nullptr;
+  Choice c = walkRules(matmulRules(), MatMulShape{batch, m, k, n, transposedB, a, b}, d, &rule);
+  // The last rule accepts every product.
+  return {*c.schedule, c.reason, rule->groups};
 }
 
 int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std::vector<int64_t>& ns) {
@@ -567,26 +631,9 @@ Schedule matmulCombineSchedule(int64_t splits, const DeviceProfile& d) {
 std::string printSchedule(const Schedule& s) {
   std::string out = s.kind + " lanes=" + str(s.lanes) + " splits=" + str(s.splits) +
                     " workgroup=" + str(s.workgroupSize) + " memory=" + str(s.workgroupMemory);
-  if (s.kind == "gemv")
-    out += " k_lanes=" + str(s.kLanes) + " unroll=" + str(s.unroll) + " vector=" + str(s.vector);
-  if (s.kind == "gemm")
-    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector);
-  if (s.kind == "gemv" || s.kind == "gemm") out += " thread=" + str(s.threadM) + "x" + str(s.threadN);
-  if (s.kind == "gemv-mma")
-    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector) +
-           " matrix=" + s.matrix;
-  if (s.kind == "gemm-mma")
-    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + "x" + str(s.tileK) + " vector=" + str(s.vector) +
-           " warp=" + str(s.threadM) + "x" + str(s.threadN) + " matrix=" + s.matrix;
-  if (s.kind == "decode")
-    out += " rows=" + str(s.tileM) + " k_lanes=" + str(s.kLanes) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK);
-  if (s.kind == "decode-mma")
-    out += " rows=" + str(s.tileM) + " vector=" + str(s.vector) + " tile_k=" + str(s.tileK) + " matrix=" + s.matrix;
-  if (s.kind == "prefill-mma")
-    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " matrix=" + s.matrix;
-  if (s.kind == "prefill")
-    out += " tile=" + str(s.tileM) + "x" + str(s.tileN) + " vector=" + str(s.vector) + " thread=" + str(s.threadM) +
-           "x" + str(s.threadN);
+  // Every family of one kind prints the same fields (streaming's two).
+  for (const KernelFamily& f : kernelFamilies())
+    if (f.kind == s.kind) return out + f.fields(s);
   return out;
 }
 

@@ -3,8 +3,9 @@
 // count is laid over the device's grid, and the plain schedule of every other
 // kernel. Each rule reads only the device profile and the shape, so the
 // planner (planner.h) and its tests share one definition; docs/planner.md
-// states them in words. Schedules are plain data (plan.h) and print as one
-// line.
+// states them in words. The rules a family registry walks (family.h) are
+// declared here, family by family, and listed in families.cpp. Schedules are
+// plain data (plan.h) and print as one line.
 #pragma once
 
 #include <array>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "plan/family.h"
 #include "plan/plan.h"
 #include "plan/profile.h"
 
@@ -73,14 +75,11 @@ int64_t widestLoad(std::initializer_list<int64_t> widths, int64_t most = 4);
 // schedule (and says why) past kMaxPackedRows rows or when no workgroup
 // fits the device.
 constexpr int64_t kMaxPackedRows = 8;
-// An attention schedule rule's answer (chooseDecode, choosePrefill): the
-// schedule, or none, and why.
-struct AttentionDecision {
-  std::optional<Schedule> schedule;
-  std::string reason;
-};
-AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands,
-                               const DeviceProfile& d);
+Choice chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d);
+// The decode family's rule: chooseDecode for all `packed` rows of a KV head,
+// then its splits (chooseSplits over B * Hkv workgroups), then its row
+// groups (chooseRowGroups), the decode chosen again for a row group's rows.
+Choice decodeRule(const AttentionShape& a, const DeviceProfile& d);
 // The tensor-core decode ("decode-mma"), tried before chooseDecode: where
 // q, k and v are all bf16 (or all f16) and the profile lists the warp op
 // m16n8k16 of that dtype, a workgroup of warps serves all `packed` rows of
@@ -113,8 +112,7 @@ AttentionDecision chooseDecode(int64_t packed, int64_t dh, int64_t ds, int64_t d
 constexpr int64_t kDecodeMmaWarps = 4, kDecodeMmaWideWarps = 8, kDecodeMmaRows = 16, kDecodeMmaKeys = 32;
 constexpr int64_t kDecodeMmaKeyWidth = 192, kDecodeMmaValueWidth = 128;
 constexpr int64_t kDecodeMmaChunkKeys = 1024, kDecodeMmaFill = 4;
-AttentionDecision decodeMma(int64_t packed, int64_t dh, int64_t ds, int64_t dv, DType operands, bool rowsShareMask,
-                            int64_t groups, int64_t lq, int64_t lk, const DeviceProfile& d);
+Choice decodeMma(const AttentionShape& a, const DeviceProfile& d);
 // Row groups: when the decode's (group, split) workgroups would keep at most
 // a quarter of the compute units busy, a KV head's `packed` query rows are
 // shared out over R workgroups that each read the same keys (together, so
@@ -141,9 +139,10 @@ int64_t decodeWords(const Schedule& s, int64_t packed, int64_t dv);
 // load. choosePrefill takes the largest of the 64 x 64 (4 x 4 a thread),
 // 32 x 32 (4 x 2) and 16 x 16 (4 x 4) tiles that fits the device and holds
 // n_rep rows, or gives no schedule and says why. `operands` is the dtype q,
-// k and v share (F32 where they differ).
-AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands,
-                                const DeviceProfile& d);
+// k and v share (F32 where they differ). prefillRule, the family's rule,
+// does not apply to one query row (a decode).
+Choice choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d);
+Choice prefillRule(const AttentionShape& a, const DeviceProfile& d);
 // Where the profile has a warp matrix multiply a prefill can use, a prefill
 // first tries the tensor-core form of the same schedule ("prefill-mma"):
 // tileM = 64 rows a workgroup, 16 a warp (so 128 threads), tileN = 64 keys
@@ -154,8 +153,13 @@ AttentionDecision choosePrefill(int64_t nrep, int64_t dh, int64_t ds, int64_t dv
 // are: m16n8k16.bf16 (or .f16) where q, k and v are all bf16 (f16), each
 // weight a head and a remainder of that dtype (two value products); else
 // m16n8k8.tf32, each product of f32 operands taken as three tf32 products
-// (the operands split into a head and a remainder).
+// (the operands split into a head and a remainder). prefillMma gives no
+// schedule and no reason where the profile has no such op; otherwise the
+// reason says why it declined. prefillMmaRule, the family's rule, does not
+// apply to one query row.
 constexpr int64_t kMaxMmaHeadWidth = 256;
+Choice prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d);
+Choice prefillMmaRule(const AttentionShape& a, const DeviceProfile& d);
 // The staged tiles' row strides in words (docs/codegen.md says why each):
 // q and the weights tileM + 4 (one row a key dim or a key), keys tileN + 1
 // (one row a key dim), values dv rounded up to 4 (one row a key), the row
@@ -191,10 +195,16 @@ struct PrefillMmaLayout {
 PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv);
 int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv);
 
-// The schedules themselves.
+// The streaming schedules: one workgroup of `lanes` a query row, split
+// over the keys where chooseSplits splits B * Hq workgroups (splitKvRule:
+// "split-kv-partials", declining with chooseSplits' reason otherwise), else
+// one (streamingRule, which always accepts), and the combine of a split
+// schedule's partials.
 Schedule streamingSchedule(int64_t lanes, int64_t dv);
 Schedule partialsSchedule(int64_t lanes, int64_t splits, int64_t dv);
 Schedule combineSchedule(int64_t lanes, int64_t splits);
+Choice splitKvRule(const AttentionShape& a, const DeviceProfile& d);
+Choice streamingRule(const AttentionShape& a, const DeviceProfile& d);
 // kind "elementwise", "reduce" or "guard": min(256,
 // max_workgroup_size) threads; no workgroup memory, except a guard's one
 // i32 flag per thread.
@@ -218,15 +228,18 @@ constexpr int64_t kWideRowsWorkgroup = 1024;
 Schedule fusedSchedule(bool rows, int64_t n, int64_t rowCount, int64_t partialBytes, const DeviceProfile& d);
 
 // The MatMul schedule for a [batch..., m, k] x [k, n] (or transposed [n, k])
-// product (a and b of those dtypes), and the reason it was chosen. Up to
-// kGemvMaxRows rows a "gemv", reading b once for all of them (an i64
-// product, or one no gemm tile fits, is a gemv of any rows, reading b once
-// for every kGemvRows); more rows a "gemm": the largest tile no taller than
-// the rows need that, with K split into at most kMaxGemmSplits chunks of at
-// least kMinGemmSplitKeys keys (partials within one buffer), gives every
-// compute unit a workgroup. A split gemm writes its partial sums to the
-// eqn's scratch and a "matmul-combine" adds them. The rules, in words, are
-// in docs/planner.md.
+// product (a and b of those dtypes), and the reason it was chosen: the walk
+// of matmulRules (family.h). Up to kGemvMaxRows rows a "gemv", reading b
+// once for all of them (gemvRule; an i64 product too), or before it, for 2
+// to kGemvMmaRows rows of two-byte operands, the "gemv-mma" (gemvMmaRule);
+// more rows a "gemm-mma" (gemmMmaRule) or "gemm" (gemmRule): the largest
+// tile no taller than the rows need that, with K split into at most
+// kMaxGemmSplits chunks of at least kMinGemmSplitKeys keys (partials within
+// one buffer), gives every compute unit a workgroup; one no gemm tile fits
+// is a gemv of any rows, reading b once for every kGemvRows
+// (gemvFallbackRule). A split gemm writes its partial sums to the eqn's
+// scratch and a "matmul-combine" adds them. `groups` is the winning rule's
+// (family.h, MatMulRule). The rules, in words, are in docs/planner.md.
 constexpr int64_t kGemvRows = 16;
 constexpr int64_t kGemvMaxRows = 8;
 constexpr int64_t kMaxGemmSplits = 16;
@@ -234,7 +247,13 @@ constexpr int64_t kMinGemmSplitKeys = 512;
 struct MatMulDecision {
   Schedule schedule;
   std::string reason;
+  bool groups = false;
 };
+Choice gemvMmaRule(const MatMulShape& p, const DeviceProfile& d);
+Choice gemvRule(const MatMulShape& p, const DeviceProfile& d);
+Choice gemmMmaRule(const MatMulShape& p, const DeviceProfile& d);
+Choice gemmRule(const MatMulShape& p, const DeviceProfile& d);
+Choice gemvFallbackRule(const MatMulShape& p, const DeviceProfile& d);
 MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
                             const DeviceProfile& d);
 // ceil(a / b) for a >= 0, b > 0: blocks of b covering a (the MatMul
@@ -315,10 +334,10 @@ int64_t gemmChunkKeys(const Schedule& s, int64_t k);
 Schedule matmulCombineSchedule(int64_t splits, const DeviceProfile& d);
 
 // "streaming lanes=64 splits=1 workgroup=64 memory=16896": the kind, then
-// every field, always in this order; the tiling fields follow only in the
-// kinds that have them ("gemv ... k_lanes=32 unroll=4 vector=4 thread=1x1",
-// "gemm ... tile=128x128x8 thread=8x8", "decode ... k_lanes=8 vector=4
-// tile_k=64", "decode-mma ... rows=4 vector=8 tile_k=16
+// every field, always in this order; the fields of the kind's family
+// (family.h, KernelFamily::fields) follow ("gemv ... k_lanes=32 unroll=4
+// vector=4 thread=1x1", "gemm ... tile=128x128x8 thread=8x8", "decode ...
+// k_lanes=8 vector=4 tile_k=64", "decode-mma ... rows=4 vector=8 tile_k=16
 // matrix=m16n8k16.bf16").
 std::string printSchedule(const Schedule& s);
 

@@ -75,8 +75,8 @@ Graph attention(int64_t B, int64_t Hq, int64_t Lq, int64_t Lk, int64_t dv, int64
                "output %out\n");
 }
 
-Plan plan(const Graph& g, const DeviceProfile& d) {
-  auto p = planGraph(g, d);
+Plan plan(const Graph& g, const DeviceProfile& d, std::vector<ScheduleNote>* notes = nullptr) {
+  auto p = planGraph(g, d, notes);
   REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
   return p.take();
 }
@@ -178,7 +178,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   // and one 4-wide value run a value thread keep q and the sums at 64 floats
   // a thread; 16 keys a tile stage 64 floats a thread. 64 planes of 129
   // words, 8 * 16 scores, 2 slices of 8 * 514.
-  AttentionDecision wide = chooseDecode(8, 512, 0, 512, DType::F32, h200);
+  Choice wide = chooseDecode(8, 512, 0, 512, DType::F32, h200);
   REQUIRE(wide.schedule);
   CHECK(printSchedule(*wide.schedule) ==
         "decode lanes=256 splits=1 workgroup=256 memory=66432 rows=8 k_lanes=64 vector=4 tile_k=16");
@@ -186,14 +186,14 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   CHECK(chooseDecode(2, 256, 0, 256, DType::F32, h200).schedule->tileK == 32);
   // Eight rows of 4096-wide heads would keep 128 floats of q a key thread and
   // 128 sums a value thread even with 256 of each.
-  AttentionDecision huge = chooseDecode(8, 4096, 0, 4096, DType::F32, h200);
+  Choice huge = chooseDecode(8, 4096, 0, 4096, DType::F32, h200);
   CHECK(!huge.schedule);
   CHECK(huge.reason == "8 query rows of a 4096-wide key and a 4096-wide value keep 128 floats of q a key thread and "
                        "128 running sums a value thread of 256, more than the decode schedule's 64");
   // An odd value width loads one element at a time.
   CHECK(attentionSchedule(plan(attention(1, 8, 1, 4096, 37, 2), h200)).vector == 1);
   // More than 8 query rows a KV head stream, one workgroup a row.
-  AttentionDecision many = chooseDecode(16, 64, 0, 64, DType::F32, h200);
+  Choice many = chooseDecode(16, 64, 0, 64, DType::F32, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8");
   CHECK(attentionSchedule(plan(attention(1, 16, 1, 4096, 128, 16), h200)).kind == "split-kv-partials");
@@ -211,7 +211,7 @@ TEST_CASE("plan: a decode packs a KV head's query rows into one workgroup") {
   CHECK(printSchedule(*chooseDecode(4, 64, 0, 64, DType::F32, s.make()).schedule) ==
         "decode lanes=32 splits=1 workgroup=32 memory=2880 rows=4 k_lanes=4 vector=4 tile_k=8");
   s.lds = 2048;
-  AttentionDecision none = chooseDecode(4, 64, 0, 64, DType::F32, s.make());
+  Choice none = chooseDecode(4, 64, 0, 64, DType::F32, s.make());
   CHECK(!none.schedule);
   CHECK(none.reason == "no decode workgroup of 32 threads or more fits the device's 2048 bytes of workgroup memory");
   s.lds = 32768;
@@ -263,7 +263,7 @@ TEST_CASE("plan: a prefill tiles its query rows and keys") {
   // A tile holds every query head of a KV head: 32 heads of one KV head need
   // the 32-row tile at least; 65 fit none.
   CHECK(attentionSchedule(plan(attention(1, 32, 16, 256, 64, 32), h200)).tileM == 64);
-  AttentionDecision many = choosePrefill(65, 64, 0, 64, DType::F32, h200);
+  Choice many = choosePrefill(65, 64, 0, 64, DType::F32, h200);
   CHECK(!many.schedule);
   CHECK(many.reason == "no prefill tile of 65 rows or more fits the device's workgroup (1024 threads, 232448 bytes)");
   CHECK(attentionSchedule(plan(attention(1, 65, 16, 256, 64, 65), h200)).kind == "streaming");
@@ -278,17 +278,29 @@ TEST_CASE("plan: a prefill takes the tensor-core tile where the profile has tf32
                                                    std::to_string(4 * (64 * 68 + 64 * (68 + 132) + 4)) +
                                                    " tile=64x64 vector=4 matrix=m16n8k8.tf32");
   CHECK(p.dispatches[0].grid[0] == 8 * 32);
-  AttentionDecision d = choosePrefill(4, 128, 0, 128, DType::F32, h200);
+  Choice d = prefillMma(4, 128, 0, 128, DType::F32, h200);
   CHECK(d.reason ==
         "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k8.tf32 matrix multiplies (three a "
         "product of f32 operands), against tiles of 64 keys in workgroup memory");
   // Widths pad to whole steps of 8; a narrow key's q rows still hold a row
   // of weights (64 + 4 words).
-  CHECK(choosePrefill(2, 33, 0, 17, DType::F32, h200).schedule->workgroupMemory == 4 * (64 * 68 + 64 * 44 + 64 * 28 + 4));
-  // Past 256 wide, or past 64 query heads a KV head, the SIMT tile.
-  CHECK(choosePrefill(1, 512, 0, 512, DType::F32, h200).schedule->kind == "prefill");
-  CHECK(choosePrefill(1, 64, 0, 512, DType::F32, h200).schedule->kind == "prefill");
-  CHECK(!choosePrefill(65, 64, 0, 64, DType::F32, h200).schedule);
+  CHECK(prefillMma(2, 33, 0, 17, DType::F32, h200).schedule->workgroupMemory == 4 * (64 * 68 + 64 * 44 + 64 * 28 + 4));
+  // Past 256 wide, or past 64 query heads a KV head, it declines, saying
+  // why, and the SIMT tile takes the prefill (the remark says both).
+  Choice wide = prefillMma(1, 512, 0, 512, DType::F32, h200);
+  CHECK(!wide.schedule);
+  CHECK(wide.reason == "not on m16n8k8.tf32: a 512-wide key or 512-wide value, past its 256 in registers");
+  CHECK(!prefillMma(1, 64, 0, 512, DType::F32, h200).schedule);
+  CHECK(prefillMma(65, 64, 0, 64, DType::F32, h200).reason ==
+        "not on m16n8k8.tf32: 65 query heads a KV head, more than its 64 rows");
+  std::vector<ScheduleNote> notes;
+  Plan simt = plan(attention(1, 1, 16, 256, 512), h200, &notes);
+  CHECK(attentionSchedule(simt).kind == "prefill");
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].reason ==
+        "16 query rows a KV head (n_rep * Lq) are more than the decode schedule's 8; not on m16n8k8.tf32: a 64-wide "
+        "key or 512-wide value, past its 256 in registers; 64 query positions of 1 heads a workgroup against tiles "
+        "of 64 keys in workgroup memory");
 }
 
 TEST_CASE("plan: a two-byte prefill takes the profile's first warp op of its dtype") {
@@ -296,7 +308,7 @@ TEST_CASE("plan: a two-byte prefill takes the profile's first warp op of its dty
   // bf16 q, keys and values: m16n8k16.bf16 (the warpgroup op before it in
   // the profile's list is not a warp's). q and keys 64 rows of 128 + 8
   // elements, values 32 rows of two keys' 2 * (128 + 8), 16 flag bytes.
-  AttentionDecision b = choosePrefill(4, 128, 0, 128, DType::BF16, h200);
+  Choice b = prefillMma(4, 128, 0, 128, DType::BF16, h200);
   REQUIRE(b.schedule);
   CHECK(printSchedule(*b.schedule) == "prefill-mma lanes=128 splits=1 workgroup=128 memory=" +
                                           std::to_string(2 * (64 * 136 + 64 * 136 + 32 * 272) + 16) +
@@ -304,19 +316,22 @@ TEST_CASE("plan: a two-byte prefill takes the profile's first warp op of its dty
   CHECK(b.reason ==
         "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k16.bf16 matrix multiplies (each weight a "
         "head and a remainder in its dtype), against tiles of 64 keys in workgroup memory");
-  CHECK(choosePrefill(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m16n8k16.f16");
+  CHECK(prefillMma(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m16n8k16.f16");
   // Widths pad to 16 (key) and 8 (value); the weights' rows (64 heads and
   // remainders, + 8) are wider than a narrow q's; single loads where 33
   // allows no more.
-  Schedule narrow = *choosePrefill(2, 33, 0, 18, DType::BF16, h200).schedule;
+  Schedule narrow = *prefillMma(2, 33, 0, 18, DType::BF16, h200).schedule;
   CHECK(narrow.workgroupMemory == 2 * (64 * 136 + 64 * 56 + 32 * 2 * 32) + 16);
   CHECK(narrow.vector == 1);
   // Without the two-byte op in the profile, tf32 (two-byte values are exact
   // in it).
   h200.matrix_ops = {MatrixOp::M16N8K8Tf32};
-  CHECK(choosePrefill(4, 128, 0, 128, DType::BF16, h200).schedule->matrix == "m16n8k8.tf32");
+  CHECK(prefillMma(4, 128, 0, 128, DType::BF16, h200).schedule->matrix == "m16n8k8.tf32");
+  // No op takes bf16: the family does not apply, and says nothing.
   h200.matrix_ops = {MatrixOp::M16N8K16F16};
-  CHECK(choosePrefill(4, 128, 0, 128, DType::BF16, h200).schedule->kind == "prefill");
+  Choice none = prefillMma(4, 128, 0, 128, DType::BF16, h200);
+  CHECK(!none.schedule);
+  CHECK(none.reason.empty());
 }
 
 TEST_CASE("plan: split-KV decode on the H200 and on lavapipe") {
@@ -649,8 +664,9 @@ TEST_CASE("plan: MatMul schedules follow the rows, the layout, the dtypes and th
   CHECK(printSchedule(nine.schedule) ==
         "gemm lanes=0 splits=8 workgroup=128 memory=11264 tile=16x64x32 vector=4 thread=2x4");
   CHECK(nine.reason ==
-        "9 rows: the largest tile no taller than 16 rows giving 132 compute units a workgroup each (64 workgroups "
-        "times 8 chunks of K=4096, 512 keys each, for 1024 threads a unit), or the smallest that fits; not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype)");
+        "not on matrix units: operands f32 and f32 (a matrix op takes two of one two-byte dtype); 9 rows: the largest "
+        "tile no taller than 16 rows giving 132 compute units a workgroup each (64 workgroups times 8 chunks of "
+        "K=4096, 512 keys each, for 1024 threads a unit), or the smallest that fits");
   CHECK(matmulWorkgroups(nine.schedule, 1, 9, {4096}) == 512);
   // 512 rows: the 128x128 tile, 8 chunks of K for q_proj, 2 for gate_proj.
   Schedule g = chooseMatMul(1, 512, 4096, 4096, true, DType::F32, DType::F32, h200).schedule;

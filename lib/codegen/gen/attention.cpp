@@ -1,6 +1,7 @@
-// How genAttention writes the streaming, split-kv-partials and
-// split-kv-combine schedules over the shared streaming body (streaming.h),
-// and hands the decode schedule to decode.cpp. The request fixes the form
+// The attention families' generators: the streaming, split-kv-partials and
+// split-kv-combine schedules over the shared streaming body (streaming.h)
+// here, the decode, decode-mma, prefill and prefill-mma bodies in their own
+// files, each behind the checks every attention kernel makes. The request fixes the form
 // (attention_form.h), so the operand layout is resolved once. A streaming
 // workgroup's query row is (b * Hq + h) * Lq + r, the result's row; split-KV
 // partials number their workgroups row * splits + split, the scratch slot
@@ -126,23 +127,39 @@ kir::Kernel combine(const GenInput& in, const Form& f) {
 
 }  // namespace
 
-Expected<kir::Kernel> genAttention(const GenInput& in) {
+namespace {
+
+// What every attention kernel checks before its body: lanes, and indices
+// within i32 (the split schedules' scratch too).
+template <class Body>
+Expected<kir::Kernel> attentionKernel(const GenInput& in, Body body) {
   const Schedule& s = in.request.schedule;
   Form f = formOf(in.request);
   if (s.lanes < 1) return makeError(ErrorKind::Capability, {}, "attention schedule " + s.kind + " has no lanes");
   int64_t scratch = s.splits > 1 ? f.B * f.Hq * f.Lq * s.splits * (f.Dv + 2) : 0;
   if (auto indexable = gen::checkIndexWidth(in, scratch); !indexable) return indexable.error();
-  if (s.kind == "streaming") return streaming(in, f);
-  if (s.kind == "decode") return decodeKernel(in, f);
-  if (s.kind == "decode-mma") return decodeMmaKernel(in, f);
-  if (s.kind == "prefill") return prefillKernel(in, f);
-  if (s.kind == "prefill-mma") return prefillMmaKernel(in, f);
-  if (s.kind != "split-kv-partials" && s.kind != "split-kv-combine")
-    return makeError(ErrorKind::Capability, {}, "no attention generator for schedule " + s.kind);
-  if (f.Lq != 1)
-    return makeError(ErrorKind::Capability, {},
-                     "split-kv attention needs one query row per head, got " + std::to_string(f.Lq));
-  return s.kind == "split-kv-partials" ? partials(in, f) : combine(in, f);
+  return body(in, f);
 }
+
+// The split schedules' rows are one query row a head.
+template <class Body>
+Expected<kir::Kernel> splitKernel(const GenInput& in, Body body) {
+  return attentionKernel(in, [&](const GenInput& gi, const Form& f) -> Expected<kir::Kernel> {
+    if (f.Lq != 1)
+      return makeError(ErrorKind::Capability, {},
+                       "split-kv attention needs one query row per head, got " + std::to_string(f.Lq));
+    return body(gi, f);
+  });
+}
+
+}  // namespace
+
+Expected<kir::Kernel> genStreaming(const GenInput& in) { return attentionKernel(in, streaming); }
+Expected<kir::Kernel> genSplitKvPartials(const GenInput& in) { return splitKernel(in, partials); }
+Expected<kir::Kernel> genSplitKvCombine(const GenInput& in) { return splitKernel(in, combine); }
+Expected<kir::Kernel> genDecode(const GenInput& in) { return attentionKernel(in, decodeKernel); }
+Expected<kir::Kernel> genDecodeMma(const GenInput& in) { return attentionKernel(in, decodeMmaKernel); }
+Expected<kir::Kernel> genPrefill(const GenInput& in) { return attentionKernel(in, prefillKernel); }
+Expected<kir::Kernel> genPrefillMma(const GenInput& in) { return attentionKernel(in, prefillMmaKernel); }
 
 }  // namespace poot

@@ -71,7 +71,7 @@ int64_t foldWays(int64_t G, int64_t outs) {
   return F;
 }
 
-Expected<kir::Kernel> genGemv(const GenInput& in) {
+Expected<kir::Kernel> gemvKernel(const GenInput& in) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
   auto f = openKernel(in);
@@ -208,7 +208,7 @@ GemmPart gemmPart(Builder& b, const Gemm& g, V bi, V split) {
   return {aBase, bBase, oBase, kLo, kHi};
 }
 
-Expected<kir::Kernel> genGemm(const GenInput& in, Gemm& g) {
+Expected<kir::Kernel> gemmKernel(const GenInput& in, Gemm& g) {
   const KernelRequest& r = in.request;
   const Schedule& s = r.schedule;
   const Product& p = g.p;
@@ -358,7 +358,7 @@ LaneStart laneStart(Builder& b, const MatrixShape& shape, V lane) {
 // of the next stages - 1 steps in flight while the warps multiply this one;
 // else the threads load the next step's runs into variables while the warps
 // multiply, and store them into the one buffer after.
-Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
+Expected<kir::Kernel> gemmMmaKernel(const GenInput& in, Gemm& g) {
   const Schedule& s = in.request.schedule;
   const Product& p = g.p;
   Frame* f = &g.f;
@@ -535,7 +535,7 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in, Gemm& g) {
 // chain left running into the next step, its stage freed a step later,
 // needs a stage more: one workgroup a unit instead of two at 128x128, and
 // that lost 11-25% on the H200; bench/matmul NOTES, session 22.)
-Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
+Expected<kir::Kernel> gemmGroupKernel(const GenInput& in, Gemm& g) {
   const Schedule& s = in.request.schedule;
   const Product& p = g.p;
   Frame* f = &g.f;
@@ -622,7 +622,7 @@ Expected<kir::Kernel> genGemmGroup(const GenInput& in, Gemm& g) {
 // A split product's sum: thread id adds element id of every chunk's
 // partials, chunk 0 first, and stores it. A product group's results follow
 // one another, each with its chunks' partials (chunk-major) in the scratch.
-Expected<kir::Kernel> genCombine(const GenInput& in) {
+Expected<kir::Kernel> genMatMulCombine(const GenInput& in) {
   const KernelRequest& r = in.request;
   int64_t S = r.schedule.splits, total = 0;
   for (const Type& t : r.results) total += numel(t.shape);
@@ -650,17 +650,21 @@ Expected<kir::Kernel> genCombine(const GenInput& in) {
   return b.finish();
 }
 
-Expected<kir::Kernel> genMatMul(const GenInput& in) {
-  const std::string& kind = in.request.schedule.kind;
-  if (kind == "gemm" || kind == "gemm-mma") {
-    auto g = openGemm(in);
-    if (!g) return g.error();
-    if (kind == "gemm") return genGemm(in, *g);
-    if (matrixShape(*matrixOpNamed(in.request.schedule.matrix)).threads == 128) return genGemmGroup(in, *g);
-    return genGemmMma(in, *g);
-  }
-  if (kind == "matmul-combine") return genCombine(in);
-  return genGemv(in);
+Expected<kir::Kernel> genGemv(const GenInput& in) { return gemvKernel(in); }
+
+Expected<kir::Kernel> genGemm(const GenInput& in) {
+  auto g = openGemm(in);
+  if (!g) return g.error();
+  return gemmKernel(in, *g);
+}
+
+// A warpgroup's op (128 threads) takes its own kernel; a warp's or a wave's
+// the fragments of gemmMmaKernel.
+Expected<kir::Kernel> genGemmMma(const GenInput& in) {
+  auto g = openGemm(in);
+  if (!g) return g.error();
+  if (matrixShape(*matrixOpNamed(in.request.schedule.matrix)).threads == 128) return gemmGroupKernel(in, *g);
+  return gemmMmaKernel(in, *g);
 }
 
 }  // namespace poot

@@ -18,8 +18,8 @@ namespace poot {
 Expected<kir::Kernel> genSelectedAttention(const GenInput& in) {
   using attn::V;
   const KernelRequest& r = in.request;
-  if (r.schedule.kind != "streaming" || r.schedule.lanes < 1)
-    return makeError(ErrorKind::Capability, {}, "no selected attention generator for schedule " + r.schedule.kind);
+  if (r.schedule.lanes < 1)
+    return makeError(ErrorKind::Capability, {}, "selected attention schedule " + r.schedule.kind + " has no lanes");
   if (auto indexable = gen::checkIndexWidth(in); !indexable) return indexable.error();
   TypeQuery attrs = attn::attrsOf(r);
   const Shape &qs = r.operands[0].shape, &ks = r.operands[1].shape;
