@@ -768,6 +768,15 @@ std::map<std::string, Tensor> cachesAfter(const Evaluation& ev, const TraceOptio
   return out;
 }
 
+// Random (never zero) fixed caches of a step of this shape, by state name.
+std::map<std::string, Tensor> randomCaches(const ModelConfig& cfg, int64_t L, bool live, int64_t batch, int64_t cap,
+                                           uint64_t seed) {
+  Graph g = traced(cfg, stepOptions(L, ops::KvLayout::Fixed, live, batch, cap));
+  std::map<std::string, Tensor> caches;
+  for (const StateOut& so : g.stateOuts) caches.emplace(g.value(so.state).name, randomParam(g, so.state, seed));
+  return caches;
+}
+
 }  // namespace
 
 TEST_CASE("trace numerics: a decode step at position t equals row t of the prefill, in every family") {
@@ -824,10 +833,8 @@ TEST_CASE("trace numerics: a paged step equals the fixed one under an equivalent
         CAPTURE(live);
         std::vector<int64_t> toks = someTokens(batch, pos + L);
         // random (never zero) caches, the same for both layouts
+        std::map<std::string, Tensor> caches = randomCaches(cfg, L, live, batch, cap, 99);
         TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
-        Graph fg = traced(cfg, fo);
-        std::map<std::string, Tensor> caches;
-        for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 99));
         Evaluation fixed = tracedStep(cfg, fo, toks, pos + L, pos, caches);
         TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
         Evaluation paged = tracedStep(cfg, po, toks, pos + L, pos, caches);
@@ -853,10 +860,7 @@ TEST_CASE("trace numerics: paged rows at their own positions each equal the row 
         CAPTURE(live);
         std::vector<int64_t> toks = someTokens(batch, from[0] + L);
         // random (never zero) caches, row b of them the b-th row's alone
-        TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
-        Graph fg = traced(cfg, fo);
-        std::map<std::string, Tensor> caches;
-        for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 7));
+        std::map<std::string, Tensor> caches = randomCaches(cfg, L, live, batch, cap, 7);
         TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
         Evaluation paged = tracedStep(cfg, po, toks, from[0] + L, from, caches);
         CHECK(paged.valid());
@@ -887,10 +891,7 @@ TEST_CASE("trace numerics: a mixed step equals the paged step of the same rows, 
     for (bool live : {false, true}) {
       CAPTURE(live);
       std::vector<int64_t> toks = someTokens(batch, from[0] + L);
-      TraceOptions fo = stepOptions(L, ops::KvLayout::Fixed, live, batch, cap);
-      Graph fg = traced(cfg, fo);
-      std::map<std::string, Tensor> caches;
-      for (const StateOut& so : fg.stateOuts) caches.emplace(fg.value(so.state).name, randomParam(fg, so.state, 5));
+      std::map<std::string, Tensor> caches = randomCaches(cfg, L, live, batch, cap, 5);
       TraceOptions po = stepOptions(L, ops::KvLayout::Paged, live, batch, cap);
       Evaluation paged = tracedStep(cfg, po, toks, from[0] + L, from, caches);
       // The same two rows as T places: row 0's L tokens, row 1's, a padding place.
