@@ -562,15 +562,9 @@ class Reader {
         lowest = -1;  // a write map's -1 writes nothing
         bound = r.operands[0].shape[0];
         what = "the write map of scatter kernel '" + entry + "' into a pool of " + str(bound) + " slots";
-      } else if (r.op == Op::Gather && d.reads >= 2 && r.operands.size() == 2 && r.operands[0].rank() > 0) {
-        int64_t axis = 0;
-        for (const Attr& a : r.attrs)
-          if (a.name == "axis")
-            if (const auto* v = std::get_if<int64_t>(&a.value)) axis = *v;
-        if (axis < 0) axis += r.operands[0].rank();
-        if (axis < 0 || axis >= r.operands[0].rank()) continue;
+      } else if (int64_t n = gatherExtent(r); n > 0 && d.reads >= 2) {
         index = 1;
-        bound = r.operands[0].shape[size_t(axis)];
+        bound = n;
         what = "the indices of gather kernel '" + entry + "' into an axis of " + str(bound);
       } else {
         continue;
@@ -616,6 +610,17 @@ class Reader {
 };
 
 }  // namespace
+
+int64_t gatherExtent(const Request& r) {
+  if (r.op != Op::Gather || r.operands.size() != 2 || r.operands[0].rank() == 0) return 0;
+  int64_t axis = 0;
+  for (const Attr& a : r.attrs)
+    if (a.name == "axis")
+      if (const auto* v = std::get_if<int64_t>(&a.value)) axis = *v;
+  if (axis < 0) axis += r.operands[0].rank();
+  if (axis < 0 || axis >= r.operands[0].rank()) return 0;
+  return r.operands[0].shape[size_t(axis)];
+}
 
 const char* roleName(Role r) {
   static const char* names[] = {"input", "weight", "state", "slot", "output", "validation", "temp", "scratch", "view"};

@@ -252,18 +252,11 @@ Status Session::build(const std::map<std::string, SharedBuffer>& shared) {
     if (bufs[i].role == Role::Input && isInt(bufs[i].type.dtype))
       if (int64_t n = gatherBound(g, bufs[i].value); n > 0) indexBounds_.emplace(int32_t(i), n);
   for (const Dispatch& d : plan_.dispatches) {
-    const Request& r = plan_.kernels[size_t(d.kernel)].request;
-    if (r.op != Op::Gather || d.reads < 2 || r.operands.size() != 2 || r.operands[0].rank() == 0) continue;
+    int64_t n = gatherExtent(plan_.kernels[size_t(d.kernel)].request);
+    if (n == 0 || d.reads < 2) continue;
     int32_t b = d.bindings[1];
     if (bufs[size_t(b)].role == Role::View) b = bufs[size_t(b)].alias;
     if (bufs[size_t(b)].role != Role::Input || !isInt(bufs[size_t(b)].type.dtype)) continue;
-    int64_t axis = 0;
-    for (const Attr& a : r.attrs)
-      if (a.name == "axis")
-        if (const auto* v = std::get_if<int64_t>(&a.value)) axis = *v;
-    if (axis < 0) axis += r.operands[0].rank();
-    if (axis < 0 || axis >= r.operands[0].rank()) continue;
-    int64_t n = r.operands[0].shape[size_t(axis)];
     auto [it, fresh] = indexBounds_.emplace(b, n);
     if (!fresh) it->second = std::min(it->second, n);
   }
