@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 pootc=$1/tools/pootc/pootc
 c=fuzz/corpus
 rm -rf $c
-mkdir -p $c/{graph_text,graph_binary,profile,plan,npy,safetensors,config,chat_template}
+mkdir -p $c/{graph_text,graph_binary,profile,plan,forged_plan,npy,safetensors,config,chat_template}
 
 small_graphs=(examples/graphs/decode-attention.pg test/lit/run/Inputs/{embed,guarded,scaled,ids}.pg
   test/lit/cli/Inputs/small.pg)
@@ -31,6 +31,11 @@ for p in lavapipe nvidia-h200 amd-mi300x; do
   "$pootc" compile examples/graphs/decode-attention.pg --device targets/$p.yaml -o $c/plan/decode-attention-$p.plan
 done
 "$pootc" compile test/lit/run/Inputs/embed.pg --device targets/lavapipe.yaml -o $c/plan/embed-lavapipe.plan
+# forged_plan runs what it reads on lavapipe: small lavapipe plans, so that
+# an execution (kernels built, one step) stays well under a second.
+for g in test/lit/run/Inputs/{neg,chain,embed,slot-gather}.pg examples/graphs/decode-attention.pg; do
+  "$pootc" compile "$g" --device targets/lavapipe.yaml -o $c/forged_plan/$(basename "$g" .pg).plan
+done
 
 cp targets/*.yaml $c/profile/
 for f in test/lit/errors/profile/*.yaml; do cp "$f" $c/profile/bad-$(basename "$f"); done

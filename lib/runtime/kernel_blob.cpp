@@ -1,7 +1,7 @@
 // How each kind of blob is read. SPIR-V is walked instruction by instruction
 // (each first word holds the word count in its high half and the opcode in
-// its low half); only OpEntryPoint, OpExecutionMode and OpDecorate are
-// looked into. PTX is read as text, token by token, comments dropped. HSACO
+// its low half); only OpEntryPoint, OpExecutionMode, OpDecorate and
+// OpVariable are looked into. PTX is read as text, token by token, comments dropped. HSACO
 // is read as an ELF header; the descriptor's name is looked for among the
 // bytes (the string table holds it), which is enough to tell one kernel's
 // object from another's.
@@ -77,6 +77,15 @@ Expected<BlobFacts> checkSpirv(const std::vector<uint8_t>& blob, const std::stri
     if (op == SpvOpExecutionMode && count >= 6 && w[i + 2] == SpvExecutionModeLocalSize)
       localSizes.emplace_back(w[i + 1], mulBytes(mulBytes(w[i + 3], w[i + 4]), w[i + 5]));  // saturating
     if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationBinding) bindings.insert(w[i + 3]);
+    // What the pipeline layout does not have, a driver may crash on rather
+    // than refuse (lavapipe did, on a DescriptorSet word a forged plan
+    // changed): every backend binds one descriptor set, 0, and no push
+    // constants.
+    if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationDescriptorSet && w[i + 3] != 0)
+      return bad("the spir-v module uses descriptor set " + std::to_string(w[i + 3]) + " (word " +
+                 std::to_string(i + 3) + "); kernels bind set 0 only");
+    if (op == SpvOpVariable && count >= 4 && w[i + 3] == SpvStorageClassPushConstant)
+      return bad("the spir-v module declares push constants (word " + std::to_string(i) + "); kernels take none");
     i = end;
   }
   if (!found) return bad("the spir-v module has no compute entry point '" + entry + "'");

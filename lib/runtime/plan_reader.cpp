@@ -19,6 +19,7 @@
 #include "ir/hash.h"
 #include "ir/io.h"
 #include "runtime/kernel_blob.h"
+#include "runtime/spirv_validator.h"
 #include "schemas/plan_generated.h"
 
 namespace poot::rt {
@@ -104,6 +105,15 @@ class Reader {
     if (auto s = readExports(fp_.outputs(), out_.source.outputs, out_.outputs, "output"); !s) return s.error();
     if (auto s = readExports(fp_.validations(), out_.source.validations, out_.validations, "validation"); !s)
       return s.error();
+    // The records against each other: what a kernel was generated for
+    // against what its dispatches bind, and the dispatches against the
+    // graph they claim to run.
+    if (auto s = checkBufferValues(); !s) return s.error();
+    for (size_t i = 0; i < out_.dispatches.size(); ++i)
+      if (auto s = checkRequest(i); !s) return s.error();
+    if (auto s = checkGrids(); !s) return s.error();
+    if (auto s = checkDataflow(); !s) return s.error();
+    if (auto s = checkIndexSlots(); !s) return s.error();
     return std::move(out_);
   }
 
@@ -274,6 +284,12 @@ class Reader {
       auto f = checkKernelBlob(out.target, out.blob, out.entry, out_.device.arch);
       if (!f) return fail(where, "kernel '" + out.entry + "': " + f.error().message);
       facts = *f;
+      // Then SPIRV-Tools' validator, where its plugin is found.
+      if (out.target == Target::Spirv)
+        if (auto v = validateSpirv(out.blob); !v) {
+          if (v.error().kind != ErrorKind::Format) return v.error();
+          return fail(where, "kernel '" + out.entry + "': " + v.error().message);
+        }
     }
     if (facts.workgroupSize >= 0 && facts.workgroupSize != out.workgroupSize)
       return fail(where, "kernel '" + out.entry + "' runs " + str(facts.workgroupSize) +
@@ -347,6 +363,224 @@ class Reader {
     return ok();
   }
 
+  const Buffer& baseOf(int32_t b) const {
+    const Buffer& x = out_.buffers[size_t(b)];
+    return x.role == Role::View ? out_.buffers[size_t(x.alias)] : x;
+  }
+  int32_t baseIndex(int32_t b) const {
+    return out_.buffers[size_t(b)].role == Role::View ? out_.buffers[size_t(b)].alias : b;
+  }
+  std::string bufferStr(int32_t b) const {
+    const Buffer& x = out_.buffers[size_t(b)];
+    return "buffer " + str(b) + " '" + x.name + "' (" + roleName(x.role) + " " + x.type.str() + ")";
+  }
+
+  // A buffer that holds a value of the source graph has the value's type,
+  // and a parameter's buffer (what the caller binds) is that parameter's.
+  Status checkBufferValues() const {
+    const Graph& g = out_.source;
+    for (size_t i = 0; i < out_.buffers.size(); ++i) {
+      const Buffer& b = out_.buffers[i];
+      if (b.value < 0) continue;
+      const Value& v = g.value(b.value);
+      if (b.type != v.type)
+        return fail(item("buffer", i), "buffer '" + b.name + "' is " + b.type.str() + " but the value it holds, %" +
+                                           v.name + ", is " + v.type.str() + " in the source graph");
+      Storage want = b.role == Role::Input    ? Storage::Input
+                     : b.role == Role::Weight ? Storage::Weight
+                     : b.role == Role::State  ? Storage::State
+                     : b.role == Role::Slot   ? Storage::Slot
+                                              : Storage::Result;
+      bool param = want != Storage::Result;
+      if (param ? v.storage != want : (b.role == Role::Temp || b.role == Role::View) && v.storage != Storage::Result)
+        return fail(item("buffer", i), std::string(roleName(b.role)) + " buffer '" + b.name + "' holds %" + v.name +
+                                           ", a " + storageName(v.storage) + " of the source graph");
+    }
+    return ok();
+  }
+
+  // Floats of scratch a split kernel writes (its partials) or reads (its
+  // combine), from its request: the planner's own sizes (planner.cpp).
+  // 0: the kernel takes no scratch.
+  static int64_t scratchFloats(const Request& r) {
+    int64_t s = r.schedule.splits;
+    if (s < 2 || s > (int64_t(1) << 20)) return 0;
+    if (r.op == Op::MatMul) {
+      int64_t n = 0;
+      for (const Type& t : r.results) n += numel(t.shape);
+      return s * n;
+    }
+    if (r.op == Op::Attention && !r.operands.empty() && !r.results.empty() && r.operands[0].rank() == 4 &&
+        r.results[0].rank() == 4)
+      return r.operands[0].shape[0] * r.operands[0].shape[1] * s * (r.results[0].shape[3] + 2);
+    return 0;
+  }
+
+  // A dispatch binds, in order, one buffer of each operand type of its
+  // kernel's request, then one of each result type: the extents and dtypes
+  // the kernel was generated for. A split kernel's partials write one
+  // scratch in place of its results, and its combine reads that scratch in
+  // place of its operands. Its kernel computes the op of the eqn it names.
+  Status checkRequest(size_t i) const {
+    const Dispatch& d = out_.dispatches[i];
+    const Kernel& k = out_.kernels[size_t(d.kernel)];
+    const Request& r = k.request;
+    const Graph& g = out_.source;
+    std::string where = item("dispatch", i);
+    if (g.eqns[size_t(d.eqn)].op != r.op)
+      return fail(where, "runs kernel '" + k.entry + "' (" + opName(r.op) + ") for eqn " + str(d.eqn) + ", which is " +
+                             opName(g.eqns[size_t(d.eqn)].op));
+    size_t reads = size_t(d.reads), writes = d.bindings.size() - reads;
+    auto isScratch = [&](size_t j) { return out_.buffers[size_t(d.bindings[j])].role == Role::Scratch; };
+    bool partials = writes == 1 && isScratch(reads), combine = reads == 1 && isScratch(0);
+    std::vector<const Type*> want;
+    if (!combine)
+      for (const Type& t : r.operands) want.push_back(&t);
+    if (!partials)
+      for (const Type& t : r.results) want.push_back(&t);
+    size_t wantReads = combine ? 1 : r.operands.size(), wantWrites = partials ? 1 : r.results.size();
+    if (reads != wantReads || writes != wantWrites)
+      return fail(where, "reads " + str(int64_t(reads)) + " and writes " + str(int64_t(writes)) + " buffers, kernel '" +
+                             k.entry + "' was generated for " + str(int64_t(wantReads)) + " operands and " +
+                             str(int64_t(wantWrites)) + " results");
+    for (size_t j = 0, w = 0; j < d.bindings.size(); ++j) {
+      const Buffer& b = out_.buffers[size_t(d.bindings[j])];
+      bool scratch = (partials && j == reads) || (combine && j == 0);
+      if (scratch) {
+        int64_t need = scratchFloats(r);
+        if (need == 0 || b.type.dtype != DType::F32 || numel(b.type.shape) < need)
+          return fail(where, "binding " + str(int64_t(j)) + ": " + bufferStr(d.bindings[j]) + " as the scratch of kernel '" +
+                                 k.entry + "', which " +
+                                 (need == 0 ? std::string("takes none") : "needs f32[" + str(need) + "]"));
+        continue;
+      }
+      if (b.role == Role::Scratch)
+        return fail(where, "binding " + str(int64_t(j)) + ": " + bufferStr(d.bindings[j]) +
+                               " where kernel '" + k.entry + "' takes no scratch");
+      const Type& t = *want[w++];
+      if (b.type != t)
+        return fail(where, "binding " + str(int64_t(j)) + ": " + bufferStr(d.bindings[j]) + " where kernel '" + k.entry +
+                               "' takes its " + (j < reads ? "operand " + str(int64_t(j)) : "result " + str(int64_t(j - reads))) +
+                               " as " + t.str());
+    }
+    return ok();
+  }
+
+  // A kernel's request fixes its grid (the planner derives it from the
+  // request's types and schedule and the device), so every dispatch of one
+  // kernel launches the same grid.
+  Status checkGrids() const {
+    std::vector<int64_t> first(out_.kernels.size(), -1);
+    for (size_t i = 0; i < out_.dispatches.size(); ++i) {
+      const Dispatch& d = out_.dispatches[i];
+      int64_t& f = first[size_t(d.kernel)];
+      if (f < 0) {
+        f = int64_t(i);
+        continue;
+      }
+      const Dispatch& o = out_.dispatches[size_t(f)];
+      if (!std::equal(d.grid, d.grid + 3, o.grid))
+        return fail(item("dispatch", i), "launches kernel '" + out_.kernels[size_t(d.kernel)].entry + "' on a grid of " +
+                                             str(d.grid[0]) + " x " + str(d.grid[1]) + " x " + str(d.grid[2]) +
+                                             ", dispatch " + str(f) + " on " + str(o.grid[0]) + " x " + str(o.grid[1]) +
+                                             " x " + str(o.grid[2]) + ": one request has one grid");
+    }
+    return ok();
+  }
+
+  // In dispatch order (the graph's eqn order), nothing is read before it is
+  // written: a temporary, scratch, output or witness is read only after a
+  // dispatch wrote it (a dropped or moved dispatch would leave stale arena
+  // bytes there), an arena buffer is bound only within its lifetime (outside
+  // it its bytes belong to another), and every output and witness, and every
+  // state the graph gives a new value, is written.
+  Status checkDataflow() const {
+    const Graph& g = out_.source;
+    std::vector<bool> written(out_.buffers.size(), false);
+    int32_t lastEqn = 0;
+    for (size_t i = 0; i < out_.dispatches.size(); ++i) {
+      const Dispatch& d = out_.dispatches[i];
+      std::string where = item("dispatch", i);
+      if (d.eqn < lastEqn)
+        return fail(where, "runs eqn " + str(d.eqn) + " after a dispatch of eqn " + str(lastEqn) +
+                               ": dispatches follow the graph's order");
+      lastEqn = d.eqn;
+      for (size_t j = 0; j < d.bindings.size(); ++j) {
+        int32_t bi = baseIndex(d.bindings[j]);
+        const Buffer& b = out_.buffers[size_t(bi)];
+        const Buffer& bound = out_.buffers[size_t(d.bindings[j])];
+        if (b.inArena() && (d.eqn < bound.first || d.eqn > bound.last))
+          return fail(where, "binding " + str(int64_t(j)) + ": " + bufferStr(d.bindings[j]) + " lives in eqns " +
+                                 str(bound.first) + ".." + str(bound.last) + ", not at eqn " + str(d.eqn));
+        bool initial = b.role == Role::Input || b.role == Role::Weight || b.role == Role::Slot || b.role == Role::State;
+        if (j < size_t(d.reads) && !initial && !written[size_t(bi)])
+          return fail(where, "binding " + str(int64_t(j)) + ": reads " + bufferStr(d.bindings[j]) +
+                                 ", which no dispatch before it writes");
+      }
+      for (size_t j = size_t(d.reads); j < d.bindings.size(); ++j) written[size_t(baseIndex(d.bindings[j]))] = true;
+    }
+    for (size_t i = 0; i < out_.buffers.size(); ++i) {
+      const Buffer& b = out_.buffers[i];
+      bool must = b.role == Role::Output || b.role == Role::Validation;
+      if (b.role == Role::State)
+        for (const StateOut& so : g.stateOuts) must |= so.state == b.value;
+      if (must && !written[i])
+        return fail(item("buffer", i), std::string(roleName(b.role)) + " '" + b.name + "' is written by no dispatch");
+    }
+    return ok();
+  }
+
+  // A slot's words index memory where it is a paged attention's read map
+  // (rows of the key and value pools) or a Gather's indices: its declared
+  // range, which the Session holds every bound word to, lies inside what
+  // those kernels' buffers really hold.
+  Status checkIndexSlots() const {
+    auto slotRange = [&](int32_t buffer) -> const Slot* {
+      for (const Slot& s : out_.slots)
+        if (s.buffer == buffer) return &s;
+      return nullptr;
+    };
+    auto sym = [](const Attrs& attrs, std::string_view name) -> std::string {
+      for (const Attr& a : attrs)
+        if (a.name == name)
+          if (const auto* s = std::get_if<std::string>(&a.value)) return *s;
+      return "";
+    };
+    for (size_t i = 0; i < out_.dispatches.size(); ++i) {
+      const Dispatch& d = out_.dispatches[i];
+      const Request& r = out_.kernels[size_t(d.kernel)].request;
+      size_t index = 0;
+      int64_t bound = 0, lowest = 0;
+      std::string what;
+      const std::string& entry = out_.kernels[size_t(d.kernel)].entry;
+      if (r.op == Op::Attention && sym(r.attrs, "key") == "paged" && d.reads >= 4 && r.operands.size() >= 4) {
+        index = 3;
+        bound = std::min(r.operands[1].shape.at(0), r.operands[2].shape.at(0));
+        what = "the read map of paged attention kernel '" + entry + "' into pools of " + str(bound) + " slots";
+      } else if (r.op == Op::ScatterUpdate && d.reads >= 2 && r.operands.size() == 3 && r.operands[0].rank() > 0) {
+        index = 1;
+        lowest = -1;  // a write map's -1 writes nothing
+        bound = r.operands[0].shape[0];
+        what = "the write map of scatter kernel '" + entry + "' into a pool of " + str(bound) + " slots";
+      } else if (int64_t n = gatherExtent(r); n > 0 && d.reads >= 2) {
+        index = 1;
+        bound = n;
+        what = "the indices of gather kernel '" + entry + "' into an axis of " + str(bound);
+      } else {
+        continue;
+      }
+      int32_t b = d.bindings[index];
+      if (out_.buffers[size_t(b)].role == Role::View) b = out_.buffers[size_t(b)].alias;
+      const Slot* s = slotRange(b);
+      if (!s) continue;
+      if (s->lo < lowest || s->hi >= bound)
+        return fail(item("dispatch", i), "slot '" + s->name + "' (declared [" + str(s->lo) + ", " + str(s->hi) +
+                                             "]) is " + what + ": its range must lie in [" + str(lowest) + ", " +
+                                             str(bound - 1) + "]");
+    }
+    return ok();
+  }
+
   Status readExports(const flatbuffers::Vector<flatbuffers::Offset<fbp::Export>>* xs,
                      const std::vector<poot::Export>& declared, std::vector<Export>& out, const char* what) const {
     // Each export is one of the source graph's outputs (or witnesses), once,
@@ -376,6 +610,17 @@ class Reader {
 };
 
 }  // namespace
+
+int64_t gatherExtent(const Request& r) {
+  if (r.op != Op::Gather || r.operands.size() != 2 || r.operands[0].rank() == 0) return 0;
+  int64_t axis = 0;
+  for (const Attr& a : r.attrs)
+    if (a.name == "axis")
+      if (const auto* v = std::get_if<int64_t>(&a.value)) axis = *v;
+  if (axis < 0) axis += r.operands[0].rank();
+  if (axis < 0 || axis >= r.operands[0].rank()) return 0;
+  return r.operands[0].shape[size_t(axis)];
+}
 
 const char* roleName(Role r) {
   static const char* names[] = {"input", "weight", "state", "slot", "output", "validation", "temp", "scratch", "view"};

@@ -115,6 +115,10 @@ struct PlanFile {
   Graph source;  // the compiled graph, verified
 };
 
+// For a Gather kernel's request, the extent of the table axis its indices
+// index; 0 for any other request.
+int64_t gatherExtent(const Request& r);
+
 // Whether the bytes start like a plan file: the "PPLN" identifier and a root
 // offset inside the bytes.
 bool isPlanFile(const std::string& bytes);

@@ -245,10 +245,21 @@ Status Session::build(const std::map<std::string, SharedBuffer>& shared) {
       }
   }
 
-  // Index inputs: integer inputs whose words reach a Gather's indices.
+  // Index inputs: integer inputs whose words reach a Gather's indices in
+  // the graph, or that a Gather kernel's dispatch binds as its indices (the
+  // kernel's own table extent: the dispatches, not the graph, say what runs).
   for (size_t i = 0; i < bufs.size(); ++i)
     if (bufs[i].role == Role::Input && isInt(bufs[i].type.dtype))
       if (int64_t n = gatherBound(g, bufs[i].value); n > 0) indexBounds_.emplace(int32_t(i), n);
+  for (const Dispatch& d : plan_.dispatches) {
+    int64_t n = gatherExtent(plan_.kernels[size_t(d.kernel)].request);
+    if (n == 0 || d.reads < 2) continue;
+    int32_t b = d.bindings[1];
+    if (bufs[size_t(b)].role == Role::View) b = bufs[size_t(b)].alias;
+    if (bufs[size_t(b)].role != Role::Input || !isInt(bufs[size_t(b)].type.dtype)) continue;
+    auto [it, fresh] = indexBounds_.emplace(b, n);
+    if (!fresh) it->second = std::min(it->second, n);
+  }
 
   // Phases: see the file comment.
   auto base = [&](int32_t b) { return bufs[size_t(b)].role == Role::View ? bufs[size_t(b)].alias : b; };

@@ -126,6 +126,30 @@ TEST_CASE("kernel blob: generated SPIR-V passes and gives its bindings and workg
   CHECK(no(b) == "the spir-v module's 3 storage buffer bindings are not numbered 0 to 2");
 }
 
+// Found by fuzz_forged_plan: a binding's DescriptorSet 0 changed to
+// 671088640 is valid SPIR-V (SPIRV-Tools' validator passes it), but the
+// pipeline layout has set 0 only, and lavapipe crashed building it. A set
+// other than 0, or push constants, are refused before any driver sees them.
+TEST_CASE("kernel blob: a SPIR-V descriptor set other than 0 or a push constant is refused") {
+  Compiled k = addKernel("lavapipe");
+  std::vector<uint8_t> b = k.blob;
+  size_t at = 0;
+  for (size_t i = 5; i < b.size() / 4 && !at; i += word(b, i) >> 16)
+    if ((word(b, i) & 0xffff) == 71 && word(b, i + 2) == 34) at = i + 3;  // OpDecorate DescriptorSet
+  REQUIRE(at > 0);
+  setWord(b, at, 671088640);
+  CHECK(refusal("lavapipe", b, k.entry, k.arch) == "the spir-v module uses descriptor set 671088640 (word " +
+                                                        std::to_string(at) + "); kernels bind set 0 only");
+  b = k.blob;
+  at = 0;
+  for (size_t i = 5; i < b.size() / 4 && !at; i += word(b, i) >> 16)
+    if ((word(b, i) & 0xffff) == 59 && word(b, i + 3) == 12) at = i;  // OpVariable StorageBuffer
+  REQUIRE(at > 0);
+  setWord(b, at + 3, 9);  // PushConstant
+  CHECK(refusal("lavapipe", b, k.entry, k.arch) ==
+        "the spir-v module declares push constants (word " + std::to_string(at) + "); kernels take none");
+}
+
 // Found by fuzz_plan: three LocalSize words of 2^32 - 1 overflowed int64_t
 // in their product (undefined behaviour); it saturates, and so disagrees with
 // any record instead of wrapping to a small workgroup.

@@ -390,3 +390,43 @@ TEST_CASE("runtime vulkan: the probed profile asks for its compute units and agr
   CHECK(probed->bf16.storage == want.bf16.storage);
   std::filesystem::remove_all(scratchDir());
 }
+
+// A kernel that indexes past the ranges bound to it (as a forged plan's
+// kernel can): it reads a[i + 64] and writes b[i + 64] for the 64 floats
+// of each range. With robust buffer access (on by default where the device
+// has it, lavapipe included: the backend says robustBufferAccess and
+// robustBufferAccess2 are enabled) the writes past b's 256 bytes are
+// dropped, so the neighbouring range of the same buffer keeps its bytes,
+// and the reads past a's range give zeros. POOT_VULKAN_ROBUST=0 leaves the
+// features off; lavapipe (llvmpipe) bounds every storage buffer access
+// anyway, so there the results are the same, and only a GPU driver shows
+// the difference.
+TEST_CASE("runtime vulkan: robust buffer access keeps a kernel inside its bound ranges") {
+  const char* kPast = R"(#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) buffer A { float a[]; };
+layout(set = 0, binding = 1) buffer B { float b[]; };
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  b[i + 64] = a[i + 64] + 1.0;
+  b[i] = a[i + 64] + 2.0;
+}
+)";
+  for (bool robust : {true, false}) {
+    CAPTURE(robust);
+    if (robust) unsetenv("POOT_VULKAN_ROBUST");
+    else setenv("POOT_VULKAN_ROBUST", "0", 1);
+    auto b = lavapipe();
+    unsetenv("POOT_VULKAN_ROBUST");
+    std::string r = rt::vulkanRobustness(*b);
+    CHECK(r == (robust ? "robustBufferAccess, robustBufferAccess2" : "none: POOT_VULKAN_ROBUST=0"));
+    // One buffer: a at [0, 256), b at [256, 512), a neighbour at [512, 768).
+    rt::BufferId buf = take(b->allocate(1024));
+    upload(*b, buf, 0, std::vector<float>(256, 5.0f));
+    rt::KernelId k = take(b->createKernel(glsl(kPast), "main", 64, 0, 2, false));
+    rt::ProgramId p = take(b->record({{k, {1, 1, 1}, {{buf, 0, 256}, {buf, 256, 256}}}}));
+    REQUIRE(bool(b->run(p)));
+    CHECK(download(*b, buf, 512, 64) == std::vector<float>(64, 5.0f));  // the neighbour untouched
+    CHECK(download(*b, buf, 256, 64) == std::vector<float>(64, 2.0f));  // a[i + 64] past a's range read as 0
+  }
+}

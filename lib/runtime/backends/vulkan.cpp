@@ -6,6 +6,16 @@
 // what kernels may use where the device has it: 8- and 16-bit storage buffer
 // access, shaderInt64, shaderInt16, shaderInt8 and shaderFloat16.
 //
+// Robust buffer access. Where the device has robustBufferAccess it is
+// enabled, and with it robustBufferAccess2 where the device offers
+// VK_EXT_robustness2 with that feature: a kernel that indexes past a range
+// bound to it (a plan edited with care can make one) reads zeros or values
+// from inside its own bindings and its stores there are dropped, instead of
+// reaching other memory (robustBufferAccess alone allows any value from the
+// buffer's memory; the 2 variant makes reads zero and bounds by the exact
+// range). POOT_VULKAN_ROBUST=0 leaves both off, to measure what they cost;
+// vulkanRobustness() says what was enabled.
+//
 // Kernel statistics. Where the device offers
 // VK_KHR_pipeline_executable_properties with its pipelineExecutableInfo
 // feature, both are enabled, every pipeline is created with
@@ -169,6 +179,7 @@ class VulkanBackend final : public Backend {
   Status init(const VulkanOptions& opts);
 
   const DeviceInfo& info() const override { return info_; }
+  const std::string& robustness() const { return robustness_; }
   VulkanMemoryChoice memoryChoice() const { return {!mapped_, !mappedReads_, chunkBytes_, memorySummary_}; }
   Expected<BufferId> allocate(int64_t bytes) override;
   Status upload(BufferId buffer, int64_t offset, const void* data, int64_t bytes) override;
@@ -240,6 +251,9 @@ class VulkanBackend final : public Backend {
   VkPhysicalDeviceVulkan12Features features12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR featuresExecutable_{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  VkPhysicalDeviceRobustness2FeaturesEXT featuresRobust2_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT};
+  bool hasRobustness2_ = false;  // the device offers VK_EXT_robustness2
+  std::string robustness_;       // what createDevice enabled, for vulkanRobustness()
   DeviceInfo info_;
   std::vector<Buf> buffers_;
   std::vector<Kern> kernels_;
@@ -423,6 +437,7 @@ Status VulkanBackend::pickDevice(const VulkanOptions& opts) {
   VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
   bool hasNv = offered(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   bool hasAmd = offered(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  hasRobustness2_ = offered(VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
   if (!offered(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME))
     noStatistics_ = "does not offer " VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -547,6 +562,8 @@ Status VulkanBackend::createDevice() {
   has.pNext = &has11;
   has11.pNext = &has12;
   if (noStatistics_.empty()) has12.pNext = &hasExecutable;
+  VkPhysicalDeviceRobustness2FeaturesEXT hasRobust2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT};
+  if (hasRobustness2_) hasRobust2.pNext = std::exchange(has.pNext, &hasRobust2);
   f_.vkGetPhysicalDeviceFeatures2(physical_, &has);
   features11_.storageBuffer16BitAccess = has11.storageBuffer16BitAccess;
   features12_.storageBuffer8BitAccess = has12.storageBuffer8BitAccess;
@@ -560,10 +577,27 @@ Status VulkanBackend::createDevice() {
   if (noStatistics_.empty() && !hasExecutable.pipelineExecutableInfo)
     noStatistics_ = "offers " VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME
                     " without its pipelineExecutableInfo feature";
-  const char* statisticsExtension = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+  std::vector<const char*> extensions;
   if (noStatistics_.empty()) {
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     featuresExecutable_.pipelineExecutableInfo = VK_TRUE;
     features12_.pNext = &featuresExecutable_;
+  }
+  // Robust buffer access (the file comment): a kernel's access outside the
+  // ranges bound to it cannot reach other memory.
+  bool robust = true;
+  if (const char* env = std::getenv("POOT_VULKAN_ROBUST")) robust = std::string(env) != "0";
+  if (robust && has.features.robustBufferAccess) {
+    features_.features.robustBufferAccess = VK_TRUE;
+    robustness_ = "robustBufferAccess";
+    if (hasRobustness2_ && hasRobust2.robustBufferAccess2) {
+      extensions.push_back(VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
+      featuresRobust2_.robustBufferAccess2 = VK_TRUE;
+      featuresRobust2_.pNext = std::exchange(features_.pNext, &featuresRobust2_);
+      robustness_ += ", robustBufferAccess2";
+    }
+  } else {
+    robustness_ = robust ? "none: the device has no robustBufferAccess" : "none: POOT_VULKAN_ROBUST=0";
   }
   // Our SPIR-V writer lowers no two-byte select; bf16 is stored as 16-bit
   // integers (widened by a shift, narrowed with rounding), so it needs only
@@ -581,8 +615,8 @@ Status VulkanBackend::createDevice() {
   ci.pNext = &features_;
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &q;
-  ci.enabledExtensionCount = noStatistics_.empty() ? 1 : 0;
-  ci.ppEnabledExtensionNames = &statisticsExtension;
+  ci.enabledExtensionCount = uint32_t(extensions.size());
+  ci.ppEnabledExtensionNames = extensions.data();
   if (VkResult r = f_.vkCreateDevice(physical_, &ci, nullptr, &device_); r != VK_SUCCESS) {
     device_ = VK_NULL_HANDLE;
     return failed("vkCreateDevice", r);
@@ -1143,6 +1177,11 @@ int64_t vulkanComputeUnits(const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV* n
 VulkanMemoryChoice vulkanMemoryChoice(const Backend& backend) {
   if (auto* v = dynamic_cast<const VulkanBackend*>(&backend)) return v->memoryChoice();
   return {};
+}
+
+std::string vulkanRobustness(const Backend& backend) {
+  if (auto* v = dynamic_cast<const VulkanBackend*>(&backend)) return v->robustness();
+  return "";
 }
 
 Expected<std::unique_ptr<Backend>> createVulkanBackend(const VulkanOptions& opts) {

@@ -69,4 +69,9 @@ struct VulkanMemoryChoice {
 // For any other backend: staging false and an empty summary.
 VulkanMemoryChoice vulkanMemoryChoice(const Backend& backend);
 
+// What a backend from createVulkanBackend enabled of robust buffer access:
+// "robustBufferAccess", "robustBufferAccess, robustBufferAccess2", or
+// "none: " and why. Empty for any other backend.
+std::string vulkanRobustness(const Backend& backend);
+
 }  // namespace poot::rt
