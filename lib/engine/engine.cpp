@@ -118,7 +118,10 @@ Expected<std::optional<StepReport>> Engine::step() {
   if (!*planned) return std::optional<StepReport>{};
   const kv::PlannedStep& step = **planned;
   if (auto b = bindIdentity(step.identity); !b) return b.error();
-  rt::Session& s = step.plan == kv::Plan::Prefill ? *prefill_ : step.plan == kv::Plan::Decode ? *decode_ : *mixed_;
+  // The plan's Session and shape (the batcher plans mixed steps only with a mixed plan).
+  const bool prefill = step.plan == kv::Plan::Prefill, decode = step.plan == kv::Plan::Decode;
+  rt::Session& s = prefill ? *prefill_ : decode ? *decode_ : *mixed_;
+  const PagedShape& shape = prefill ? prefillShape_ : decode ? decodeShape_ : *mixedShape_;
   const kv::StepMaps& m = step.maps;
   std::map<std::string, Tensor> inputs;
   if (m.ragged) {
@@ -141,15 +144,13 @@ Expected<std::optional<StepReport>> Engine::step() {
   // A plan with the output `next` gives each row's greedy token itself:
   // where every row that samples is greedy and wants no logprobs, only
   // those ids come back.
-  const PagedShape& shape = step.plan == kv::Plan::Prefill  ? prefillShape_
-                            : step.plan == kv::Plan::Decode ? decodeShape_
-                                                            : *mixedShape_;
   bool greedy = shape.next;
   for (int32_t r = 0; r < m.rows && greedy; ++r)
     if (step.sampleAt[r] >= 0) {
       const SampleOptions& o = samplers_.at(step.requests[r]).options();
       greedy = o.temperature <= 0 && o.logprobs < 0;
     }
+  std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
   if (greedy) {
     const int64_t perRow = m.ragged ? 1 : m.tokens;
     next_.resize(size_t(m.rows * perRow));
@@ -162,29 +163,28 @@ Expected<std::optional<StepReport>> Engine::step() {
                                                    std::to_string(sampled[r]) + ", outside the vocabulary [0, " +
                                                    std::to_string(prefillShape_.vocab) + ")");
     }
-  }
-
-  // Otherwise the logits of the positions sampled (f32: ModelPlans checked
-  // it), into a buffer kept across steps: a row each of a decode or mixed
-  // step in one read, a prefill's one position a row.
-  const int64_t vocab = prefillShape_.vocab;
-  const bool oneRead = m.ragged || m.tokens == 1;
-  if (!greedy) logits_.resize(size_t(oneRead ? m.rows * vocab : vocab));
-  if (oneRead && !greedy)
-    if (auto read = s.readOutput("logits", 0, int64_t(logits_.size()), logits_.data()); !read) return read.error();
-  std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
-  for (int32_t r = 0; r < m.rows && !greedy; ++r) {
-    if (step.sampleAt[r] < 0) continue;
-    size_t offset = size_t(r) * size_t(vocab);
-    if (!oneRead) {
-      int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * vocab;
-      if (auto read = s.readOutput("logits", at, vocab, logits_.data()); !read) return read.error();
-      offset = 0;
+  } else {
+    // The logits of the positions sampled (f32: ModelPlans checked it),
+    // into a buffer kept across steps: a row each of a decode or mixed
+    // step in one read, a prefill's one position a row.
+    const int64_t vocab = prefillShape_.vocab;
+    const bool oneRead = m.ragged || m.tokens == 1;
+    logits_.resize(size_t(oneRead ? m.rows * vocab : vocab));
+    if (oneRead)
+      if (auto read = s.readOutput("logits", 0, int64_t(logits_.size()), logits_.data()); !read) return read.error();
+    for (int32_t r = 0; r < m.rows; ++r) {
+      if (step.sampleAt[r] < 0) continue;
+      size_t offset = size_t(r) * size_t(vocab);
+      if (!oneRead) {
+        int64_t at = (int64_t(r) * m.tokens + step.sampleAt[r]) * vocab;
+        if (auto read = s.readOutput("logits", at, vocab, logits_.data()); !read) return read.error();
+        offset = 0;
+      }
+      Sampler& sampler = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second;
+      std::span<const float> row = std::span<const float>(logits_).subspan(offset, size_t(vocab));
+      sampled[r] = sampler.next(row);
+      if (sampler.options().logprobs >= 0) logprobs[r] = tokenLogprobs(row, sampled[r], sampler.options().logprobs);
     }
-    Sampler& sampler = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second;
-    std::span<const float> row = std::span<const float>(logits_).subspan(offset, size_t(vocab));
-    sampled[r] = sampler.next(row);
-    if (sampler.options().logprobs >= 0) logprobs[r] = tokenLogprobs(row, sampled[r], sampler.options().logprobs);
   }
   auto ended = batcher_.complete(step, sampled);
   if (!ended) return kvError(ended.error());

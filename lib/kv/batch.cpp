@@ -133,7 +133,7 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
   if (auto a = admit(); !a) return a.error();
   if (live_.empty()) return std::optional<PlannedStep>{};
   const int32_t capacity = cache_.config().capacity;
-  // The prefill candidates, else every live sequence (each has a token to
+  // The prefill candidates and every live sequence (each has a token to
   // compute), furthest behind first, then the previous step's identity.
   struct Candidate {
     int32_t written;
@@ -149,6 +149,7 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
     decode.push_back(c);
     if (pending > 1 && s->written <= capacity - config_.prefillTokens) prefill.push_back(c);
   }
+  std::sort(prefill.begin(), prefill.end());
   std::sort(decode.begin(), decode.end());
   auto pending = [&](SeqId seq) {
     const Sequence* s = cache_.sequence(seq);
@@ -188,8 +189,7 @@ KvResult<std::optional<PlannedStep>> Batcher::next() {
   }
   if (plan != Plan::Mixed) {
     plan = prefill.empty() ? Plan::Decode : Plan::Prefill;
-    auto& candidates = plan == Plan::Prefill ? prefill : decode;
-    std::sort(candidates.begin(), candidates.end());
+    const auto& candidates = plan == Plan::Prefill ? prefill : decode;
     int32_t rows = plan == Plan::Prefill ? config_.prefillRows : config_.decodeRows;
     // The rows: the first candidate's identity, every position (each row
     // has its own).

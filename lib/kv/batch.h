@@ -45,7 +45,7 @@ struct BatchConfig {
                                                // 0: no mixed plan
 };
 
-// Which plan runs a step.
+// Which plan runs a step (poot generate reports by it, in this order).
 enum class Plan : uint8_t { Prefill, Decode, Mixed };
 inline const char* planName(Plan p) { return p == Plan::Prefill ? "prefill" : p == Plan::Decode ? "decode" : "mixed"; }
 

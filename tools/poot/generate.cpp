@@ -13,6 +13,7 @@
 // the summary to stdout; --output is written once every prompt is done,
 // atomically.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -180,8 +181,10 @@ int runGenerate(const GenerateOptions& o) {
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double lastProgress = 0;
-  double devicePrefill = 0, deviceDecode = 0, deviceMixed = 0;  // the steps' device time, where the backend measures it
-  std::optional<double> firstPrefill, firstDecode, firstMixed;   // each plan's first step, wall time
+  // By plan (kv::Plan: prefill, decode, mixed): the steps' device time,
+  // where the backend measures it, and the first step's wall time.
+  std::array<double, 3> device{};
+  std::array<std::optional<double>, 3> first;
   int64_t firstTokens = 0;                       // the tokens those steps generated
   bool deviceTimed = true;
   double stepsSeconds = 0, hostSeconds = 0;  // the engine's steps, and their host part
@@ -194,17 +197,12 @@ int runGenerate(const GenerateOptions& o) {
     stepsSeconds += step.seconds + step.hostSeconds;
     hostSeconds += step.hostSeconds;
     // A plan's first step: where the driver builds kernels on first use.
-    std::optional<double>& first = step.plan == kv::Plan::Prefill  ? firstPrefill
-                                   : step.plan == kv::Plan::Decode ? firstDecode
-                                                                   : firstMixed;
-    if (!first) {
-      first = step.seconds;
+    const size_t plan = size_t(step.plan);
+    if (!first[plan]) {
+      first[plan] = step.seconds;
       firstTokens += step.tokens;
     }
-    if (step.deviceSeconds)
-      (step.plan == kv::Plan::Prefill  ? devicePrefill
-       : step.plan == kv::Plan::Decode ? deviceDecode
-                                       : deviceMixed) += *step.deviceSeconds;
+    if (step.deviceSeconds) device[plan] += *step.deviceSeconds;
     else deviceTimed = false;
     if (auto s = stream.flush(); !s) return report(s.error());
     int64_t done = std::count_if(generated.begin(), generated.end(), [](const Generated& g) { return g.done; });
@@ -241,19 +239,17 @@ int runGenerate(const GenerateOptions& o) {
                  double(st.mixedTokensUsed) / double(st.mixedSteps), (long long)engine.mixedShape()->tokens);
   if (deviceTimed)
     std::fprintf(rep, "device time: %.3f s of the %.3f s (prefill steps %.3f s, decode steps %.3f s, mixed steps %.3f s)\n",
-                devicePrefill + deviceDecode + deviceMixed, seconds, devicePrefill, deviceDecode, deviceMixed);
+                device[0] + device[1] + device[2], seconds, device[0], device[1], device[2]);
   std::fprintf(rep, "host time: %.3f s of the steps' %.3f s (%.1f%%): planning, maps and their uploads, reading "
                     "back, sampling\n",
                hostSeconds, stepsSeconds, stepsSeconds > 0 ? 100 * hostSeconds / stepsSeconds : 0.0);
   // Some drivers (lavapipe) compile a kernel when it first runs, not when
   // the plan is loaded: the first steps carry that, once.
-  double prefillFirst = firstPrefill.value_or(0), decodeFirst = firstDecode.value_or(0),
-         mixedFirst = firstMixed.value_or(0);
+  std::array<double, 3> once{first[0].value_or(0), first[1].value_or(0), first[2].value_or(0)};
   std::fprintf(rep, "first steps: prefill %.3f s, decode %.3f s, mixed %.3f s (a driver that builds kernels on first "
                     "use does it there); the rest: %s tokens/s\n",
-               prefillFirst, decodeFirst, mixedFirst,
-               perSecond(st.generated - firstTokens, std::max(0.0, seconds - prefillFirst - decodeFirst - mixedFirst))
-                   .c_str());
+               once[0], once[1], once[2],
+               perSecond(st.generated - firstTokens, std::max(0.0, seconds - once[0] - once[1] - once[2])).c_str());
   if (!o.output.empty()) {
     std::ostringstream out;
     for (size_t i = 0; i < generated.size(); ++i) {
