@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /* Bumped when a declaration here changes incompatibly. */
-#define POOT_API_VERSION 2
+#define POOT_API_VERSION 3
 
 /* The kinds of error, one for each of the runtime's (lib/ir/diag.h). */
 typedef enum poot_status {
@@ -164,6 +164,8 @@ typedef struct poot_request {
   size_t stop_count;
   double temperature;    /* 0: greedy (the first largest logit); above 0: seeded sampling */
   double top_p;          /* in (0, 1]: the nucleus */
+  int32_t top_k;         /* at least 0: the k likeliest tokens; 0: every token */
+  double min_p;          /* in [0, 1]: the tokens at least this fraction as likely as the likeliest; 0: every token */
   uint64_t seed;         /* the request draws from its own generator, seeded from this and its index */
   const char* adapter;   /* an adapter poot_engine_load_adapter loaded; null: the base model */
 } poot_request;

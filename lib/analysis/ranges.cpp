@@ -158,6 +158,7 @@ class Analysis {
         return;
       case Op::IndexGuard: guard(e); return;
       case Op::BlockTopK: set(out, Interval{-1, g_.type(e.operands[0]).shape.back() - 1}); return;
+      case Op::Sample: set(out, Interval{0, g_.type(e.operands[0]).shape.back() - 1}); return;
       default: return;
     }
   }

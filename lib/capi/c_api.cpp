@@ -362,7 +362,11 @@ poot_status poot_engine_submit(poot_engine* engine, const poot_request* request,
     q.prompt.assign(request->prompt, request->prompt + request->length);
     q.stop.insert(request->stop, request->stop + request->stop_count);
     q.maxNew = request->max_new;
-    q.sampling = {request->temperature, request->top_p, request->seed};
+    q.sampling = {.temperature = request->temperature,
+                  .topP = request->top_p,
+                  .topK = request->top_k,
+                  .minP = request->min_p,
+                  .seed = request->seed};
     if (request->adapter) {
       auto identity = engine->engine->weights().adapters().identity(request->adapter);
       if (!identity)

@@ -18,11 +18,14 @@
 namespace poot::engine {
 namespace {
 
-Tensor i32(Shape shape, const std::vector<int32_t>& words) {
-  Tensor t(Type{DType::I32, std::move(shape)});
-  for (size_t i = 0; i < words.size(); ++i) t.set(int64_t(i), words[i]);
+template <class T>
+Tensor tensorOf(DType dtype, Shape shape, const std::vector<T>& values) {
+  Tensor t(Type{dtype, std::move(shape)});
+  for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
   return t;
 }
+Tensor i32(Shape shape, const std::vector<int32_t>& words) { return tensorOf(DType::I32, std::move(shape), words); }
+Tensor f32(Shape shape, const std::vector<float>& values) { return tensorOf(DType::F32, std::move(shape), values); }
 
 }  // namespace
 
@@ -136,23 +139,37 @@ Expected<std::optional<StepReport>> Engine::step() {
     inputs["write"] = i32({m.rows * m.tokens}, m.write);
   }
   inputs["read"] = i32({m.rows, m.capacity}, m.read);
+  // A plan with the output `next` picks each row's token itself: where no
+  // row wants logprobs, it takes each sampled position's parameters and
+  // draw, and only the ids come back.
+  bool onDevice = shape.next;
+  for (int32_t r = 0; r < m.rows && onDevice; ++r)
+    if (step.sampleAt[r] >= 0) onDevice = samplers_.at(step.requests[r]).options().logprobs < 0;
+  std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
+  const int64_t perRow = m.ragged ? 1 : m.tokens;
+  if (shape.next) {  // bound in every step; greedy rows where the logits are read
+    const std::vector<int64_t> rows = {m.rows, perRow};
+    std::vector<float> temperature(size_t(m.rows * perRow)), topP(temperature.size(), 1.0f), minP(temperature.size()),
+        uniform(temperature.size());
+    std::vector<int32_t> topK(temperature.size());
+    for (int32_t r = 0; r < m.rows && onDevice; ++r) {
+      if (step.sampleAt[r] < 0) continue;
+      SampleParams p = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second.draw();
+      size_t at = size_t(r * perRow + (m.ragged ? 0 : step.sampleAt[r]));
+      temperature[at] = p.temperature, topK[at] = p.topK, topP[at] = p.topP, minP[at] = p.minP, uniform[at] = p.uniform;
+    }
+    inputs["temperature"] = f32(rows, temperature);
+    inputs["top_k"] = i32(rows, topK);
+    inputs["top_p"] = f32(rows, topP);
+    inputs["min_p"] = f32(rows, minP);
+    inputs["uniform"] = f32(rows, uniform);
+  }
   auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
   if (!result) return result.error();
 
   std::vector<int32_t> sampled(size_t(m.rows), -1);
   std::vector<std::optional<TokenLogprobs>> logprobs(size_t(m.rows));
-  // A plan with the output `next` gives each row's greedy token itself:
-  // where every row that samples is greedy and wants no logprobs, only
-  // those ids come back.
-  bool greedy = shape.next;
-  for (int32_t r = 0; r < m.rows && greedy; ++r)
-    if (step.sampleAt[r] >= 0) {
-      const SampleOptions& o = samplers_.at(step.requests[r]).options();
-      greedy = o.temperature <= 0 && o.logprobs < 0;
-    }
-  std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
-  if (greedy) {
-    const int64_t perRow = m.ragged ? 1 : m.tokens;
+  if (onDevice) {
     next_.resize(size_t(m.rows * perRow));
     if (auto read = s.readOutput("next", 0, int64_t(next_.size()), next_.data()); !read) return read.error();
     for (int32_t r = 0; r < m.rows; ++r) {

@@ -14,6 +14,9 @@
 namespace poot::engine {
 namespace {
 
+// The sampling parameters of a plan's next tokens (oracle/sample.h).
+constexpr const char* kSamplingInputs[] = {"temperature", "top_k", "top_p", "min_p", "uniform"};
+
 Error planError(const std::string& plan, std::string message) {
   return makeError(ErrorKind::Bind, {plan}, std::move(message));
 }
@@ -71,13 +74,18 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   if (s.poolSlots % kv::kBlockSize != 0 || (*read)->hi + 1 != s.poolSlots)
     return planError(plan, "its pool of " + std::to_string(s.poolSlots) + " slots is not whole blocks of " +
                                std::to_string(kv::kBlockSize) + " named by both maps");
+  // A plan with next tokens (pootc trace --next-token) takes their sampling
+  // parameters, one a row of logits (checked below).
+  s.next = param(g, "uniform") != nullptr;
+  if (s.next) slots.insert(slots.end(), std::begin(kSamplingInputs), std::end(kSamplingInputs));
   for (ValueId id : g.params) {
     const Value& v = g.value(id);
     if (v.storage == Storage::Weight) s.weights[v.name] = v.type;
     else if (v.storage == Storage::State) s.states[v.name] = v.type;
     else if (std::find(slots.begin(), slots.end(), v.name) == slots.end())
       return planError(plan, "its " + std::string(storageName(v.storage)) + " %" + v.name +
-                                 " is not one the engine binds (tokens, pos, read, write; a mixed plan's row and sample)");
+                                 " is not one the engine binds (tokens, pos, read, write; a mixed plan's row and "
+                                 "sample; next tokens' temperature, top_k, top_p, min_p and uniform)");
   }
   for (const auto& [name, t] : s.states)
     if (t.rank() < 1 || t.shape[0] != s.poolSlots)
@@ -93,14 +101,18 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
       s.vocab = t.shape[2];
     }
   if (s.vocab == 0) return planError(plan, "it has no output %logits");
-  for (const Export& o : g.outputs)
-    if (g.value(o.value).name == "next") {
-      const Type& t = g.value(o.value).type;
-      if (t != Type{DType::I32, {logitRows, logitTokens}})
-        return planError(plan, "its next tokens are " + t.str() + ", not i32[" + std::to_string(logitRows) + "," +
-                                   std::to_string(logitTokens) + "] (a row of logits each)");
-      s.next = true;
-    }
+  if (!s.next) return s;
+  const Type rows{DType::I32, {logitRows, logitTokens}};
+  auto next = std::find_if(g.outputs.begin(), g.outputs.end(), [&](const Export& o) { return g.value(o.value).name == "next"; });
+  if (next == g.outputs.end() || g.value(next->value).type != rows)
+    return planError(plan, "it takes sampling inputs but has no output %next " + rows.str() + " (a row of logits each)");
+  for (const char* name : kSamplingInputs) {
+    Type want{std::string_view(name) == "top_k" ? DType::I32 : DType::F32, rows.shape};
+    const Value* in = param(g, name);
+    if (!in || in->storage != Storage::Input || in->type != want)
+      return planError(plan, std::string("its next tokens want the input %") + name + " : " + want.str() +
+                                 " (trace it with --next-token)");
+  }
   return s;
 }
 
@@ -201,6 +213,9 @@ Status checkRequest(const PagedShape& shape, const Request& q) {
                                                std::to_string(s.temperature));
   if (!(s.topP > 0 && s.topP <= 1))
     return makeError(ErrorKind::Usage, {}, "top_p is in (0, 1], not " + std::to_string(s.topP));
+  if (s.topK < 0) return makeError(ErrorKind::Usage, {}, "top_k is at least 0 (0: every token), not " + std::to_string(s.topK));
+  if (!(s.minP >= 0 && s.minP <= 1))
+    return makeError(ErrorKind::Usage, {}, "min_p is in [0, 1] (0: every token), not " + std::to_string(s.minP));
   kv::KvConfig cache{.numBlocks = int32_t(shape.poolSlots / kv::kBlockSize), .capacity = int32_t(shape.capacity)};
   if (auto c = kv::checkRequest(cache, {q.prompt, q.identity, q.maxNew, q.stop}); !c) return kvError(c.error());
   return ok();

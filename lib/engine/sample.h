@@ -1,10 +1,11 @@
-// How the engine (engine.h) picks a token from one row of logits: greedy (the
-// first largest logit) when the temperature is 0, else seeded nucleus
-// sampling: softmax of logits / temperature, the smallest set of most
-// likely tokens whose probability reaches top_p, one drawn from it in
-// proportion. Each request has its own generator, seeded from the seed and
-// the request's index (or SampleOptions::stream), so a request's tokens do not depend on which others
-// share its steps.
+// How the engine (engine.h) picks a token from one row of logits: the rule
+// of oracle/sample.h (greedy at temperature 0; else temperature, min_p,
+// top_k and top_p, then one draw), which a plan traced with --next-token
+// also runs on the device, so either side gives the same token for the same
+// draw. Each request has its own generator, seeded from the seed and the
+// request's index (or SampleOptions::stream), so a request's tokens do not
+// depend on which others share its steps; it draws once a sampled token,
+// wherever the token is picked.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +15,15 @@
 #include <utility>
 #include <vector>
 
-namespace poot {
+#include "oracle/sample.h"
 
-// The index of the first largest logit, a NaN counting as below every
-// number (-inf included: the first of them wins a row of NaN and -inf); 0
-// when empty. A plan traced with --next-token computes the same index on the
-// device (TopK of 1 over the logits with NaN made -inf), so a greedy step
-// reads token ids instead of logits.
-int32_t firstLargest(std::span<const float> logits);
+namespace poot {
 
 struct SampleOptions {
   double temperature = 0;  // 0: greedy
   double topP = 1;         // in (0, 1]
+  int32_t topK = 0;        // 0: every token
+  double minP = 0;         // in [0, 1]; 0: every token
   uint64_t seed = 0;
   // Which of the seed's generators draws: the request's index when none (so
   // the requests of one seed draw apart); a given one repeats its draws in
@@ -49,7 +47,11 @@ TokenLogprobs tokenLogprobs(std::span<const float> logits, int32_t token, int32_
 class Sampler {
  public:
   Sampler(SampleOptions opts, int64_t request);
+  // The token for one row of logits (a draw unless greedy).
   int32_t next(std::span<const float> logits);
+  // A token's parameters for the rule with this generator's next draw (none
+  // when greedy: the uniform is then 0), for a plan that samples on the device.
+  SampleParams draw();
   const SampleOptions& options() const { return opts_; }
 
  private:

@@ -314,6 +314,24 @@ TypeResult ruleTopK(const TypeQuery& q) {
   return {{vals, idx}, {}};
 }
 
+// Sample(logits [R..., V], temperature f32[R...], top_k i32[R...], top_p
+// f32[R...], min_p f32[R...], uniform f32[R...]) -> i32[R...]: one token a
+// row of logits, under that row's parameters (oracle/sample.h).
+TypeResult ruleSample(const TypeQuery& q) {
+  const Type& x = q.operands[0];
+  if (x.rank() < 1 || !isFloat(x.dtype) || x.shape.back() < 1)
+    return fail(operandStr(q, 0) + " must be a float tensor of rank 1 or more with a last axis of at least 1");
+  Shape rows(x.shape.begin(), x.shape.end() - 1);
+  static const char* const names[] = {"temperature", "top_k", "top_p", "min_p", "uniform"};
+  for (size_t i = 1; i < 6; ++i) {
+    DType want = i == 2 ? DType::I32 : DType::F32;
+    if (q.operands[i] != Type{want, rows})
+      return fail(operandStr(q, i) + ", the " + names[i - 1] + ", must be " + Type{want, rows}.str() +
+                  ": one a row of the logits");
+  }
+  return one(Type{DType::I32, rows});
+}
+
 TypeResult ruleIndexGuard(const TypeQuery& q) {
   if (auto e = needInt(q, 0); !e.empty()) return fail(e);
   if (q.attrInt("lo") > q.attrInt("hi")) return fail("guard range is empty: lo > hi");
@@ -519,6 +537,7 @@ std::vector<OpInfo> buildTable() {
   t.push_back({Op::SelectedAttention, "SelectedAttention", OpClass::Formed, 5, 5, 1,
                {{"scale", K::Float}, {"softcap", K::Float, true}, {"n_rep", K::Int}, {"block", K::Int}},
                ruleSelectedAttention});
+  t.push_back({Op::Sample, "Sample", OpClass::Contract, 6, 6, 1, {}, ruleSample});
   for (OpInfo& info : t)
     if (fusibleOp(info.op) || info.op == Op::MatMul || info.op == Op::DynamicUpdateSlice)
       info.attrs.push_back({"fusion", K::Int, true});  // a product group's member; an in-place root (ir/fusion.h)

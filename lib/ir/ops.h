@@ -31,6 +31,8 @@ enum class Op : uint16_t {
   ReduceSum, ReduceMax, ReduceMin, MatMul, TopK, IndexGuard,
   // compiler-formed ops
   Attention, Rope, BlockTopK, SelectedAttention,
+  // the next token of each row of logits (greedy or drawn; oracle/sample.h)
+  Sample,
 };
 
 enum class OpClass : uint8_t { Data, Unary, Binary, Compare, Select, Reduce, Contract, Formed };

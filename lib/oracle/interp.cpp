@@ -11,6 +11,7 @@
 #include "oracle/interp.h"
 
 #include "ir/budget.h"
+#include "oracle/sample.h"
 
 #include <algorithm>
 #include <array>
@@ -552,6 +553,22 @@ Status evalTopK(Ctx& c) {
   return ok();
 }
 
+// Each row of logits' token under its row's parameters (oracle/sample.h).
+Status evalSample(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const int64_t n = x.shape().back(), rows = x.size() / n;
+  std::vector<float> logits = asF32(x), temperature = asF32(c.x(1)), topP = asF32(c.x(3)), minP = asF32(c.x(4)),
+                     uniform = asF32(c.x(5));
+  std::vector<int64_t> topK = asI64(c.x(2));
+  Tensor out(c.types[0]);
+  for (int64_t r = 0; r < rows; ++r) {
+    SampleParams p{temperature[size_t(r)], int32_t(topK[size_t(r)]), topP[size_t(r)], minP[size_t(r)], uniform[size_t(r)]};
+    storeI(out, r, sampleToken(std::span<const float>(logits).subspan(size_t(r * n), size_t(n)), p));
+  }
+  c.out = {std::move(out)};
+  return ok();
+}
+
 // ---------------------------------------------------------------- formed ops
 
 // The score transform both attention ops share: scale, then the optional
@@ -751,7 +768,12 @@ Status evalEqn(Ctx& c) {
     case OpClass::Compare: return evalBinary(c);
     case OpClass::Select: return evalSelect(c);
     case OpClass::Reduce: return evalReduce(c);
-    case OpClass::Contract: return c.e.op == Op::MatMul ? evalMatMul(c) : evalTopK(c);
+    case OpClass::Contract:
+      switch (c.e.op) {
+        case Op::MatMul: return evalMatMul(c);
+        case Op::Sample: return evalSample(c);
+        default: return evalTopK(c);
+      }
     case OpClass::Formed:
       switch (c.e.op) {
         case Op::Attention: return evalAttention(c);

@@ -48,6 +48,7 @@ constexpr KernelFamily kFamilies[] = {
     {"fused", Serves::OtherOps, none},
     {"fused-rows", Serves::OtherOps, none},
     {"rows", Serves::OtherOps, none},
+    {"sample", Serves::OtherOps, none},
     {"guard", Serves::OtherOps, none},
 };
 

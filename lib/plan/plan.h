@@ -92,6 +92,7 @@ namespace poot {
 //                        the row over the workgroup's threads, then folds
 //                        their partials as a tree in workgroup memory
 //   "rows"               TopK, BlockTopK: one workgroup per row (rowsSchedule)
+//   "sample"             Sample: one workgroup per row (sampleSchedule)
 //   "guard"              IndexGuard: one workgroup striding over the elements
 struct Schedule {
   std::string kind;            // "streaming", "split-kv-partials", "elementwise", ...

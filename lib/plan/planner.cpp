@@ -342,12 +342,14 @@ class Planner {
     }
     if (opInfo(e.op).cls == OpClass::Reduce) kind = "reduce";
     // A row selection takes a workgroup a row; the rest a thread an element.
-    const bool rows = e.op == Op::TopK || e.op == Op::BlockTopK;
-    Schedule s = rows ? rowsSchedule(g_.type(e.operands[0]).shape.back(), g_.type(e.operands[0]).dtype, d_)
-                      : plainSchedule(e.op == Op::IndexGuard ? "guard" : kind, d_);
+    const bool rows = e.op == Op::TopK || e.op == Op::BlockTopK || e.op == Op::Sample;
+    const Type* x = rows ? &g_.type(e.operands[0]) : nullptr;
+    Schedule s = e.op == Op::Sample ? sampleSchedule(x->shape.back(), d_)
+                 : rows             ? rowsSchedule(x->shape.back(), x->dtype, d_)
+                                    : plainSchedule(e.op == Op::IndexGuard ? "guard" : kind, d_);
     std::array<int64_t, 3> grid = {1, 1, 1};
     if (e.op != Op::IndexGuard) {
-      int64_t groups = rows ? count / r.shape.back() : ceilDiv(count, s.workgroupSize);
+      int64_t groups = rows ? numel(x->shape) / x->shape.back() : ceilDiv(count, s.workgroupSize);
       std::string counted = rows ? str(groups) + " rows, one a workgroup"
                                  : str(count) + " " + unit + ", " + str(s.workgroupSize) + " per workgroup";
       auto g = gridFor(e, ("op " + std::string(opName(e.op))).c_str(), groups, counted);

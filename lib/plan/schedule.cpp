@@ -308,6 +308,12 @@ Schedule rowsSchedule(int64_t n, DType element, const DeviceProfile& d) {
   return Schedule{"rows", 0, 1, t, t * (bytes + 4)};
 }
 
+Schedule sampleSchedule(int64_t n, const DeviceProfile& d) {
+  int64_t most = std::min(kWideRowsWorkgroup, d.max_workgroup_size), t = 1;
+  while (t < n && t < most && t * 2 * 8 <= d.workgroup_memory_bytes) t *= 2;
+  return Schedule{"sample", 0, 1, t, t * 8};
+}
+
 Schedule fusedSchedule(bool rows, int64_t n, int64_t rowCount, int64_t partialBytes, const DeviceProfile& d) {
   Schedule s = plainSchedule(rows ? "fused-rows" : "fused", d);
   if (!rows) return s;

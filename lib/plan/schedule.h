@@ -217,6 +217,12 @@ Schedule plainSchedule(const std::string& kind, const DeviceProfile& d);
 // an i32 index).
 Schedule rowsSchedule(int64_t n, DType element, const DeviceProfile& d);
 
+// Sample's schedule ("sample": gen/sample.cpp): one workgroup a row of n
+// logits, of the smallest power of two of threads that is n or more, at most
+// kWideRowsWorkgroup (a step has few rows, each rereads its row some 60
+// times); its workgroup memory an f32 and an i32 a thread.
+Schedule sampleSchedule(int64_t n, const DeviceProfile& d);
+
 // A fused kernel (ir/fusion.h): a group without reductions runs the plain
 // workgroup, one thread an element ("fused"); a group of `rowCount` rows of
 // n elements ("fused-rows") runs the widest power of two of threads that n

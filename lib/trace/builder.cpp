@@ -166,6 +166,12 @@ ValueId Builder::reduceMin(ValueId x, int64_t axis, bool keepdim) {
 
 std::vector<ValueId> Builder::topk(ValueId x, int64_t k) { return ops(Op::TopK, {x}, {{"k", k}}); }
 
+ValueId Builder::sample(ValueId logits, const std::vector<ValueId>& params) {
+  std::vector<ValueId> operands = {logits};
+  operands.insert(operands.end(), params.begin(), params.end());
+  return ops(Op::Sample, operands, {})[0];
+}
+
 std::vector<ValueId> Builder::indexGuard(ValueId x, int64_t lo, int64_t hi) {
   return ops(Op::IndexGuard, {x}, {{"lo", lo}, {"hi", hi}});
 }

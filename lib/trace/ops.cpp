@@ -504,13 +504,11 @@ ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional
   b.nameExact(y, "logits");
   b.output(y);
   if (s.spec.nextToken) {
-    Scope scope(b, "next");
-    ValueId nan = b.ne(y, y);
-    ValueId least = b.scalar(-kInf);
-    ValueId ranked = b.select(nan, least, y);
-    ValueId index = b.topk(ranked, 1)[1];
     Shape rows(b.shape(y).begin(), b.shape(y).end() - 1);
-    b.output(b.nameExact(b.reshape(index, rows), "next"));
+    std::vector<ValueId> params;
+    for (const char* name : {"temperature", "top_k", "top_p", "min_p", "uniform"})
+      params.push_back(b.input(name, Type{std::string_view(name) == "top_k" ? DType::I32 : DType::F32, rows}));
+    b.output(b.nameExact(b.sample(y, params), "next"));
   }
   return y;
 }

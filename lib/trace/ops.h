@@ -38,7 +38,7 @@ struct StepSpec {
   KvLayout kv = KvLayout::Fixed;
   int64_t poolSlots = 0;     // paged: slots of each layer's pool; 0 means rows * capacity
   bool live = false;         // bound attention by the live length len = pos + L
-  bool nextToken = false;    // also output `next`: each logits row's first largest (ops::logits)
+  bool nextToken = false;    // also output `next`: each logits row's token, greedy or drawn (ops::logits)
   DType dtype = DType::F32;    // activations
   DType kvDtype = DType::F32;  // the KV caches (converted from and to dtype around their writes and reads)
   DType weightDtype = DType::F32;  // weights, as the checkpoint stores them (ops::weight)
@@ -248,9 +248,9 @@ ValueId merge_heads(Builder& b, ValueId x);
 // embedding table), optional softcap, in f32, named exactly `logits`, and
 // declared an output. A mixed step first takes the rows `sample` names, so
 // its logits are [R, 1, V]: one token a sequence. With StepSpec::nextToken
-// the output `next` i32[B, L] follows: TopK of 1 over the logits with every
-// NaN made -inf, the index of the first largest (engine/sample.h's
-// firstLargest), so a greedy caller reads B * L ids, not B * L * V logits.
+// the output `next` i32[B, L] follows: Sample of the logits under the inputs
+// temperature, top_k, top_p, min_p and uniform (each [B, L], one a row of
+// logits; oracle/sample.h), so a caller reads B * L ids, not B * L * V logits.
 ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional<double> finalSoftcap = {});
 
 }  // namespace poot::trace::ops

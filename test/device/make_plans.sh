@@ -3,7 +3,9 @@
 # host: every tiny model config x {decode, prefill} x {fixed, paged KV} x
 # {live length or not}, traced as test/e2e/matrix.sh traces them, then again
 # with activations, KV cache and weights in bf16 and in f16 (--dtype and
-# --weights-dtype; NAME-bf16, NAME-f16), and
+# --weights-dtype; NAME-bf16, NAME-f16), the serving forms in f32 and bf16
+# (paged decode rows at their own positions with their greedy tokens, a
+# mixed step of prompt chunks and sampled tokens), and
 # examples/graphs/decode-attention.pg, and the one-MatMul graphs of
 # test/device/matmul_graphs.sh (odd sizes, every schedule; left out when
 # DEVICE_MATMUL=0), each compiled for PROFILE (default
@@ -47,6 +49,25 @@ for config in examples/models/tiny-*.json; do
     done
   done
 done
+# The serving forms, each in f32 and bf16: a paged decode of 3 rows at
+# their own positions that also returns each row's greedy token
+# (--next-token), and a mixed step of 13 tokens over 3 sequences.
+for config in examples/models/tiny-*.json; do
+  for dtype in f32 bf16; do
+    base=$(basename "$config" .json)
+    dtypes=()
+    [ "$dtype" = f32 ] || dtypes=(--dtype "$dtype" --weights-dtype "$dtype")
+    $pootc trace "$config" --phase decode --kv paged --live --batch 3 --next-token "${dtypes[@]}" -o "$work/$base-rows-$dtype.pg"
+    compile "$work/$base-rows-$dtype.pg" "$base-decode-rows-next-$dtype"
+    $pootc trace "$config" --phase mixed --kv paged --live --batch 3 --tokens 13 --capacity 32 "${dtypes[@]}" -o "$work/$base-mixed-$dtype.pg"
+    compile "$work/$base-mixed-$dtype.pg" "$base-mixed-$dtype"
+  done
+done
+# Sample at Llama 3's vocabulary, for sample_check.sh.
+r=[32]
+printf 'graph sample_vocab\ninput %%x : f32[32,128256]\ninput %%t : f32%s\ninput %%k : i32%s\ninput %%p : f32%s\ninput %%m : f32%s\ninput %%u : f32%s\n%%s = Sample(%%x, %%t, %%k, %%p, %%m, %%u) : i32%s\noutput %%s\n' \
+  $r $r $r $r $r $r >"$work/sample-vocab.pg"
+compile "$work/sample-vocab.pg" sample-vocab
 compile examples/graphs/decode-attention.pg decode-attention
 [ "${DEVICE_MATMUL:-1}" = 0 ] && exit 0
 bash test/device/matmul_graphs.sh "$work/matmul"

@@ -107,12 +107,12 @@ print("mixed: the engine's tokens equal poot generate's without the mixed plan")
 expect("bind", ["a mixed plan is traced with --phase mixed"], poot.Engine, paths["prefill"], paths["decode"],
        weights=weights, mixed=paths["decode"])
 
-sampled = generate(6, "--temperature", "0.8", "--top-p", "0.9", "--seed", "3")
+sampled = generate(6, "--temperature", "0.8", "--top-p", "0.9", "--top-k", "12", "--min-p", "0.01", "--seed", "3")
 assert sampled != greedy, "sampling drew the greedy tokens: nothing is compared"
 # Requests draw from generators seeded by the seed and their number, which
 # poot generate counts from 0: a fresh engine numbers them the same.
 fresh = poot.Engine(paths["prefill"], paths["decode"], weights=weights)
-ids = [fresh.submit(p, max_new=6, temperature=0.8, top_p=0.9, seed=3) for p in prompts]
+ids = [fresh.submit(p, max_new=6, temperature=0.8, top_p=0.9, top_k=12, min_p=0.01, seed=3) for p in prompts]
 tokens, _ = run(fresh, ids)
 assert [tokens[i] for i in ids] == sampled, (tokens, sampled)
 print("sampling: the engine's tokens equal poot generate's", sampled)
@@ -165,6 +165,8 @@ expect("usage", ["at least one token", "asks for 0"], engine.submit, [1], max_ne
 expect("usage", ["at least one token"], engine.submit, [])
 expect("usage", ["temperature", "-1"], engine.submit, [1], temperature=-1.0)
 expect("usage", ["top_p", "(0, 1]"], engine.submit, [1], top_p=1.5)
+expect("usage", ["top_k", "-2"], engine.submit, [1], top_k=-2)
+expect("usage", ["min_p", "[0, 1]"], engine.submit, [1], min_p=2.0)
 expect("usage", ["no adapter 'x'"], engine.submit, [1], adapter="x")
 expect("range", ["int32"], engine.submit, [2**40])
 assert engine.submit([1], max_new=1) == before + 1, "a refused request was numbered"

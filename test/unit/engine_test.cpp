@@ -234,6 +234,9 @@ TEST_CASE("engine: a request the plans cannot serve is refused and queues nothin
        "a temperature is finite and at least 0 (0 is greedy), not -1.000000"},
       {"nan", with([](auto& q) { q.sampling.temperature = std::nan(""); }), ErrorKind::Usage, "a temperature is finite"},
       {"top-p", with([](auto& q) { q.sampling.topP = 0; }), ErrorKind::Usage, "top_p is in (0, 1], not 0.000000"},
+      {"top-k", with([](auto& q) { q.sampling.topK = -1; }), ErrorKind::Usage, "top_k is at least 0 (0: every token), not -1"},
+      {"min-p", with([](auto& q) { q.sampling.minP = 1.5; }), ErrorKind::Usage, "min_p is in [0, 1] (0: every token), not 1.500000"},
+      {"min-p nan", with([](auto& q) { q.sampling.minP = std::nan(""); }), ErrorKind::Usage, "min_p is in [0, 1]"},
       {"identity", with([](auto& q) { q.identity = 5; }), ErrorKind::Usage, "no weights of identity 5"},
   };
   for (const Case& c : cases) {
@@ -317,7 +320,7 @@ TEST_CASE("engine: a failed step changes nothing, and stepping again runs it aga
   CHECK(failures >= 3);  // at least a witness and both rows' logits
 }
 
-TEST_CASE("engine: a plan with next tokens reads back ids for greedy rows, logits where a row samples") {
+TEST_CASE("engine: a plan with next tokens reads back ids, and logits only where a row wants logprobs") {
   // The tiny Llama traced with --next-token: prefill 2 rows of 8, decode 2
   // rows, capacity 64 over 8 blocks. A row of logits is 256 f32 (1024
   // bytes); the ids of a whole step are at most 2 * 8 i32 (64 bytes).
@@ -353,31 +356,35 @@ TEST_CASE("engine: a plan with next tokens reads back ids for greedy rows, logit
     for (size_t i = from; i < calls.downloaded.size(); ++i) most = std::max(most, calls.downloaded[i].second);
     return most;
   };
-  // Greedy rows read the ids alone. The fake device's memory holds 0x01
-  // bytes, so its ids are 16843009: refused, the step not committed. Row 1
-  // holds the prompt that fits one window, the first to sample.
-  auto greedy = start();
-  REQUIRE(greedy->submit(request(11, 3)));
-  REQUIRE(greedy->submit(request(5, 3)));
-  size_t before = calls.downloaded.size();
-  auto step = greedy->step();
-  REQUIRE_FALSE(step);
-  CHECK(step.error().kind == ErrorKind::Range);
-  CHECK(step.error().message == "the plan's next token for row 1 is 16843009, outside the vocabulary [0, 256)");
-  CHECK(calls.downloaded.size() == before + 1);
-  CHECK(largestRead(before) == 2 * 8 * 4);
-  CHECK(greedy->stats().prefillSteps == 0);
-  // A row that samples, or that wants its logprobs, reads its row of logits
-  // (the fake's logits are all equal: token 0 every time).
-  for (auto change : {std::function<void(engine::Request&)>([](auto& q) { q.sampling.temperature = 0.7; }),
-                      std::function<void(engine::Request&)>([](auto& q) { q.sampling.logprobs = 2; })}) {
+  // Greedy and sampling rows read the ids alone (the plan samples). The
+  // fake device's memory holds 0x01 bytes, so its ids are 16843009:
+  // refused, the step not committed. Row 1 holds the prompt that fits one
+  // window, the first to sample.
+  size_t before = 0;
+  for (double temperature : {0.0, 0.7}) {
+    CAPTURE(temperature);
     auto e = start();
-    engine::Request sampled = request(5, 2);
-    change(sampled);
-    REQUIRE(e->submit(sampled));
+    engine::Request q = request(5, 3);
+    q.sampling.temperature = temperature;
+    REQUIRE(e->submit(request(11, 3)));
+    REQUIRE(e->submit(q));
     before = calls.downloaded.size();
-    runAll(*e);
-    CHECK(largestRead(before) == 2 * 256 * 4);  // a decode step reads its rows in one
-    CHECK(e->stats().generated == 2);
+    auto step = e->step();
+    REQUIRE_FALSE(step);
+    CHECK(step.error().kind == ErrorKind::Range);
+    CHECK(step.error().message == "the plan's next token for row 1 is 16843009, outside the vocabulary [0, 256)");
+    CHECK(calls.downloaded.size() == before + 1);
+    CHECK(largestRead(before) == 2 * 8 * 4);
+    CHECK(e->stats().prefillSteps == 0);
   }
+  // A row that wants its logprobs reads its row of logits (the fake's
+  // logits are all equal: token 0 every time).
+  auto e = start();
+  engine::Request q = request(5, 2);
+  q.sampling.logprobs = 2;
+  REQUIRE(e->submit(q));
+  before = calls.downloaded.size();
+  runAll(*e);
+  CHECK(largestRead(before) == 2 * 256 * 4);  // a decode step reads its rows in one
+  CHECK(e->stats().generated == 2);
 }

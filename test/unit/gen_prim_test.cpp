@@ -519,6 +519,60 @@ TEST_CASE("gen: topk and block topk") {
         {{"s", tensorOf("f32[1,2,5]", {1, kNaN, 1, 0, 5, 2, 2, 2, 2, 2})}, {"q", tensorOf("i64[1,2]", {4, 5})}});
 }
 
+TEST_CASE("gen: sample") {
+  // The rule's cases by hand (sample_test) as rows: weights 1, 1/2, 1/4, 1/4
+  // under each filter, greedy rows, NaN, infinities and ties.
+  const double inf = kInf, l2 = std::log(0.5), l4 = std::log(0.25);
+  std::vector<std::vector<double>> rows = {
+      // logits, temperature, top_k, top_p, min_p, uniform
+      {0, l2, l4, l4, 1, 0, 1, 0, 0.8},        {0, l2, l4, l4, 1, 2, 1, 0, 0.99},  {0, l2, l4, l4, 1, 3, 1, 0, 0.99},
+      {0, l2, l4, l4, 1, 0, 0.6, 0, 0.99},     {0, l2, l4, l4, 1, 0, 0.9, 0, 0.99}, {0, l2, l4, l4, 1, 0, 1, 0.3, 0.99},
+      {0, l2, l4, l4, 1, 3, 0.6, 0, 0.99},     {0, l2, l4, l4, 0.5, 0, 1, 0, 0.97}, {0, l2, l4, l4, 1, 0, 1, 0, 1.5},
+      {0, l2, l4, l4, 0, 0, 1, 0, 0.9},        {1, inf, inf, 0, 1, 0, 1, 0, 0.9},  {-inf, kNaN, -inf, -inf, 1, 0, 1, 0, 0.9},
+      {kNaN, 0, 0, -inf, 1, 0, 1, 0, 0.6},     {kNaN, 0, 0, -inf, 1, 2, 0.5, 0.5, 0.99}, {0, l2, l4, l4, kNaN, 1, 1, 0, 0.5},
+      {0, l2, l4, l4, 1, -4, kNaN, -1, -1},
+  };
+  const std::vector<int32_t> want = {2, 1, 3, 1, 3, 1, 1, 3, 3, 0, 1, 0, 2, 2, 0, 0};
+  const int64_t R = int64_t(rows.size());
+  std::vector<double> logits, temperature, topK, topP, minP, uniform;
+  for (const auto& r : rows) {
+    logits.insert(logits.end(), r.begin(), r.begin() + 4);
+    temperature.push_back(r[4]), topK.push_back(r[5]), topP.push_back(r[6]), minP.push_back(r[7]), uniform.push_back(r[8]);
+  }
+  auto graph = [](int64_t rows, int64_t n) {
+    std::string r = "[" + std::to_string(rows) + "]";
+    return "graph g\ninput %x : f32[" + std::to_string(rows) + "," + std::to_string(n) + "]\ninput %t : f32" + r +
+           "\ninput %k : i32" + r + "\ninput %p : f32" + r + "\ninput %m : f32" + r + "\ninput %u : f32" + r +
+           "\n%s = Sample(%x, %t, %k, %p, %m, %u) : i32" + r + "\noutput %s\n";
+  };
+  std::map<std::string, Tensor> given = {{"x", tensorOf("f32[" + std::to_string(R) + ",4]", logits)},
+                                         {"t", tensorOf("f32[" + std::to_string(R) + "]", temperature)},
+                                         {"k", tensorOf("i32[" + std::to_string(R) + "]", topK)},
+                                         {"p", tensorOf("f32[" + std::to_string(R) + "]", topP)},
+                                         {"m", tensorOf("f32[" + std::to_string(R) + "]", minP)},
+                                         {"u", tensorOf("f32[" + std::to_string(R) + "]", uniform)}};
+  auto oracle = evaluate(testing::parse(graph(R, 4)), given);
+  REQUIRE(bool(oracle));
+  for (int64_t r = 0; r < R; ++r) CHECK_MESSAGE(oracle->outputs.at("s").get(r) == want[size_t(r)], "row " << r);
+  check(graph(R, 4), kExact, given);
+  // Fresh random logits over rows of 5000 and 1000 (past every workgroup's threads)
+  // and of 3, each filter on and off; the draws spread over [0, 1).
+  std::mt19937 rng(uint32_t(testing::freshSeed()));
+  std::vector<double> t, k, p, m, u;
+  for (int r = 0; r < 12; ++r) {
+    t.push_back(r % 6 == 5 ? 0.0 : 0.3 + 0.25 * (r % 6));
+    k.push_back(r % 3 == 0 ? 0 : r % 3 == 1 ? 7 : 200);
+    p.push_back(r % 4 == 0 ? 1.0 : 0.5 + 0.1 * (r % 4));
+    m.push_back(r % 5 == 0 ? 0.05 : 0.0);
+    u.push_back(std::uniform_real_distribution<double>(0, 1)(rng));
+  }
+  for (int64_t n : {5000, 1000, 3}) {
+    check(graph(12, n), kExact,
+          {{"t", tensorOf("f32[12]", t)}, {"k", tensorOf("i32[12]", k)}, {"p", tensorOf("f32[12]", p)},
+           {"m", tensorOf("f32[12]", m)}, {"u", tensorOf("f32[12]", u)}});
+  }
+}
+
 TEST_CASE("gen: index guard") {
   std::string text = "graph g\ninput %x : i32[300]\n%c, %ok = IndexGuard(%x) {lo=2, hi=13} : i32[300], bool[]\n"
                      "output %c\nvalidation %ok\n";

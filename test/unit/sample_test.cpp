@@ -1,7 +1,10 @@
-// The engine's greedy pick (engine/sample.h, firstLargest) against
-// the plain scan it replaces (a NaN read as -inf), on rows built to break
-// it: NaN (first and elsewhere), infinities, signed zeros, ties, lengths around its blocks;
-// and tokenLogprobs against a log-softmax worked out by hand.
+// The greedy pick (oracle/sample.h, firstLargest) against the plain scan
+// it replaces (a NaN read as -inf), on rows built to break it: NaN (first
+// and elsewhere), infinities, signed zeros, ties, lengths around its blocks;
+// the sampling rule (sampleToken) on weights worked out by hand, filter by
+// filter, with ties, NaN and infinities; the engine's Sampler against the
+// rule with its own draws; and tokenLogprobs against a log-softmax worked
+// out by hand.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -70,4 +73,75 @@ TEST_CASE("sample: a token's logprob and the top ones are the log-softmax of the
   CHECK(tokenLogprobs(logits, 0, 9).top.size() == 5);  // no more than the row has
   // Large logits do not overflow: the maximum is taken out first.
   CHECK(tokenLogprobs(std::vector<float>{1000, 1000}, 0, 0).logprob == doctest::Approx(-std::log(2.0)));
+}
+
+TEST_CASE("sample: the rule keeps, filters and draws as oracle/sample.h says") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Weights 1, 1/2, 1/4, 1/4 at temperature 1 (ids 2 and 3 tie): mass 2.
+  const std::vector<float> x = {0.0f, std::log(0.5f), std::log(0.25f), std::log(0.25f)};
+  auto pick = [&](SampleParams p, std::vector<float> row = {}) { return sampleToken(row.empty() ? x : row, p); };
+  auto at = [](float uniform) { return SampleParams{.temperature = 1, .uniform = uniform}; };
+  // The running mass in index order is 1, 1.5, 1.75, 2: r = 2u.
+  CHECK(pick(at(0.0f)) == 0);
+  CHECK(pick(at(0.49f)) == 0);
+  CHECK(pick(at(0.51f)) == 1);
+  CHECK(pick(at(0.8f)) == 2);
+  CHECK(pick(at(0.9f)) == 3);
+  CHECK(pick(at(1.5f)) == 3);                       // 1 or more: the last kept token
+  CHECK(pick(at(-3.0f)) == 0);                      // below 0 counts as 0
+  CHECK(pick(at(nan)) == 0);
+  // top_k 2 keeps 1 and 1/2 (mass 1.5, r = 1.5u); top_k 3 meets the tie at
+  // 1/4 and keeps both; top_k 1 is the largest.
+  CHECK(pick({.temperature = 1, .topK = 2, .uniform = 0.7f}) == 1);
+  CHECK(pick({.temperature = 1, .topK = 2, .uniform = 0.99f}) == 1);
+  CHECK(pick({.temperature = 1, .topK = 3, .uniform = 0.99f}) == 3);
+  CHECK(pick({.temperature = 1, .topK = 1, .uniform = 0.99f}) == 0);
+  CHECK(pick({.temperature = 1, .topK = 4, .uniform = 0.99f}) == 3);  // k = V: every token
+  // top_p: 0.5 of the mass is reached by 1 alone; 0.6 needs 1/2 too; 0.9
+  // (1.8 of 2) needs both of 1/4.
+  CHECK(pick({.temperature = 1, .topP = 0.5f, .uniform = 0.99f}) == 0);
+  CHECK(pick({.temperature = 1, .topP = 0.6f, .uniform = 0.99f}) == 1);
+  CHECK(pick({.temperature = 1, .topP = 0.6f, .uniform = 0.6f}) == 0);  // r = 0.9 of 1.5
+  CHECK(pick({.temperature = 1, .topP = 0.9f, .uniform = 0.99f}) == 3);
+  CHECK(pick({.temperature = 1, .topP = 0.0f, .uniform = 0.99f}) == 0);
+  CHECK(pick({.temperature = 1, .topP = nan, .uniform = 0.99f}) == 3);  // NaN: off
+  // min_p 0.3 keeps 1 and 1/2; above 1 it is 1: the largest alone.
+  CHECK(pick({.temperature = 1, .minP = 0.3f, .uniform = 0.99f}) == 1);
+  CHECK(pick({.temperature = 1, .minP = 7.0f, .uniform = 0.99f}) == 0);
+  // Filters compose: top_k 3 keeps all 4 (the tie; mass 2), top_p 0.6 of that is 1.2: ids 0 and 1.
+  CHECK(pick({.temperature = 1, .topK = 3, .topP = 0.6f, .uniform = 0.99f}) == 1);
+  // Temperature 0.5 squares the weights: 1, 1/4, 1/16, 1/16 (mass 1.375).
+  CHECK(pick({.temperature = 0.5f, .uniform = 0.75f}) == 1);  // r = 1.03
+  CHECK(pick({.temperature = 0.5f, .uniform = 0.95f}) == 2);  // r = 1.306, within 1.3125
+  CHECK(pick({.temperature = 0.5f, .uniform = 0.97f}) == 3);  // r = 1.334, past it
+  // Greedy: temperature 0, NaN or below; a row whose largest is infinite or absent.
+  CHECK(pick({.temperature = 0, .uniform = 0.9f}) == 0);
+  CHECK(pick({.temperature = nan, .uniform = 0.9f}) == 0);
+  CHECK(pick({.temperature = -1, .uniform = 0.9f}) == 0);
+  CHECK(pick(at(0.9f), {1.0f, inf, inf}) == 1);
+  CHECK(pick(at(0.9f), {-inf, nan, -inf}) == 0);
+  // A NaN logit weighs 0 and a -inf one too: {0, 1, 1, 0}, r = 2u.
+  CHECK(pick(at(0.4f), {nan, 0.0f, 0.0f, -inf}) == 1);
+  CHECK(pick(at(0.6f), {nan, 0.0f, 0.0f, -inf}) == 2);
+  CHECK(pick(at(0.99f), {nan, 0.0f, 0.0f, -inf}) == 2);
+  CHECK(sampleToken({}, at(0.5f)) == 0);
+}
+
+TEST_CASE("sample: a Sampler draws once a sampled token and follows the rule") {
+  std::mt19937 rng(5);
+  std::vector<float> x(300);
+  for (float& v : x) v = float(int(rng() % 2001) - 1000) / 250.0f;
+  SampleOptions o{.temperature = 0.8, .topP = 0.9, .topK = 40, .minP = 0.01, .seed = 9};
+  Sampler a(o, 3), b(o, 3);
+  for (int i = 0; i < 50; ++i) {
+    SampleParams p = a.draw();
+    CHECK(p.temperature == 0.8f);
+    CHECK(p.topK == 40);
+    CHECK(p.uniform >= 0.0f);
+    CHECK(p.uniform < 1.0f);
+    CHECK(b.next(x) == sampleToken(x, p));  // the same draw picks the same token
+  }
+  Sampler greedy(SampleOptions{.seed = 9}, 3);
+  CHECK(greedy.draw().uniform == 0.0f);  // greedy draws nothing
+  CHECK(greedy.next(x) == firstLargest(x));
 }

@@ -76,7 +76,7 @@ int runChat(const ChatOptions& o) {
     }
     auto ids = tokenizer->encode(*rendered, false);
     if (!ids) return report(makeError(ErrorKind::Syntax, {"<stdin>"}, ids.error().message));
-    engine::Request q{*ids, {o.temperature, o.topP, o.seed}, *eos, int32_t(o.maxNew), AdapterSet::kBase};
+    engine::Request q{*ids, o.sampling, *eos, int32_t(o.maxNew), AdapterSet::kBase};
     if (auto c = engine::checkRequest(shape, q); !c) {
       report(makeError(c.error().kind, {"<stdin>"},
                        c.error().message + " (the conversation so far is " + std::to_string(ids->size()) +

@@ -152,7 +152,7 @@ int runGenerate(const GenerateOptions& o) {
     if (auto a = (*weights)->adapters().load(name, dir); !a) return report(a.error());
   std::vector<engine::Request> requests;
   for (const Prompt& prompt : *prompts) {
-    engine::Request q{prompt.tokens, {o.temperature, o.topP, o.seed}, *eos, int32_t(o.maxNew), AdapterSet::kBase};
+    engine::Request q{prompt.tokens, o.sampling, *eos, int32_t(o.maxNew), AdapterSet::kBase};
     if (!prompt.adapter.empty()) q.identity = *(*weights)->adapters().identity(prompt.adapter);
     if (auto c = engine::checkRequest(p, q); !c) {
       Error e = c.error();

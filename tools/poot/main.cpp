@@ -16,6 +16,19 @@ namespace {
 
 // The options generate and serve take alike (poot::EngineArgs), after each
 // command's own.
+// The sampling options of generate and chat (engine/sample.h).
+void addSamplingArgs(CLI::App* cmd, poot::SampleOptions& s) {
+  cmd->add_option("--temperature", s.temperature, "0 is greedy (default); above 0, seeded sampling")
+      ->check(poot::floatIn(0, 1e6));
+  cmd->add_option("--top-p", s.topP, "sample from the most likely tokens of this much probability (default: 1)")
+      ->check(poot::floatIn(0, 1, /*aboveLo=*/true));
+  cmd->add_option("--top-k", s.topK, "sample from the K most likely tokens (default: 0, every token)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--min-p", s.minP, "sample from the tokens at least this fraction as likely as the likeliest (default: 0)")
+      ->check(poot::floatIn(0, 1));
+  cmd->add_option("--seed", s.seed, "seed of sampling; each request draws from its own generator (default: 0)");
+}
+
 void addEngineArgs(CLI::App* cmd, poot::EngineArgs& a) {
   cmd->add_option("PLANS", a.plans,
                   "a package folder (pootc package), or PREFILL_PLAN DECODE_PLAN: the paged prefill plan and the "
@@ -176,11 +189,7 @@ int main(int argc, char** argv) {
                   "prompt lines starting with @NAME run on (repeatable)");
   gen->add_option("--max-new", gopts.maxNew, "tokens to generate a prompt (default: 16)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  gen->add_option("--temperature", gopts.temperature, "0 is greedy (default); above 0, seeded sampling")
-      ->check(poot::floatIn(0, 1e6));
-  gen->add_option("--top-p", gopts.topP, "sample from the most likely tokens of this much probability (default: 1)")
-      ->check(poot::floatIn(0, 1, /*aboveLo=*/true));
-  gen->add_option("--seed", gopts.seed, "seed of sampling; each prompt draws from its own generator (default: 0)");
+  addSamplingArgs(gen, gopts.sampling);
   gen->add_option("--output", gopts.output,
                   "FILE.jsonl: one line per prompt, {\"index\": I, \"tokens\": [...]} (with \"adapter\": \"NAME\" "
                   "after the index for an @NAME prompt)");
@@ -242,7 +251,8 @@ int main(int argc, char** argv) {
       "  GET  /v1/models            the one model, named by --model\n"
       "With \"stream\": true the answer comes as server-sent events, a 'data: {...}' chunk as text comes,\n"
       "then 'data: [DONE]'. Fields: model, messages or prompt, max_tokens (default: as much as the\n"
-      "capacity holds), temperature (default 1, as OpenAI; 0 is greedy), top_p, seed (default 0), stop\n"
+      "capacity holds), temperature (default 1, as OpenAI; 0 is greedy), top_p, top_k and min_p (as vLLM\n"
+      "takes them; top_k -1 or 0 is every token), seed (default 0), stop\n"
       "(up to 4 strings, left out of the text), n (1 only), stream_options.include_usage, logprobs (chat:\n"
       "true, with top_logprobs 0..20; completions: 0..5 alternatives; the log-softmax of the model's logits,\n"
       "before temperature and top_p); any other field is refused. A refused request gets status 400 (404\n"
@@ -294,11 +304,7 @@ int main(int argc, char** argv) {
                    "the package's)");
   chat->add_option("--system", copts.system, "a system message that opens the conversation");
   chat->add_option("--max-new", copts.maxNew, "tokens a reply may take (default: 256)")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  chat->add_option("--temperature", copts.temperature, "0 is greedy (default); above 0, seeded sampling")
-      ->check(poot::floatIn(0, 1e6));
-  chat->add_option("--top-p", copts.topP, "sample from the most likely tokens of this much probability (default: 1)")
-      ->check(poot::floatIn(0, 1, /*aboveLo=*/true));
-  chat->add_option("--seed", copts.seed, "seed of sampling (default: 0)");
+  addSamplingArgs(chat, copts.sampling);
   addEngineArgs(chat, copts.engine);
 
   poot::TokenizeOptions topts;

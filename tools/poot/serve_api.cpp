@@ -20,14 +20,15 @@ struct Refusal {
   throw Refusal{{400, message, param, code}};
 }
 
-// The fields OpenAI defines for each endpoint that poot takes.
+// The fields OpenAI defines for each endpoint that poot takes, and top_k
+// and min_p as vLLM and llama.cpp's server take them.
 const std::set<std::string>& knownFields(Endpoint e) {
   static const std::set<std::string> chat = {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
-      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs", "logit_bias"};
+      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs", "logit_bias", "top_k", "min_p"};
   static const std::set<std::string> completion = {
       "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
-      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "logit_bias"};
+      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "logit_bias", "top_k", "min_p"};
   return e == Endpoint::Chat ? chat : completion;
 }
 
@@ -202,6 +203,9 @@ ApiRequest parse(Endpoint endpoint, std::string_view body, const ServedModel& mo
   r.stop = stops(j);
   r.engine.sampling.temperature = number(j, "temperature", 0, 2).value_or(1);
   r.engine.sampling.topP = number(j, "top_p", 0, 1, /*aboveLo=*/true).value_or(1);
+  // vLLM's top_k of -1 is every token, as 0 is.
+  r.engine.sampling.topK = int32_t(std::max<int64_t>(0, integer(j, "top_k", -1, int64_t(1) << 30).value_or(0)));
+  r.engine.sampling.minP = number(j, "min_p", 0, 1).value_or(0);
   r.engine.sampling.seed = uint64_t(integer(j, "seed", INT64_MIN, INT64_MAX).value_or(0));
   r.engine.sampling.stream = 0;  // a seed gives one answer, whichever request asks
   r.engine.sampling.logprobs = logprobCount(endpoint, j);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "diagnostics.h"
+#include "engine/sample.h"
 
 namespace poot {
 
@@ -65,9 +66,7 @@ struct GenerateOptions {
   bool chat = false;                    // each prompt a JSON messages array through tokenizer_config.json's chat template
   std::vector<std::string> adapters;    // NAME=DIR: PEFT LoRA adapters prompts name as @NAME
   int64_t maxNew = 16;                  // tokens to generate a prompt
-  double temperature = 0;               // 0: greedy
-  double topP = 1;
-  uint64_t seed = 0;                    // of sampling
+  SampleOptions sampling;               // temperature 0: greedy
   std::string output;                   // FILE.jsonl; empty: none
 };
 
@@ -78,9 +77,7 @@ struct ChatOptions {
   std::string tokenizer;  // a tokenizer.json or its directory, with tokenizer_config.json's chat template beside it
   std::string system;     // a system message that opens every conversation; empty: none
   int64_t maxNew = 256;   // tokens a reply may take
-  double temperature = 0; // 0: greedy
-  double topP = 1;
-  uint64_t seed = 0;
+  SampleOptions sampling; // temperature 0: greedy
 };
 
 int runChat(const ChatOptions& opts);

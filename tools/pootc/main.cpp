@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fixed", "paged"}));
   trace->add_flag("--live", topts.live, "bound attention by the live length (len = pos + tokens), with its guard");
   trace->add_flag("--next-token", topts.nextToken,
-                  "also output `next` (i32, a row of logits each): the first largest logit, NaN counting as the "
-                  "least, so a greedy step reads token ids instead of logits (poot generate and serve do)");
+                  "also output `next` (i32, a row of logits each): the token each row picks on the device under the "
+                  "inputs temperature, top_k, top_p, min_p and uniform (one a row; temperature 0 is the first "
+                  "largest logit), so a step reads token ids instead of logits (poot generate and serve do)");
   // Set only when given, so that 0 is checked like any other count rather
   // than read as "the default".
   auto given = [](std::optional<int64_t>& to) { return [&to](const int64_t& v) { to = v; }; };

@@ -28,6 +28,7 @@ constexpr Generator kGenerators[] = {
     {"fused", Serves::OtherOps, genFused},
     {"fused-rows", Serves::OtherOps, genFused},
     {"rows", Serves::OtherOps, genRows},
+    {"sample", Serves::OtherOps, genSample},
     {"guard", Serves::OtherOps, genGuard},
 };
 

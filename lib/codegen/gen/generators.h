@@ -71,6 +71,7 @@ Expected<kir::Kernel> genGemmMma(const GenInput& in);         // gemm-mma (matmu
 Expected<kir::Kernel> genMatMulCombine(const GenInput& in);   // matmul-combine (matmul.cpp)
 Expected<kir::Kernel> genGemvMma(const GenInput& in);         // gemv-mma
 Expected<kir::Kernel> genRows(const GenInput& in);            // TopK, BlockTopK
+Expected<kir::Kernel> genSample(const GenInput& in);          // Sample
 Expected<kir::Kernel> genGuard(const GenInput& in);           // IndexGuard
 
 }  // namespace poot

@@ -106,6 +106,11 @@ sampled = dict(chat, temperature=0.9, top_p=0.9, seed=11)
 first, second = post("/v1/chat/completions", sampled)[1], post("/v1/chat/completions", sampled)[1]
 expect(first["choices"][0]["message"] == second["choices"][0]["message"], "a seed repeats", (first, second))
 print("seeded: the same text twice")
+# top_k 1 and min_p 1 keep the likeliest token alone: greedy at any temperature.
+for narrow in ({"top_k": 1}, {"min_p": 1}):
+    got = post("/v1/chat/completions", dict(chat, temperature=1.5, seed=4, **narrow))[1]
+    expect(got["choices"][0]["message"]["content"] == want["text"], f"{narrow} is greedy", got)
+print("top_k 1, min_p 1: the greedy text")
 
 # Two streams at once run in the same steps: the log says so.
 results = [None, None]
@@ -140,7 +145,9 @@ def refused(path, body, status, param, raw=None):
 
 print("400:", refused("/v1/chat/completions", {"model": "tiny", "messages": "hello"}, 400, "messages"))
 refused("/v1/chat/completions", dict(chat, temperature=3), 400, "temperature")
-refused("/v1/chat/completions", dict(chat, top_k=5), 400, "top_k")
+refused("/v1/chat/completions", dict(chat, top_k=-2), 400, "top_k")
+refused("/v1/chat/completions", dict(chat, min_p=1.5), 400, "min_p")
+refused("/v1/chat/completions", dict(chat, top_a=5), 400, "top_a")
 refused("/v1/chat/completions", dict(chat, n=2), 400, "n")
 refused("/v1/chat/completions", dict(chat, max_tokens=0), 400, "max_tokens")
 refused("/v1/chat/completions", dict(chat, max_tokens=500), 400, "max_tokens")
