@@ -117,6 +117,17 @@ class Backend {
                                           bool waitsForPrevious) = 0;
   // Records the dispatches in order, each seeing every earlier one's writes.
   virtual Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) = 0;
+  // The same, and every run of the program also times each dispatch on the
+  // device (lastRunDispatchSeconds): Vulkan takes a timestamp after each
+  // dispatch, CUDA and HIP record an event between launches, which they
+  // then make in order (no replay; a kernel that waits for the previous one
+  // in its own code is launched the ordinary way, so the times do not
+  // overlap). A Capability error "Profile" where the device cannot.
+  virtual Expected<ProgramId> recordProfiled(const std::vector<DispatchCommand>& dispatches) {
+    Error e = makeError(ErrorKind::Capability, {}, "device '" + info().name + "' cannot time its dispatches");
+    e.capability = "Profile";
+    return e;
+  }
   // Submits a recorded program and waits until it has finished.
   virtual Status run(ProgramId program) = 0;
   // The device's own time for the last successful run(), where the backend
@@ -128,6 +139,10 @@ class Backend {
   // spends waiting for a dispatch the host has not launched yet (launches in
   // order) is inside it.
   virtual std::optional<double> lastRunDeviceSeconds() const { return std::nullopt; }
+  // Each dispatch's device time in the last successful run() of a program
+  // recordProfiled made, in order (the first from the device reaching the
+  // program, each next from the end of the one before); empty otherwise.
+  virtual std::vector<double> lastRunDispatchSeconds() const { return {}; }
 
   // What the driver made of a kernel createKernel built; a Capability
   // error "KernelStats" where the driver cannot say.

@@ -291,6 +291,7 @@ Status Session::build(const std::map<std::string, SharedBuffer>& shared) {
     if (!p) return p.error();
     phases_.push_back(*p);
   }
+  phaseCommands_ = std::move(phases);
   if (!hoisted)
     for (int32_t s : states_) {
       auto b = backend_->allocate(bufs[size_t(s)].bytes);
@@ -445,8 +446,18 @@ Status Session::copyStates(bool restore) {
   return ok();
 }
 
-Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs, bool readOutputs) {
+Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs, bool readOutputs, bool profile) {
   if (auto s = checkBinds(inputs); !s) return s.error();
+  if (profile && profiled_.empty()) {
+    std::vector<ProgramId> programs;
+    for (const auto& cmds : phaseCommands_) {
+      auto p = backend_->recordProfiled(cmds);
+      if (!p) return p.error();
+      programs.push_back(*p);
+    }
+    profiled_ = std::move(programs);
+  }
+  const std::vector<ProgramId>& programs = profile ? profiled_ : phases_;
   for (size_t i = 0; i < plan_.buffers.size(); ++i) {
     const Buffer& b = plan_.buffers[i];
     if (b.role == Role::Input || b.role == Role::Slot)
@@ -458,8 +469,10 @@ Expected<StepResult> Session::step(const std::map<std::string, Tensor>& inputs, 
   StepResult result;
   result.deviceSeconds = 0.0;
   auto start = std::chrono::steady_clock::now();
-  for (size_t p = 0; p < phases_.size(); ++p) {
-    if (auto s = backend_->run(phases_[p]); !s) return s.error();
+  for (size_t p = 0; p < programs.size(); ++p) {
+    if (auto s = backend_->run(programs[p]); !s) return s.error();
+    if (profile)
+      for (double t : backend_->lastRunDispatchSeconds()) result.dispatchSeconds.push_back(t);
     std::optional<double> device = backend_->lastRunDeviceSeconds();
     if (device && result.deviceSeconds) *result.deviceSeconds += *device;
     else result.deviceSeconds.reset();

@@ -96,6 +96,9 @@ struct StepResult {
   std::map<std::string, Tensor> outputs;  // by the graph's output names
   double seconds = 0;                     // wall time of the submitted programs
   std::optional<double> deviceSeconds;    // their device time, where the backend measures it
+  // A profiled step's device time of each dispatch, in plan order (of the
+  // ones that ran: a failed witness stops the step after the first phase).
+  std::vector<double> dispatchSeconds;
 };
 
 class Session {
@@ -120,8 +123,12 @@ class Session {
 
   // One step; `inputs` holds every per-call input and slot, by name. With
   // readOutputs false the outputs stay on the device (StepResult::outputs
-  // is empty) for readOutput to take the parts it needs.
-  Expected<StepResult> step(const std::map<std::string, Tensor>& inputs, bool readOutputs = true);
+  // is empty) for readOutput to take the parts it needs. With `profile` the
+  // step runs the same dispatches timed one by one (Backend::recordProfiled,
+  // recorded on the first such step; its Capability error "Profile" where
+  // the device cannot), into StepResult::dispatchSeconds.
+  Expected<StepResult> step(const std::map<std::string, Tensor>& inputs, bool readOutputs = true,
+                            bool profile = false);
 
   // Elements [first, first + count) of output `name` as the last step left
   // it (row-major), their bytes into `into` (count elements of the output's
@@ -155,6 +162,8 @@ class Session {
   BufferId arena_ = -1;
   std::vector<BufferId> own_;          // per plan buffer: its own backend buffer, or -1
   std::vector<ProgramId> phases_;      // run in order; witnesses checked after the first
+  std::vector<std::vector<DispatchCommand>> phaseCommands_;  // what each phase records
+  std::vector<ProgramId> profiled_;    // the phases timed dispatch by dispatch, once recorded
   std::vector<BufferId> stateBackup_;  // per state buffer, in plan order, when copiesStates()
   std::vector<int32_t> states_;        // plan buffers of role State
   std::map<int32_t, int64_t> writeMaps_;  // slot buffer -> pool slots, for paged write maps

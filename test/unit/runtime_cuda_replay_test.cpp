@@ -454,6 +454,35 @@ TEST_CASE("runtime cuda replay: a kernel that waits for the previous ones is a d
   }
 }
 
+TEST_CASE("runtime cuda replay: a profiled program launches in order, each kernel the ordinary way, timed one by one") {
+  for (bool replay : {true, false}) {
+    CAPTURE(replay);
+    auto b = openFake(replay);
+    auto x = b->allocate(256);
+    auto plain = b->createKernel(ptx("plain", 1), "plain", 32, 0, 1, false);
+    auto waits = b->createKernel(ptx("waits", 1), "waits", 64, 64 * 1024, 1, true);
+    REQUIRE((x && plain && waits));
+    auto id = b->recordProfiled({{*plain, {1, 1, 1}, {{*x, 0, 256}}}, {*waits, {3, 2, 1}, {{*x, 0, 256}}}});
+    REQUIRE_MESSAGE(bool(id), (id ? "" : id.error().str()));
+    CHECK(drv.captures == 0);
+    for (int run = 0; run < 2; ++run) {
+      auto s = b->run(*id);
+      REQUIRE_MESSAGE(bool(s), (s ? "" : s.error().str()));
+      // The fake's events are 0.25 ms apart, whichever two.
+      CHECK(b->lastRunDispatchSeconds() == std::vector<double>{double(0.25f) * 1e-3, double(0.25f) * 1e-3});
+    }
+    unsigned long long px = drv.allocations[0];
+    std::vector<Ran> want = {{"plain", {1, 1, 1}, 32, 0, {px}, false}, {"waits", {3, 2, 1}, 64, 64 * 1024, {px}, false}};
+    CHECK(drv.ran == repeated(want, 2));
+    CHECK(drv.graphLaunches == 0);
+    // A program recorded the usual way reports no dispatch times.
+    auto plainId = b->record({{*plain, {1, 1, 1}, {{*x, 0, 256}}}});
+    REQUIRE(plainId);
+    REQUIRE(bool(b->run(*plainId)));
+    CHECK(b->lastRunDispatchSeconds().empty());
+  }
+}
+
 TEST_CASE("runtime cuda: what the driver made of each kernel: its attributes and the blocks an SM holds") {
   auto b = openFake(true);
   rt::KernelId small = *b->createKernel(ptx("small", 1), "small", 128, 1024, 1, false);

@@ -74,6 +74,7 @@ struct Runtime {
   int kernelLaunches = 0, graphLaunches = 0, modulesLoaded = 0, syncs = 0;
   std::map<void*, std::unique_ptr<uint8_t[]>> memory;
   size_t memoryLeft = size_t(1) << 30;
+  std::vector<std::unique_ptr<size_t>> events;  // each event: how many kernels had run when it was recorded
 } rt_;
 
 int token;  // the address every stream and event handle points at
@@ -118,10 +119,20 @@ hipError_t deviceSynchronize() { return ++rt_.syncs, kOk; }
 hipError_t streamCreate(void** s) { return *s = handle(), kOk; }
 hipError_t streamDestroy(void*) { return kOk; }
 hipError_t streamSynchronize(void*) { return kOk; }
-hipError_t eventCreate(void** e) { return *e = handle(), kOk; }
+hipError_t eventCreate(void** e) {
+  rt_.events.push_back(std::make_unique<size_t>(0));
+  return *e = rt_.events.back().get(), kOk;
+}
 hipError_t eventDestroy(void*) { return kOk; }
-hipError_t eventRecord(void*, void*) { return rt_.capturing ? kInvalidValue : kOk; }
-hipError_t eventElapsedTime(float* ms, void*, void*) { return *ms = 0.5f, kOk; }
+hipError_t eventRecord(void* e, void*) {
+  if (rt_.capturing) return kInvalidValue;
+  *static_cast<size_t*>(e) = rt_.ran.size();
+  return kOk;
+}
+// Each kernel takes the fake device 0.5 ms.
+hipError_t eventElapsedTime(float* ms, void* a, void* b) {
+  return *ms = 0.5f * float(*static_cast<size_t*>(b) - *static_cast<size_t*>(a)), kOk;
+}
 hipError_t malloc_(void** ptr, size_t bytes) {
   if (bytes > rt_.memoryLeft) return kOutOfMemory;
   rt_.memoryLeft -= bytes;
@@ -568,7 +579,8 @@ TEST_CASE("runtime hip: launches run in order, replayed from a graph capture or 
     for (int run = 0; run < 2; ++run) {
       REQUIRE(bool(b->run(*p)));
       REQUIRE(b->lastRunDeviceSeconds());
-      CHECK(*b->lastRunDeviceSeconds() == doctest::Approx(0.5e-3));
+      CHECK(*b->lastRunDeviceSeconds() == doctest::Approx(1.5e-3));
+      CHECK(b->lastRunDispatchSeconds().empty());  // not profiled
     }
     REQUIRE(rt_.ran.size() == 6);
     CHECK(rt_.graphLaunches == (mode == 0 ? 2 : 0));
@@ -590,6 +602,38 @@ TEST_CASE("runtime hip: launches run in order, replayed from a graph capture or 
       CHECK(static_cast<char*>(r[2].args[1]) == static_cast<char*>(r[0].args[0]) + 512);
     }
     if (mode == 0) CHECK(rt_.ran[0] == rt_.ran[3]);
+  }
+}
+
+TEST_CASE("runtime hip: a profiled program launches in order and times each dispatch") {
+  for (bool replay : {true, false}) {
+    CAPTURE(replay);
+    rt_ = Runtime{};
+    rt_.params = {{"a", 2}, {"b", 1}};
+    auto b = opened(rt::HipOptions{"", replay});
+    auto ka = b->createKernel(hsaco("a", kGfx942), "a", 256, 1024, 2, false);
+    auto kb = b->createKernel(hsaco("b", kGfx942), "b", 64, 0, 1, true);
+    auto x = b->allocate(1024), y = b->allocate(512);
+    REQUIRE((ka && kb && x && y));
+    std::vector<rt::DispatchCommand> cmds(3);
+    cmds[0] = {*ka, {4, 2, 1}, {{*x, 0, 1024}, {*y, 256, 256}}};
+    cmds[1] = {*kb, {1, 1, 1}, {{*y, 0, 512}}};
+    cmds[2] = {*ka, {8, 1, 1}, {{*y, 0, 512}, {*x, 512, 512}}};
+    auto p = b->recordProfiled(cmds);
+    REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+    for (int run = 0; run < 2; ++run) {
+      REQUIRE(bool(b->run(*p)));
+      CHECK(b->lastRunDispatchSeconds() == std::vector<double>{double(0.5f) * 1e-3, double(0.5f) * 1e-3, double(0.5f) * 1e-3});
+      CHECK(*b->lastRunDeviceSeconds() == doctest::Approx(1.5e-3));
+    }
+    CHECK(rt_.graphLaunches == 0);  // launched one by one, even where it replays
+    CHECK(rt_.kernelLaunches == 6);
+    REQUIRE(rt_.ran.size() == 6);
+    CHECK(rt_.ran[1].entry == "b");
+    CHECK(rt_.ran[5].grid[0] == 8);
+    // A bad dispatch is refused as record() refuses it.
+    cmds[1].bindings.push_back({*x, 0, 4});
+    CHECK_FALSE(b->recordProfiled(cmds));
   }
 }
 

@@ -168,6 +168,25 @@ void checkDispatches(rt::Backend& be) {
     CHECK(bad == 0);
   }
 
+  // The same program profiled: each dispatch's time, the two within the whole.
+  rt::ProgramId timed = take(b->recordProfiled({{add, {groups, 1, 1}, {ra, rb, rc}}, {add, {groups, 1, 1}, {rc, ra, rd}}}));
+  auto x = randomFloats(n), y = randomFloats(n);
+  upload(*b, ab, 0, x);
+  upload(*b, ab, 4096, y);
+  REQUIRE(bool(b->run(timed)));
+  std::vector<double> each = b->lastRunDispatchSeconds();
+  REQUIRE(each.size() == 2);
+  CHECK(each[0] > 0);
+  CHECK(each[1] > 0);
+  REQUIRE(b->lastRunDeviceSeconds());
+  CHECK(each[0] + each[1] <= *b->lastRunDeviceSeconds() * (1 + 1e-9));
+  auto twice = download(*b, d, 0, n);
+  int wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += twice[i] != x[i] + y[i] + x[i];
+  CHECK(wrong == 0);
+  REQUIRE(bool(b->run(prog)));
+  CHECK(b->lastRunDispatchSeconds().empty());
+
   // A device copy.
   rt::BufferId e = take(b->allocate(n * 4));
   REQUIRE(bool(b->copy(d, e, int64_t(n * 4))));

@@ -134,6 +134,10 @@ int main(int argc, char** argv) {
   run->add_option("--iterations", ropts.iterations,
                   "steps to run; with more than one the medians below are printed (default: 1)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  run->add_flag("--profile", ropts.profile,
+                "then run --iterations steps more, each timing every dispatch on the device (in order, no replay), "
+                "and print each dispatch's median time and share of the step beside its op, schedule, grid, bytes "
+                "and rates (one JSON object a dispatch with --diagnostics json)");
   run->add_flag("--check", ropts.check, "compare every output and state with the oracle (see the tolerances above)");
   run->add_flag("--no-replay", ropts.noReplay,
                 "cuda, hip: launch the dispatches in order at every step instead of replaying a CUDA or HIP graph");

@@ -14,7 +14,9 @@
 // without it every output is written as OUTDIR/NAME.npy. With more than one
 // iteration it prints the medians over the steps of the step time, the
 // device time and the host overhead per dispatch (docs/runtime.md,
-// "Timing", defines them).
+// "Timing", defines them). --profile then runs as many steps again, each
+// dispatch timed on the device, and prints where the time went
+// (dispatch_profile.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include "runtime/backends/backends.h"
 #include "runtime/session.h"
 #include "runtime/weights.h"
+#include "dispatch_profile.h"
 #include "tool.h"
 
 namespace poot {
@@ -163,6 +166,16 @@ int runRun(const RunOptions& opts) {
     if (dispatches) overheads.push_back((result->seconds - *result->deviceSeconds) / double(dispatches));
   }
 
+  // The profile: as many steps again, each dispatch timed on the device.
+  std::vector<std::vector<double>> profiled;
+  for (int64_t i = 0; opts.profile && result && i < opts.iterations; ++i) {
+    for (const auto& [name, t] : states)
+      if (auto b = s.setState(name, t); !b) return report(b.error());
+    auto timed = s.step(perCall, true, true);
+    if (!timed) return report(timed.error());
+    profiled.push_back(std::move(timed->dispatchSeconds));
+  }
+
   // The oracle checks a step that ran, and a failed validation (does the
   // oracle's fail too?); a refused bind is reported as it is.
   bool validationFailed = !result && result.error().message.rfind("validation failed", 0) == 0;
@@ -201,6 +214,7 @@ int runRun(const RunOptions& opts) {
                   s.backend().submission() == rt::Submission::Replay ? "replayed" : "launched in order");
     }
   }
+  if (opts.profile) printDispatchProfile(s.plan(), profiled);
   if (opts.check) {
     // Every output, then every state's new value (the KV caches), read back.
     std::map<std::string, Tensor> deviceStates;

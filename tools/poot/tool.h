@@ -25,6 +25,7 @@ struct RunOptions {
   std::string saveStates;            // where to write each state's new value; empty: nowhere
   uint64_t seed = 0;
   int64_t iterations = 1;
+  bool profile = false;              // then as many steps again, timed dispatch by dispatch
   bool check = false;
   bool noReplay = false;             // cuda: launch in order at every step, no graph
   std::vector<std::string> trust;    // public keys: run only a plan signed by one of them

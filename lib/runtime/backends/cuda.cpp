@@ -280,10 +280,12 @@ struct Launch {
   std::vector<void*> params;      // &args[i], as cuLaunchKernel takes them (moving keeps args' storage)
 };
 
-// A recorded program: its graph, or (without replay) its launches.
+// A recorded program: its graph, or (without replay) its launches; a
+// profiled one its launches and an event to record after each.
 struct Prog {
   CUgraphExec graph = nullptr;
   std::vector<Launch> launches;
+  std::vector<CUevent> after;
 };
 
 class CudaBackend final : public Backend {
@@ -302,6 +304,8 @@ class CudaBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Expected<ProgramId> recordProfiled(const std::vector<DispatchCommand>& dispatches) override;
+  std::vector<double> lastRunDispatchSeconds() const override { return lastDispatches_; }
   Expected<KernelStats> kernelStats(KernelId kernel) override;
   Submission submission() const override { return replay_ ? Submission::Replay : Submission::InOrder; }
   std::optional<Error> replayFallback() const override { return replayFallback_; }
@@ -312,7 +316,8 @@ class CudaBackend final : public Backend {
   Expected<int64_t> attribute(int attr, const char* what);
   Status current();
   Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
-  Status launch(const std::vector<Launch>& launches);
+  Expected<std::vector<Launch>> launches(const std::vector<DispatchCommand>& dispatches);
+  Status launch(const Launch& l, bool dependent);
   Expected<CUgraphExec> capture(const std::vector<Launch>& launches);
 
   Fns f_;
@@ -321,6 +326,7 @@ class CudaBackend final : public Backend {
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr, stop_ = nullptr;  // around each run's launches
   std::optional<double> lastRun_;
+  std::vector<double> lastDispatches_;
   bool replay_ = false;                 // programs are captured as graphs
   std::optional<Error> replayFallback_;  // why not, when replay was asked for
   DeviceInfo info_;
@@ -340,8 +346,10 @@ CudaBackend::~CudaBackend() {
   }
   for (CUevent e : {start_, stop_})
     if (e) f_.cuEventDestroy(e);
-  for (Prog& p : programs_)
+  for (Prog& p : programs_) {
     if (p.graph) f_.cuGraphExecDestroy(p.graph);
+    for (CUevent e : p.after) f_.cuEventDestroy(e);
+  }
   for (Kern& k : kernels_) f_.cuModuleUnload(k.module);
   for (Buf& b : buffers_) f_.cuMemFree(b.ptr);
   f_.cuDevicePrimaryCtxRelease(device_);
@@ -600,7 +608,7 @@ Expected<KernelStats> CudaBackend::kernelStats(KernelId kernel) {
       });
 }
 
-Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& dispatches) {
+Expected<std::vector<Launch>> CudaBackend::launches(const std::vector<DispatchCommand>& dispatches) {
   std::vector<Launch> launches;
   for (const DispatchCommand& d : dispatches) {
     if (auto s = checkDispatch("cuda", d, kernels_, buffers_, info_.bindingAlignment); !s) return s.error();
@@ -611,40 +619,63 @@ Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& disp
     for (CUdeviceptr& a : l.args) l.params.push_back(&a);
     launches.push_back(std::move(l));
   }
+  return launches;
+}
+
+Expected<ProgramId> CudaBackend::record(const std::vector<DispatchCommand>& dispatches) {
+  auto launched = launches(dispatches);
+  if (!launched) return launched.error();
   Prog p;
-  if (replay_ && !launches.empty()) {
-    auto graph = capture(launches);
+  if (replay_ && !launched->empty()) {
+    auto graph = capture(*launched);
     if (!graph) return graph.error();
     p.graph = *graph;
   } else {
-    p.launches = std::move(launches);
+    p.launches = launched.take();
   }
   programs_.push_back(std::move(p));
   return ProgramId(programs_.size() - 1);
 }
 
-// Launches in order on the stream, which orders them: a kernel that waits
-// for the ones before it in its own code as a programmatic dependent launch
-// (the driver may start it while the previous kernel finishes; a captured
-// graph keeps that as a programmatic edge), any other the ordinary way.
-Status CudaBackend::launch(const std::vector<Launch>& launches) {
-  for (const Launch& l : launches) {
-    const Kern& k = kernels_[size_t(l.kernel)];
-    void** params = const_cast<void**>(l.params.data());
-    if (!k.dependent) {
-      CUresult r = f_.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
-                                     unsigned(k.dynamicShared), stream_, params, nullptr);
-      if (r != CUDA_SUCCESS) return failed(f_, "cuLaunchKernel for '" + k.entry + "'", r);
-      continue;
+Expected<ProgramId> CudaBackend::recordProfiled(const std::vector<DispatchCommand>& dispatches) {
+  auto launched = launches(dispatches);
+  if (!launched) return launched.error();
+  if (auto s = current(); !s) return s.error();
+  Prog p;
+  p.launches = launched.take();
+  for (size_t i = 0; i < p.launches.size(); ++i) {
+    CUevent e = nullptr;
+    if (CUresult r = f_.cuEventCreate(&e, 0); r != CUDA_SUCCESS) {
+      for (CUevent made : p.after) f_.cuEventDestroy(made);
+      return failed(f_, "cuEventCreate", r);
     }
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig config{l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
-                          unsigned(k.dynamicShared), stream_, &attr, 1};
-    if (CUresult r = f_.cuLaunchKernelEx(&config, k.function, params, nullptr); r != CUDA_SUCCESS)
-      return failed(f_, "cuLaunchKernelEx for '" + k.entry + "'", r);
+    p.after.push_back(e);
   }
+  programs_.push_back(std::move(p));
+  return ProgramId(programs_.size() - 1);
+}
+
+// One launch on the stream, which orders it after the ones before: a
+// kernel that waits for them in its own code as a programmatic dependent
+// launch where `dependent` (the driver may start it while the previous
+// kernel finishes; a captured graph keeps that as a programmatic edge), any
+// other the ordinary way.
+Status CudaBackend::launch(const Launch& l, bool dependent) {
+  const Kern& k = kernels_[size_t(l.kernel)];
+  void** params = const_cast<void**>(l.params.data());
+  if (!dependent || !k.dependent) {
+    CUresult r = f_.cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
+                                   unsigned(k.dynamicShared), stream_, params, nullptr);
+    if (r != CUDA_SUCCESS) return failed(f_, "cuLaunchKernel for '" + k.entry + "'", r);
+    return ok();
+  }
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1, 1,
+                        unsigned(k.dynamicShared), stream_, &attr, 1};
+  if (CUresult r = f_.cuLaunchKernelEx(&config, k.function, params, nullptr); r != CUDA_SUCCESS)
+    return failed(f_, "cuLaunchKernelEx for '" + k.entry + "'", r);
   return ok();
 }
 
@@ -654,7 +685,9 @@ Expected<CUgraphExec> CudaBackend::capture(const std::vector<Launch>& launches) 
   if (auto s = current(); !s) return s.error();
   if (CUresult r = f_.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); r != CUDA_SUCCESS)
     return failed(f_, "cuStreamBeginCapture", r);
-  Status launched = launch(launches);
+  Status launched = ok();
+  for (const Launch& l : launches)
+    if (launched) launched = launch(l, true);
   CUgraph graph = nullptr;
   CUresult ended = f_.cuStreamEndCapture(stream_, &graph);
   auto release = [&](Error e) {
@@ -676,12 +709,18 @@ Status CudaBackend::run(ProgramId program) {
     return makeError(ErrorKind::Io, {}, "cuda: no program " + std::to_string(program));
   if (auto s = current(); !s) return s;
   lastRun_.reset();
+  lastDispatches_.clear();
   const Prog& p = programs_[size_t(program)];
   if (CUresult r = f_.cuEventRecord(start_, stream_); r != CUDA_SUCCESS) return failed(f_, "cuEventRecord", r);
   if (p.graph) {
     if (CUresult r = f_.cuGraphLaunch(p.graph, stream_); r != CUDA_SUCCESS) return failed(f_, "cuGraphLaunch", r);
-  } else if (auto s = launch(p.launches); !s) {
-    return s;
+  } else {
+    const bool profiled = !p.after.empty();
+    for (size_t i = 0; i < p.launches.size(); ++i) {
+      if (auto s = launch(p.launches[i], !profiled); !s) return s;
+      if (profiled)
+        if (CUresult r = f_.cuEventRecord(p.after[i], stream_); r != CUDA_SUCCESS) return failed(f_, "cuEventRecord", r);
+    }
   }
   if (CUresult r = f_.cuEventRecord(stop_, stream_); r != CUDA_SUCCESS) return failed(f_, "cuEventRecord", r);
   // A kernel that faults is reported here, by the wait.
@@ -690,6 +729,11 @@ Status CudaBackend::run(ProgramId program) {
   if (CUresult r = f_.cuEventElapsedTime(&ms, start_, stop_); r != CUDA_SUCCESS)
     return failed(f_, "cuEventElapsedTime", r);
   lastRun_ = double(ms) * 1e-3;
+  for (size_t i = 0; i < p.after.size(); ++i) {
+    if (CUresult r = f_.cuEventElapsedTime(&ms, i == 0 ? start_ : p.after[i - 1], p.after[i]); r != CUDA_SUCCESS)
+      return failed(f_, "cuEventElapsedTime", r);
+    lastDispatches_.push_back(double(ms) * 1e-3);
+  }
   return ok();
 }
 

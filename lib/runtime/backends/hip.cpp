@@ -269,10 +269,12 @@ struct Launch {
   std::vector<void*> params;  // &args[i], as hipModuleLaunchKernel takes them (moving keeps args' storage)
 };
 
-// A recorded program: its graph, or (without replay) its launches.
+// A recorded program: its graph, or (without replay) its launches; a
+// profiled one its launches and an event to record after each.
 struct Prog {
   hipGraphExec_t graph = nullptr;
   std::vector<Launch> launches;
+  std::vector<hipEvent_t> after;
 };
 
 class HipBackend final : public Backend {
@@ -291,6 +293,8 @@ class HipBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Expected<ProgramId> recordProfiled(const std::vector<DispatchCommand>& dispatches) override;
+  std::vector<double> lastRunDispatchSeconds() const override { return lastDispatches_; }
   Expected<KernelStats> kernelStats(KernelId kernel) override;
   Submission submission() const override { return replay_ ? Submission::Replay : Submission::InOrder; }
   std::optional<Error> replayFallback() const override { return replayFallback_; }
@@ -303,7 +307,8 @@ class HipBackend final : public Backend {
   Expected<int64_t> attribute(int attr, const char* what);
   Status current();
   Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
-  Status launch(const std::vector<Launch>& launches);
+  Expected<std::vector<Launch>> launches(const std::vector<DispatchCommand>& dispatches);
+  Status launch(const std::vector<Launch>& launches, const std::vector<hipEvent_t>& after = {});
   Expected<hipGraphExec_t> capture(const std::vector<Launch>& launches);
 
   Fns f_;
@@ -313,6 +318,7 @@ class HipBackend final : public Backend {
   hipStream_t stream_ = nullptr;
   hipEvent_t start_ = nullptr, stop_ = nullptr;  // around each run's launches
   std::optional<double> lastRun_;
+  std::vector<double> lastDispatches_;
   bool replay_ = false;                  // programs are captured as graphs
   std::optional<Error> replayFallback_;  // why not, when replay was asked for
   DeviceInfo info_;
@@ -332,8 +338,10 @@ HipBackend::~HipBackend() {
   }
   for (hipEvent_t e : {start_, stop_})
     if (e) f_.hipEventDestroy(e);
-  for (Prog& p : programs_)
+  for (Prog& p : programs_) {
     if (p.graph) f_.hipGraphExecDestroy(p.graph);
+    for (hipEvent_t e : p.after) f_.hipEventDestroy(e);
+  }
   for (Kern& k : kernels_) f_.hipModuleUnload(k.module);
   for (Buf& b : buffers_) f_.hipFree(b.ptr);
 }
@@ -630,7 +638,7 @@ Expected<KernelStats> HipBackend::kernelStats(KernelId kernel) {
       });
 }
 
-Expected<ProgramId> HipBackend::record(const std::vector<DispatchCommand>& dispatches) {
+Expected<std::vector<Launch>> HipBackend::launches(const std::vector<DispatchCommand>& dispatches) {
   std::vector<Launch> launches;
   for (const DispatchCommand& d : dispatches) {
     if (auto s = checkDispatch("hip", d, kernels_, buffers_, info_.bindingAlignment); !s) return s.error();
@@ -641,26 +649,54 @@ Expected<ProgramId> HipBackend::record(const std::vector<DispatchCommand>& dispa
     for (void*& a : l.args) l.params.push_back(&a);
     launches.push_back(std::move(l));
   }
+  return launches;
+}
+
+Expected<ProgramId> HipBackend::record(const std::vector<DispatchCommand>& dispatches) {
+  auto launched = launches(dispatches);
+  if (!launched) return launched.error();
   Prog p;
-  if (replay_ && !launches.empty()) {
-    auto graph = capture(launches);
+  if (replay_ && !launched->empty()) {
+    auto graph = capture(*launched);
     if (!graph) return graph.error();
     p.graph = *graph;
   } else {
-    p.launches = std::move(launches);
+    p.launches = launched.take();
   }
   programs_.push_back(std::move(p));
   return ProgramId(programs_.size() - 1);
 }
 
-// Launches in order on the stream, which orders them.
-Status HipBackend::launch(const std::vector<Launch>& launches) {
-  for (const Launch& l : launches) {
+Expected<ProgramId> HipBackend::recordProfiled(const std::vector<DispatchCommand>& dispatches) {
+  auto launched = launches(dispatches);
+  if (!launched) return launched.error();
+  if (auto s = current(); !s) return s.error();
+  Prog p;
+  p.launches = launched.take();
+  for (size_t i = 0; i < p.launches.size(); ++i) {
+    hipEvent_t e = nullptr;
+    if (hipError_t r = f_.hipEventCreate(&e); r != hipSuccess) {
+      for (hipEvent_t made : p.after) f_.hipEventDestroy(made);
+      return failed(f_, "hipEventCreate", r);
+    }
+    p.after.push_back(e);
+  }
+  programs_.push_back(std::move(p));
+  return ProgramId(programs_.size() - 1);
+}
+
+// Launches in order on the stream, which orders them; with `after`, records
+// after[i] behind launch i.
+Status HipBackend::launch(const std::vector<Launch>& launches, const std::vector<hipEvent_t>& after) {
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const Launch& l = launches[i];
     const Kern& k = kernels_[size_t(l.kernel)];
     void** params = const_cast<void**>(l.params.data());
     hipError_t r = f_.hipModuleLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], unsigned(k.workgroupSize), 1,
                                             1, 0, stream_, params, nullptr);
     if (r != hipSuccess) return failed(f_, "hipModuleLaunchKernel for '" + k.entry + "'", r);
+    if (!after.empty())
+      if (hipError_t e = f_.hipEventRecord(after[i], stream_); e != hipSuccess) return failed(f_, "hipEventRecord", e);
   }
   return ok();
 }
@@ -693,11 +729,12 @@ Status HipBackend::run(ProgramId program) {
     return makeError(ErrorKind::Io, {}, "hip: no program " + std::to_string(program));
   if (auto s = current(); !s) return s;
   lastRun_.reset();
+  lastDispatches_.clear();
   const Prog& p = programs_[size_t(program)];
   if (hipError_t r = f_.hipEventRecord(start_, stream_); r != hipSuccess) return failed(f_, "hipEventRecord", r);
   if (p.graph) {
     if (hipError_t r = f_.hipGraphLaunch(p.graph, stream_); r != hipSuccess) return failed(f_, "hipGraphLaunch", r);
-  } else if (auto s = launch(p.launches); !s) {
+  } else if (auto s = launch(p.launches, p.after); !s) {
     return s;
   }
   if (hipError_t r = f_.hipEventRecord(stop_, stream_); r != hipSuccess) return failed(f_, "hipEventRecord", r);
@@ -707,6 +744,11 @@ Status HipBackend::run(ProgramId program) {
   if (hipError_t r = f_.hipEventElapsedTime(&ms, start_, stop_); r != hipSuccess)
     return failed(f_, "hipEventElapsedTime", r);
   lastRun_ = double(ms) * 1e-3;
+  for (size_t i = 0; i < p.after.size(); ++i) {
+    if (hipError_t r = f_.hipEventElapsedTime(&ms, i == 0 ? start_ : p.after[i - 1], p.after[i]); r != hipSuccess)
+      return failed(f_, "hipEventElapsedTime", r);
+    lastDispatches_.push_back(double(ms) * 1e-3);
+  }
   return ok();
 }
 

@@ -67,7 +67,9 @@
 // and transfer reads. Where the queue family takes timestamps, the program
 // also owns a query pool of two, reset and written at the top of the command
 // buffer and written again at its bottom; run() reads them for
-// lastRunDeviceSeconds(). Running it submits with a fence and waits. Staging
+// lastRunDeviceSeconds(). A profiled program (recordProfiled) also writes
+// one at the bottom of the pipe after each dispatch, before its barrier:
+// dispatch i's time is from timestamp i to i + 1. Running it submits with a fence and waits. Staging
 // copies and device copies start with the same barrier from host, transfer
 // and shader writes.
 #define VK_NO_PROTOTYPES
@@ -169,7 +171,11 @@ struct Kern {
 struct Prog {
   VkDescriptorPool pool = VK_NULL_HANDLE;
   VkCommandBuffer commands = VK_NULL_HANDLE;
-  VkQueryPool timestamps = VK_NULL_HANDLE;  // the command buffer's first and last, where the queue takes them
+  // The command buffer's first and last, where the queue takes them; a
+  // profiled program's also one after each dispatch (queries 1 .. n).
+  VkQueryPool timestamps = VK_NULL_HANDLE;
+  uint32_t queries = 0;
+  bool profiled = false;
 };
 
 class VulkanBackend final : public Backend {
@@ -190,6 +196,8 @@ class VulkanBackend final : public Backend {
   Expected<ProgramId> record(const std::vector<DispatchCommand>& dispatches) override;
   Status run(ProgramId program) override;
   std::optional<double> lastRunDeviceSeconds() const override { return lastRun_; }
+  Expected<ProgramId> recordProfiled(const std::vector<DispatchCommand>& dispatches) override;
+  std::vector<double> lastRunDispatchSeconds() const override { return lastDispatches_; }
   Expected<KernelStats> kernelStats(KernelId kernel) override;
   Submission submission() const override { return Submission::Replay; }
 
@@ -198,6 +206,7 @@ class VulkanBackend final : public Backend {
   Status openLoader();
   Status pickDevice(const VulkanOptions& opts);
   Status createDevice();
+  Expected<ProgramId> recordProgram(const std::vector<DispatchCommand>& dispatches, bool profiled);
   Status checkRange(BufferId buffer, int64_t offset, int64_t bytes) const;
   Expected<VkCommandBuffer> newCommands();
   Status submit(VkCommandBuffer commands);
@@ -242,6 +251,7 @@ class VulkanBackend final : public Backend {
   double timestampNs_ = 0;
   uint64_t timestampMask_ = 0;
   std::optional<double> lastRun_;
+  std::vector<double> lastDispatches_;
   // Why kernelStats() cannot say, after "its driver": empty where pipelines
   // capture statistics.
   std::string noStatistics_;
@@ -1065,6 +1075,19 @@ Expected<KernelStats> VulkanBackend::kernelStats(KernelId kernel) {
 }
 
 Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& dispatches) {
+  return recordProgram(dispatches, false);
+}
+
+Expected<ProgramId> VulkanBackend::recordProfiled(const std::vector<DispatchCommand>& dispatches) {
+  if (timestampNs_ == 0) {
+    Error e = makeError(ErrorKind::Capability, {}, "vulkan: device '" + info_.name + "' takes no timestamps on its compute queue");
+    e.capability = "Profile";
+    return e;
+  }
+  return recordProgram(dispatches, true);
+}
+
+Expected<ProgramId> VulkanBackend::recordProgram(const std::vector<DispatchCommand>& dispatches, bool profiled) {
   uint32_t descriptors = 0;
   for (const DispatchCommand& d : dispatches) {
     if (d.kernel < 0 || size_t(d.kernel) >= kernels_.size())
@@ -1095,10 +1118,12 @@ Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& di
     f_.vkDestroyDescriptorPool(device_, p.pool, nullptr);
     return e;
   };
+  p.profiled = profiled;
   if (timestampNs_ > 0) {
+    p.queries = profiled ? uint32_t(dispatches.size()) + 2 : 2;
     VkQueryPoolCreateInfo qc{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qc.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    qc.queryCount = 2;
+    qc.queryCount = p.queries;
     if (VkResult r = f_.vkCreateQueryPool(device_, &qc, nullptr, &p.timestamps); r != VK_SUCCESS)
       return release(failed("vkCreateQueryPool", r));
   }
@@ -1107,10 +1132,11 @@ Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& di
   p.commands = *c;
   programs_.push_back(p);  // owned from here on, released with the backend
   if (p.timestamps) {
-    f_.vkCmdResetQueryPool(p.commands, p.timestamps, 0, 2);
+    f_.vkCmdResetQueryPool(p.commands, p.timestamps, 0, p.queries);
     f_.vkCmdWriteTimestamp(p.commands, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p.timestamps, 0);
   }
 
+  uint32_t query = 1;
   for (const DispatchCommand& d : dispatches) {
     const Kern& k = kernels_[size_t(d.kernel)];
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
@@ -1137,13 +1163,15 @@ Expected<ProgramId> VulkanBackend::record(const std::vector<DispatchCommand>& di
     f_.vkCmdBindPipeline(p.commands, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
     f_.vkCmdBindDescriptorSets(p.commands, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
     f_.vkCmdDispatch(p.commands, uint32_t(d.grid[0]), uint32_t(d.grid[1]), uint32_t(d.grid[2]));
+    // The bottom of the pipe: taken once the dispatch (and all before it) has ended.
+    if (profiled) f_.vkCmdWriteTimestamp(p.commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p.timestamps, query++);
     barrier(p.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   }
   barrier(p.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
           VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-  if (p.timestamps) f_.vkCmdWriteTimestamp(p.commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p.timestamps, 1);
+  if (p.timestamps) f_.vkCmdWriteTimestamp(p.commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p.timestamps, p.queries - 1);
   if (VkResult r = f_.vkEndCommandBuffer(p.commands); r != VK_SUCCESS) return failed("vkEndCommandBuffer", r);
   return ProgramId(programs_.size() - 1);
 }
@@ -1152,15 +1180,21 @@ Status VulkanBackend::run(ProgramId program) {
   if (program < 0 || size_t(program) >= programs_.size())
     return makeError(ErrorKind::Io, {}, "vulkan: no program " + std::to_string(program));
   lastRun_.reset();
+  lastDispatches_.clear();
   const Prog& p = programs_[size_t(program)];
   if (auto s = submit(p.commands); !s) return s;
   if (!p.timestamps) return ok();
-  uint64_t ticks[2] = {0, 0};
-  if (VkResult r = f_.vkGetQueryPoolResults(device_, p.timestamps, 0, 2, sizeof ticks, ticks, sizeof ticks[0],
-                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  std::vector<uint64_t> ticks(p.queries);
+  if (VkResult r = f_.vkGetQueryPoolResults(device_, p.timestamps, 0, p.queries, ticks.size() * sizeof ticks[0],
+                                            ticks.data(), sizeof ticks[0], VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
       r != VK_SUCCESS)
     return failed("vkGetQueryPoolResults", r);
-  lastRun_ = double((ticks[1] - ticks[0]) & timestampMask_) * timestampNs_ * 1e-9;
+  auto seconds = [&](size_t from, size_t to) {
+    return double((ticks[to] - ticks[from]) & timestampMask_) * timestampNs_ * 1e-9;
+  };
+  lastRun_ = seconds(0, p.queries - 1);
+  if (p.profiled)
+    for (size_t i = 1; i + 1 < p.queries; ++i) lastDispatches_.push_back(seconds(i - 1, i));
   return ok();
 }
 
