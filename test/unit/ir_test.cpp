@@ -74,7 +74,7 @@ Attrs attnAttrs(int64_t nrep, const char* key, const char* mask, const char* bou
 
 TEST_CASE("op table lists every op once, in enum order, and names round-trip") {
   const auto& table = opTable();
-  REQUIRE(table.size() == size_t(Op::SelectedAttention) + 1);
+  REQUIRE(table.size() == size_t(Op::Sample) + 1);
   for (size_t i = 0; i < table.size(); ++i) {
     CHECK(size_t(table[i].op) == i);
     CHECK(parseOp(table[i].name) == table[i].op);
@@ -391,6 +391,20 @@ TEST_CASE("MatMul: transpose_b reads b as [..., n, k]") {
   CHECK(errorOf(check(Op::MatMul, {"f32[2,3]", "f32[3,4]"}, {aBool("transpose_b", true)})) ==
         "contracted dimensions differ: f32[2,3] x f32[3,4] transposed");
   CHECK(errorOf(check(Op::MatMul, {"f32[2,3]", "f32[4,3]"}, {aInt("transpose_b", 1)})).find("transpose_b") !=
+        std::string::npos);
+}
+
+TEST_CASE("Sample: a token a row of logits, each parameter one a row") {
+  CHECK(typeOf(check(Op::Sample, {"f32[3,1,50]", "f32[3,1]", "i32[3,1]", "f32[3,1]", "f32[3,1]", "f32[3,1]"})) ==
+        "i32[3,1]");
+  CHECK(typeOf(check(Op::Sample, {"bf16[7]", "f32[]", "i32[]", "f32[]", "f32[]", "f32[]"})) == "i32[]");
+  CHECK(errorOf(check(Op::Sample, {"f32[3,50]", "f32[3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"})) ==
+        "operand 3 (f32[3]), the top_k, must be i32[3]: one a row of the logits");
+  CHECK(errorOf(check(Op::Sample, {"f32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[1,3]"})) ==
+        "operand 6 (f32[1,3]), the uniform, must be f32[3]: one a row of the logits");
+  CHECK(errorOf(check(Op::Sample, {"i32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"})) ==
+        "operand 1 (i32[3,50]) must be a float tensor of rank 1 or more with a last axis of at least 1");
+  CHECK(errorOf(check(Op::Sample, {"f32[3,0]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"})).find("at least 1") !=
         std::string::npos);
 }
 

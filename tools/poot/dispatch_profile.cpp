@@ -21,7 +21,8 @@ double median(std::vector<double> v) {
 }
 
 int64_t flopsOf(const rt::Request& r) {
-  if (r.op != Op::MatMul || r.operands.empty() || r.results.empty()) return 0;
+  // A split product's combine adds its partials: no product of its own.
+  if (r.op != Op::MatMul || r.schedule.kind == "matmul-combine" || r.operands.empty() || r.results.empty()) return 0;
   return 2 * numel(r.results[0].shape) * r.operands[0].shape.back();
 }
 
