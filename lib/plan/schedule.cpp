@@ -347,6 +347,7 @@ struct GemmTile {
   int64_t m, n, k, tm, tn;
   int64_t group = 1;  // the threads a tm x tn part takes: 1 (gemm), a warp (32) or a warpgroup (128) (gemm-mma)
   int64_t fills = 0;  // the threads a workgroup counts as toward kThreadsPerUnit; 0: its own
+  int64_t minRows = 0;  // taken only for products of at least this many rows
   int64_t threads() const { return (m / tm) * (n / tn) * group; }
   int64_t weight() const { return fills ? fills : threads(); }
 };
@@ -373,8 +374,13 @@ constexpr GemmTile kGemmMmaTiles[] = {{128, 256, 64, 64, 64, 32, kThreadsPerUnit
 // K step of 16. Every one keeps a unit's matrix units busy. On the H200
 // (bench/matmul NOTES, session 17) 128 x 128 in three stages (96 KiB, two
 // workgroups a unit) ran as fast as 128 x 256 (one a unit, four stages) at
-// 2048 rows and more, and up to 1.4x faster at 512.
-constexpr GemmTile kGemmGroupTiles[] = {{128, 128, 64, 64, 128, 128, kThreadsPerUnit},
+// 2048 rows and more, and up to 1.4x faster at 512. With the 256-wide
+// tile's chains running across the step's barrier (session 25) it gained
+// 5-16% at 2048 and 8192 rows (the whole Llama-3-8B prefill of 2048 tokens
+// 87.2 to 82.4 ms) and lost at 512 (24.00 against 23.19 ms), so it serves
+// 2048 rows and more; the rows between are not measured.
+constexpr GemmTile kGemmGroupTiles[] = {{128, 256, 64, 64, 256, 128, kThreadsPerUnit, 2048},
+                                        {128, 128, 64, 64, 128, 128, kThreadsPerUnit},
                                         {64, 128, 64, 64, 128, 128, kThreadsPerUnit}};
 
 // The widest run of b a thread loads at once: 16 bytes, when K keeps every
@@ -452,7 +458,7 @@ int64_t tallestTile(int64_t m) { return std::max<int64_t>(16, int64_t(std::bit_c
 // A tile's workgroup memory: the gemm-mma's on `shape`, or the SIMT gemm's.
 int64_t tileBytes(const GemmTile& t, const MatrixShape* shape, const MatMulShape& p) {
   return shape ? gemmMmaBytes(*shape, t.m, t.n, t.k,
-                              gemmMmaStages(*shape, t.m, gemmMmaVector(p.k, p.n, p.transposedB, p.b), p.transposedB))
+                              gemmMmaStages(*shape, t.m, t.n, gemmMmaVector(p.k, p.n, p.transposedB, p.b), p.transposedB))
                : (t.m + t.n + 2 * kGemmPad) * t.k * 4;
 }
 
@@ -469,7 +475,7 @@ TilePick pickTile(std::span<const GemmTile> tiles, const MatrixShape* shape, con
   TilePick pick;
   for (const GemmTile& t : tiles) {
     if (t.threads() > d.max_workgroup_size || tileBytes(t, shape, p) > d.workgroup_memory_bytes ||
-        t.m > tallestTile(p.m))
+        t.m > tallestTile(p.m) || p.m < t.minRows)
       continue;
     pick = TilePick{&t, p.batch * ceilDiv(p.m, t.m) * ceilDiv(p.n, t.n), 1};
     while (isFloat(p.a) && pick.workgroups * pick.splits * t.weight() < d.compute_units * kThreadsPerUnit &&
@@ -610,8 +616,8 @@ int64_t matmulWorkgroups(const Schedule& s, int64_t batch, int64_t m, const std:
   return batch * ceilDiv(m, rows) * blocks * (tiled ? s.splits : 1);
 }
 
-int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool transposedB) {
-  if (op.threads == 128) return kGemmGroupStages;
+int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t vector, bool transposedB) {
+  if (op.threads == 128) return tileN > 128 ? kGemmGroupWideStages : kGemmGroupStages;
   if (op.threads == 64) return 1;  // AMDGPU: no asynchronous copies (KIR's CopyAsync is PTX's)
   return tileM <= 64 && transposedB && vector == 8 ? kGemmMmaStages : 1;
 }

@@ -284,8 +284,9 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // On a warpgroup's op (m64nNk16, kir.h's MmaShared) each warpgroup owns
 // threadM = 64 rows and threadN columns of the block; the tiles are rows of
 // tileK = 64 keys (128 bytes) in kir.h's 128-byte swizzle, unpadded, every
-// step copied asynchronously into one of kGemmGroupStages buffers. It needs
-// b K-major and K a multiple of 8.
+// step copied asynchronously into one of kGemmGroupStages buffers
+// (kGemmGroupWideStages for the 256-wide tile, whose chains run across a
+// step's barrier). It needs b K-major and K a multiple of 8.
 //
 // On a wave's op (m16n16k16, AMD's MFMA, 64 threads) the tilings are the
 // warps' with each warp a wave of 64 (twice the threads), fragments of 16 x
@@ -295,7 +296,8 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t kGemmMmaPad = 8;
 constexpr int64_t kGemmMmaStages = 3;
 constexpr int64_t kGemmGroupStages = 3;
-int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t vector, bool transposedB);
+constexpr int64_t kGemmGroupWideStages = 4;  // the 256-wide warpgroup tile's (gen/matmul.cpp)
+int64_t gemmMmaStages(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t vector, bool transposedB);
 int64_t gemmMmaBytes(const MatrixShape& op, int64_t tileM, int64_t tileN, int64_t tileK, int64_t stages);
 int64_t gemmMmaVector(int64_t k, int64_t n, bool transposedB, DType t);
 

@@ -319,6 +319,22 @@ TEST_CASE("gen matmul: gemm-mma on warpgroups, every tile, bf16 and f16, split K
       CHECK(s.workgroupMemory == kGemmGroupStages * (s.tileM + s.tileN) * 64 * 2);
       CHECK(run(Case{t + dims({c.m, c.k}), t + dims({c.n, c.k}), t + dims({c.m, c.n}), true}, d, false) == "gemm-mma");
     }
+  // From 2048 rows the 256-wide tile, its chains running across the step's
+  // barrier in four stages: rows, K and N past its tile, K of 5 steps (the
+  // ring of stages wraps), and once split K.
+  for (auto [m, k, n, units] : {std::array<int64_t, 4>{2050, 320, 300, 20}, std::array<int64_t, 4>{2049, 1096, 20, 30}}) {
+    CAPTURE(m);
+    d.compute_units = units;  // a workgroup each from 34 blocks; 17 blocks split in two
+    Schedule s = chooseMatMul(1, m, k, n, true, DType::BF16, DType::BF16, d).schedule;
+    CHECK(s.tileM == 128);
+    CHECK(s.tileN == 256);
+    CHECK(s.splits == (n == 20 ? 2 : 1));
+    CHECK(s.workgroupMemory == kGemmGroupWideStages * (128 + 256) * 64 * 2);
+    CHECK(run(Case{"bf16" + dims({m, k}), "bf16" + dims({n, k}), "bf16" + dims({m, n}), true}, d, false) == "gemm-mma");
+  }
+  d.compute_units = 20;
+  CHECK(chooseMatMul(1, 2047, 320, 300, true, DType::BF16, DType::BF16, d).schedule.tileN == 128);
+  d.compute_units = 132;
   d.compute_units = 132;
   CHECK(run(Case{"bf16[2,1,70,40]", "bf16[3,9,40]", "bf16[2,3,70,9]", true}, d, false) == "gemm-mma");
   MatMulDecision plain = chooseMatMul(1, 130, 64, 64, false, DType::BF16, DType::BF16, d);

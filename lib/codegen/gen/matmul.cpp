@@ -368,7 +368,7 @@ Expected<kir::Kernel> gemmMmaKernel(const GenInput& in, Gemm& g) {
   Scalar ot = kir::mmaOperand(op);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WM = s.threadM, WN = s.threadN, W = s.vector;
   int64_t WX = BN / WN, T = s.workgroupSize, FM = WM / shape.m, FN = WN / shape.n, SA = BK + kGemmMmaPad;
-  int64_t ST = gemmMmaStages(shape, BM, W, p.transposed);
+  int64_t ST = gemmMmaStages(shape, BM, BN, W, p.transposed);
   int32_t as = b.shared("a_tile", ot, ST * BM * SA), bs = b.shared("b_tile", ot, ST * BN * SA);
   perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
@@ -531,10 +531,15 @@ Expected<kir::Kernel> gemmMmaKernel(const GenInput& in, Gemm& g) {
 // whole rows from global memory and writes 4 whole rows of workgroup memory;
 // out-of-range runs are zeros. The copies of the next ST - 1 steps fly while
 // the warpgroups multiply one, a chain of 4 MmaShared a step onto their
-// threadN / 2 accumulators, waited for (MmaWait) before the step ends. (A
-// chain left running into the next step, its stage freed a step later,
-// needs a stage more: one workgroup a unit instead of two at 128x128, and
-// that lost 11-25% on the H200; bench/matmul NOTES, session 22.)
+// threadN / 2 accumulators, waited for (MmaWait) before the step ends.
+// The 256-wide tile (kGemmGroupWideStages stages) leaves each step's chain
+// running into the next step instead, onto accumulators the step takes
+// over: the copies go ST - 2 steps ahead, and a step waits for the chain
+// before it (MmaWait 1) once it has issued its own, so the chain's stage is
+// free again before the copies two steps on overwrite it. At 128x128 that
+// stage more costs a workgroup a unit and lost 11-25% on the H200; at
+// 128x256, which holds one a unit anyway, it gained 5-16% at 2048 and 8192
+// rows (bench/matmul NOTES, sessions 22 and 25).
 Expected<kir::Kernel> gemmGroupKernel(const GenInput& in, Gemm& g) {
   const Schedule& s = in.request.schedule;
   const Product& p = g.p;
@@ -543,7 +548,7 @@ Expected<kir::Kernel> gemmGroupKernel(const GenInput& in, Gemm& g) {
   MatrixOp op = *matrixOpNamed(s.matrix);
   const MatrixShape& shape = matrixShape(op);
   int64_t BM = s.tileM, BN = s.tileN, BK = s.tileK, WN = s.threadN, T = s.workgroupSize;
-  int64_t WX = BN / WN, ST = gemmMmaStages(shape, BM, s.vector, p.transposed), stage = (BM + BN) * BK;
+  int64_t WX = BN / WN, ST = gemmMmaStages(shape, BM, BN, s.vector, p.transposed), stage = (BM + BN) * BK;
   int32_t tiles = b.shared("tiles", kir::mmaOperand(op), ST * stage);
   perWorkgroup(b, {p}, BM, BN, g.splits, [&](size_t, V bi, V r0, V c0, V split) {
     auto [aBase, bBase, oBase, kLo, kHi] = gemmPart(b, g, bi, split);
@@ -583,7 +588,8 @@ Expected<kir::Kernel> gemmGroupKernel(const GenInput& in, Gemm& g) {
       b.asyncCommit();
     };
     V rowStride = b.i32(8 * BK);
-    pipelineSteps(b, kLo, kHi, BK, ST, issue, [&](V st) {
+    // The chain of stage st onto the accumulators `from`: its last MmaShared.
+    auto chain = [&](V st, const std::vector<int32_t>& from) {
       V base = b.mul(st, b.i32(stage));
       V aAt = b.add(base, b.mul(wm, b.i32(64 * BK))), bAt = b.add(base, b.add(b.i32(BM * BK), b.mul(wn, b.i32(WN * BK))));
       V d = -1;
@@ -592,15 +598,39 @@ Expected<kir::Kernel> gemmGroupKernel(const GenInput& in, Gemm& g) {
         Builder::SharedTile bt{b.add(bAt, b.i32(ks)), rowStride};
         if (d < 0) {
           std::vector<V> c;
-          for (int32_t x : acc) c.push_back(b.get(x));
+          for (int32_t x : from) c.push_back(b.get(x));
           d = b.mmaShared(op, tiles, at, bt, c);
         } else {
           d = b.mmaShared(d, at, bt);
         }
       }
-      std::vector<V> out = b.mmaWait(0, b.mmaResult(d));
+      return d;
+    };
+    if (ST < kGemmGroupWideStages) {
+      pipelineSteps(b, kLo, kHi, BK, ST, issue, [&](V st) {
+        std::vector<V> out = b.mmaWait(0, b.mmaResult(chain(st, acc)));
+        for (size_t i = 0; i < acc.size(); ++i) b.set(acc[i], out[i]);
+      });
+    } else {
+      // `run` holds the running chain's results, taken over step by step.
+      std::vector<int32_t> run;
+      for (size_t i = 0; i < acc.size(); ++i) run.push_back(b.var(Scalar::F32, b.f32(0)));
+      for (int64_t st = 0; st + 2 < ST; ++st) issue(b.i32(st), b.add(kLo, b.i32(st * BK)));
+      b.forRange(kLo, kHi, BK, [&](V k0) {
+        V step = divBy(b, b.sub(k0, kLo), BK);
+        b.asyncWait(ST - 3);
+        b.barrier();
+        std::vector<V> lanes = b.mmaResult(chain(remBy(b, step, ST), run));
+        for (size_t i = 0; i < acc.size(); ++i) b.set(run[i], lanes[i]);
+        issue(remBy(b, b.add(step, b.i32(ST - 2)), ST), b.add(k0, b.i32((ST - 2) * BK)));
+        b.mmaWait(1, {});
+      });
+      std::vector<V> c;
+      for (int32_t x : run) c.push_back(b.get(x));
+      std::vector<V> out = b.mmaWait(0, c);
+      b.asyncWait(0);
       for (size_t i = 0; i < acc.size(); ++i) b.set(acc[i], out[i]);
-    });
+    }
     // Element e of the warpgroup's D (kir::mmaGroupC).
     V lane = remBy(b, tid, 128);
     V warp = divBy(b, lane, 32), gq = divBy(b, remBy(b, lane, 32), 4), t = remBy(b, lane, 4);
