@@ -3,6 +3,8 @@
 // It sleeps only when nothing is queued and the engine has nothing to run.
 #include "serve_loop.h"
 
+#include <cstdio>
+
 namespace poot {
 
 Generation::Update Generation::wait(size_t have, std::chrono::milliseconds timeout) {
@@ -122,9 +124,15 @@ void EngineLoop::run() {
       failAll("the step failed: " + step.error().message);
     } else if (*step) {
       ++steps_;
-      if ((*step)->requests > 1)
+      if ((*step)->requests > 1) {
+        // The host's share: its work around the device's (maps, sampling, bookkeeping).
+        const double total = (*step)->seconds + (*step)->hostSeconds;
+        char timing[64];
+        std::snprintf(timing, sizeof timing, ", %.3f ms, host %.0f%%", total * 1e3,
+                      total > 0 ? 100 * (*step)->hostSeconds / total : 0.0);
         log_("step " + std::to_string(steps_) + ": " + kv::planName((*step)->plan) + ", " +
-             std::to_string((*step)->requests) + " requests");
+             std::to_string((*step)->requests) + " requests" + timing);
+      }
     }
     lock.lock();
   }

@@ -129,8 +129,8 @@ for t in threads:
     t.join()
 texts = ["".join(c["choices"][0]["delta"].get("content", "") for c in r) for r in results]
 expect(texts[0] == texts[1] and texts[0].startswith(want["text"]), "two greedy streams of one conversation agree", texts)
-batched = re.findall(r"step \d+: (?:prefill|decode|mixed), 2 requests", open(log_path).read())
-expect(batched, "the log shows steps of two requests", None)
+batched = re.findall(r"step \d+: (?:prefill|decode|mixed), 2 requests, [0-9.]+ ms, host [0-9]+%", open(log_path).read())
+expect(batched, "the log shows steps of two requests, their time and the host's share", None)
 print("concurrent: two streams, batched steps in the log")
 
 # Refusals: OpenAI error bodies naming the field.
