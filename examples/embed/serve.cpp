@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> prompt;
     std::istringstream words(line);
     for (int32_t id; words >> id;) prompt.push_back(id);
-    poot_request request = {prompt.data(), prompt.size(), int32_t(std::atoi(argv[4])), nullptr, 0, 0.0, 1.0, 0, 0.0, 0, nullptr};
+    poot_request request = {prompt.data(), prompt.size(), int32_t(std::atoi(argv[4])), nullptr, 0, 0.0, 1.0, 0, 0.0, 1.0, 0.0, 0.0, 0, nullptr};
     int64_t id = 0;
     check(poot_engine_submit(engine, &request, &id), "poot_engine_submit");
     tokens.emplace_back();

@@ -166,6 +166,9 @@ typedef struct poot_request {
   double top_p;          /* in (0, 1]: the nucleus */
   int32_t top_k;         /* at least 0: the k likeliest tokens; 0: every token */
   double min_p;          /* in [0, 1]: the tokens at least this fraction as likely as the likeliest; 0: every token */
+  double repetition_penalty; /* above 0: a seen token's positive logit divided by it, a negative one multiplied; 1: off */
+  double frequency_penalty;  /* in [-2, 2]: taken from a token's logit times its count in the output; 0: off */
+  double presence_penalty;   /* in [-2, 2]: taken from the logit of a token the output holds; 0: off */
   uint64_t seed;         /* the request draws from its own generator, seeded from this and its index */
   const char* adapter;   /* an adapter poot_engine_load_adapter loaded; null: the base model */
 } poot_request;

@@ -366,6 +366,9 @@ poot_status poot_engine_submit(poot_engine* engine, const poot_request* request,
                   .topP = request->top_p,
                   .topK = request->top_k,
                   .minP = request->min_p,
+                  .repetitionPenalty = request->repetition_penalty,
+                  .frequencyPenalty = request->frequency_penalty,
+                  .presencePenalty = request->presence_penalty,
                   .seed = request->seed};
     if (request->adapter) {
       auto identity = engine->engine->weights().adapters().identity(request->adapter);

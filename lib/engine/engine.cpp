@@ -74,7 +74,7 @@ Expected<int64_t> Engine::submit(const Request& request) {
                                                ", adapters are loaded ones)");
   auto id = batcher_.submit({request.prompt, request.identity, request.maxNew, request.stop});
   if (!id) return kvError(id.error());
-  samplers_.emplace(*id, Sampler(request.sampling, request.sampling.stream.value_or(*id)));
+  samplers_.emplace(*id, Sampler(request.sampling, request.sampling.stream.value_or(*id), request.prompt));
   return *id;
 }
 
@@ -140,11 +140,14 @@ Expected<std::optional<StepReport>> Engine::step() {
   }
   inputs["read"] = i32({m.rows, m.capacity}, m.read);
   // A plan with the output `next` picks each row's token itself: where no
-  // row wants logprobs, it takes each sampled position's parameters and
-  // draw, and only the ids come back.
+  // row wants logprobs or penalties, it takes each sampled position's
+  // parameters and draw, and only the ids come back.
   bool onDevice = shape.next;
   for (int32_t r = 0; r < m.rows && onDevice; ++r)
-    if (step.sampleAt[r] >= 0) onDevice = samplers_.at(step.requests[r]).options().logprobs < 0;
+    if (step.sampleAt[r] >= 0) {
+      const Sampler& sampler = samplers_.at(step.requests[r]);
+      onDevice = sampler.options().logprobs < 0 && !sampler.penalized();
+    }
   std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
   const int64_t perRow = m.ragged ? 1 : m.tokens;
   if (shape.next) {  // bound in every step; greedy rows where the logits are read

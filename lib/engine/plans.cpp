@@ -213,6 +213,12 @@ Status checkRequest(const PagedShape& shape, const Request& q) {
                                                std::to_string(s.temperature));
   if (!(s.topP > 0 && s.topP <= 1))
     return makeError(ErrorKind::Usage, {}, "top_p is in (0, 1], not " + std::to_string(s.topP));
+  if (!(std::isfinite(s.repetitionPenalty) && s.repetitionPenalty > 0))
+    return makeError(ErrorKind::Usage, {}, "repetition_penalty is finite and above 0 (1: off), not " +
+                                               std::to_string(s.repetitionPenalty));
+  for (auto [name, v] : {std::pair{"frequency_penalty", s.frequencyPenalty}, std::pair{"presence_penalty", s.presencePenalty}})
+    if (!(v >= -2 && v <= 2))
+      return makeError(ErrorKind::Usage, {}, std::string(name) + " is in [-2, 2] (0: off), not " + std::to_string(v));
   if (s.topK < 0) return makeError(ErrorKind::Usage, {}, "top_k is at least 0 (0: every token), not " + std::to_string(s.topK));
   if (!(s.minP >= 0 && s.minP <= 1))
     return makeError(ErrorKind::Usage, {}, "min_p is in [0, 1] (0: every token), not " + std::to_string(s.minP));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <random>
 #include <span>
@@ -24,6 +25,15 @@ struct SampleOptions {
   double topP = 1;         // in (0, 1]
   int32_t topK = 0;        // 0: every token
   double minP = 0;         // in [0, 1]; 0: every token
+  // Penalties on the tokens a request has seen, applied to a row's logits
+  // before the rule, greedy rows included (as vLLM applies them): a token
+  // of the prompt or the output has its logit divided by
+  // repetitionPenalty where positive, multiplied where not (1: off, above 0);
+  // then a token the output holds c times loses frequencyPenalty * c +
+  // presencePenalty (each in [-2, 2], OpenAI's; 0: off).
+  double repetitionPenalty = 1;
+  double frequencyPenalty = 0;
+  double presencePenalty = 0;
   uint64_t seed = 0;
   // Which of the seed's generators draws: the request's index when none (so
   // the requests of one seed draw apart); a given one repeats its draws in
@@ -46,17 +56,30 @@ TokenLogprobs tokenLogprobs(std::span<const float> logits, int32_t token, int32_
 
 class Sampler {
  public:
-  Sampler(SampleOptions opts, int64_t request);
-  // The token for one row of logits (a draw unless greedy).
+  // `prompt`: the request's tokens, which a repetition penalty counts.
+  Sampler(SampleOptions opts, int64_t request, std::span<const int32_t> prompt = {});
+  // The token for one row of logits (a draw unless greedy), penalties
+  // applied first; the output then holds the token.
   int32_t next(std::span<const float> logits);
   // A token's parameters for the rule with this generator's next draw (none
-  // when greedy: the uniform is then 0), for a plan that samples on the device.
+  // when greedy: the uniform is then 0), for a plan that samples on the
+  // device; a plan cannot apply penalties, so a penalized request's rows
+  // are sampled here (penalized()).
   SampleParams draw();
+  bool penalized() const {
+    return opts_.repetitionPenalty != 1 || opts_.frequencyPenalty != 0 || opts_.presencePenalty != 0;
+  }
   const SampleOptions& options() const { return opts_; }
 
  private:
+  struct Seen {
+    int32_t output = 0;   // times in the output
+    bool prompt = false;  // in the prompt
+  };
   SampleOptions opts_;
   std::mt19937_64 rng_;
+  std::map<int32_t, Seen> seen_;  // kept only when penalized()
+  std::vector<float> adjusted_;   // the penalized row, kept across tokens
 };
 
 }  // namespace poot

@@ -57,7 +57,8 @@ class _Request(ctypes.Structure):
     _fields_ = [("prompt", ctypes.POINTER(ctypes.c_int32)), ("length", ctypes.c_size_t), ("max_new", ctypes.c_int32),
                 ("stop", ctypes.POINTER(ctypes.c_int32)), ("stop_count", ctypes.c_size_t),
                 ("temperature", ctypes.c_double), ("top_p", ctypes.c_double), ("top_k", ctypes.c_int32),
-                ("min_p", ctypes.c_double), ("seed", ctypes.c_uint64),
+                ("min_p", ctypes.c_double), ("repetition_penalty", ctypes.c_double),
+                ("frequency_penalty", ctypes.c_double), ("presence_penalty", ctypes.c_double), ("seed", ctypes.c_uint64),
                 ("adapter", ctypes.c_char_p)]
 
 
@@ -280,8 +281,8 @@ class Engine:
         """A LoRA adapter as PEFT saves it, under a name requests give as adapter=."""
         _check(_lib.poot_engine_load_adapter(self._handle, name.encode(), _path(path)))
 
-    def submit(self, prompt, max_new=16, stop=(), temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, seed=0,
-               adapter=None):
+    def submit(self, prompt, max_new=16, stop=(), temperature=0.0, top_p=1.0, top_k=0, min_p=0.0,
+               repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0, seed=0, adapter=None):
         """Queues a request of token ids; returns its number (from 0)."""
         ids, n = _ids(prompt, "a prompt token")
         stops, k = _ids(stop, "a stop id")
@@ -289,7 +290,8 @@ class Engine:
             raise Error(_KINDS.index("range"), "max_new: %d is outside int32's range" % max_new)
         if not 0 <= top_k < 2**31:
             raise Error(_KINDS.index("usage"), "top_k: %d is outside [0, 2^31)" % top_k)
-        request = _Request(ids, n, max_new, stops, k, temperature, top_p, top_k, min_p, seed,
+        request = _Request(ids, n, max_new, stops, k, temperature, top_p, top_k, min_p, repetition_penalty,
+                           frequency_penalty, presence_penalty, seed,
                            None if adapter is None else adapter.encode())
         out = ctypes.c_int64()
         _check(_lib.poot_engine_submit(self._handle, ctypes.byref(request), ctypes.byref(out)))

@@ -167,6 +167,7 @@ expect("usage", ["temperature", "-1"], engine.submit, [1], temperature=-1.0)
 expect("usage", ["top_p", "(0, 1]"], engine.submit, [1], top_p=1.5)
 expect("usage", ["top_k", "-2"], engine.submit, [1], top_k=-2)
 expect("usage", ["min_p", "[0, 1]"], engine.submit, [1], min_p=2.0)
+expect("usage", ["presence_penalty", "[-2, 2]"], engine.submit, [1], presence_penalty=3.0)
 expect("usage", ["no adapter 'x'"], engine.submit, [1], adapter="x")
 expect("range", ["int32"], engine.submit, [2**40])
 assert engine.submit([1], max_new=1) == before + 1, "a refused request was numbered"

@@ -237,6 +237,12 @@ TEST_CASE("engine: a request the plans cannot serve is refused and queues nothin
       {"top-k", with([](auto& q) { q.sampling.topK = -1; }), ErrorKind::Usage, "top_k is at least 0 (0: every token), not -1"},
       {"min-p", with([](auto& q) { q.sampling.minP = 1.5; }), ErrorKind::Usage, "min_p is in [0, 1] (0: every token), not 1.500000"},
       {"min-p nan", with([](auto& q) { q.sampling.minP = std::nan(""); }), ErrorKind::Usage, "min_p is in [0, 1]"},
+      {"repetition", with([](auto& q) { q.sampling.repetitionPenalty = 0; }), ErrorKind::Usage,
+       "repetition_penalty is finite and above 0 (1: off), not 0.000000"},
+      {"frequency", with([](auto& q) { q.sampling.frequencyPenalty = 2.5; }), ErrorKind::Usage,
+       "frequency_penalty is in [-2, 2] (0: off), not 2.500000"},
+      {"presence nan", with([](auto& q) { q.sampling.presencePenalty = std::nan(""); }), ErrorKind::Usage,
+       "presence_penalty is in [-2, 2]"},
       {"identity", with([](auto& q) { q.identity = 5; }), ErrorKind::Usage, "no weights of identity 5"},
   };
   for (const Case& c : cases) {
@@ -377,14 +383,18 @@ TEST_CASE("engine: a plan with next tokens reads back ids, and logits only where
     CHECK(largestRead(before) == 2 * 8 * 4);
     CHECK(e->stats().prefillSteps == 0);
   }
-  // A row that wants its logprobs reads its row of logits (the fake's
-  // logits are all equal: token 0 every time).
-  auto e = start();
-  engine::Request q = request(5, 2);
-  q.sampling.logprobs = 2;
-  REQUIRE(e->submit(q));
-  before = calls.downloaded.size();
-  runAll(*e);
-  CHECK(largestRead(before) == 2 * 256 * 4);  // a decode step reads its rows in one
-  CHECK(e->stats().generated == 2);
+  // A row that wants its logprobs, or penalties (which a plan cannot
+  // apply), reads its row of logits (the fake's logits are all equal:
+  // token 0 every time).
+  for (auto change : {std::function<void(engine::Request&)>([](auto& q) { q.sampling.logprobs = 2; }),
+                      std::function<void(engine::Request&)>([](auto& q) { q.sampling.presencePenalty = 0.5; })}) {
+    auto e = start();
+    engine::Request q = request(5, 2);
+    change(q);
+    REQUIRE(e->submit(q));
+    before = calls.downloaded.size();
+    runAll(*e);
+    CHECK(largestRead(before) == 2 * 256 * 4);  // a decode step reads its rows in one
+    CHECK(e->stats().generated == 2);
+  }
 }

@@ -145,3 +145,30 @@ TEST_CASE("sample: a Sampler draws once a sampled token and follows the rule") {
   CHECK(greedy.draw().uniform == 0.0f);  // greedy draws nothing
   CHECK(greedy.next(x) == firstLargest(x));
 }
+
+TEST_CASE("sample: penalties on the tokens seen, before the rule, greedy rows included") {
+  // Repetition 4 on a prompt holding id 0: 2 -> 0.5, so id 1 (logit 1) wins;
+  // then id 1 is seen too (0.25) and id 0 wins, every time after (the
+  // penalty does not compound). A negative logit is multiplied: -0.5 -> -2.
+  Sampler r(SampleOptions{.repetitionPenalty = 4}, 0, std::vector<int32_t>{0});
+  CHECK(r.penalized());
+  const std::vector<float> x = {2, 1, -1};
+  CHECK(r.next(x) == 1);
+  CHECK(r.next(x) == 0);
+  CHECK(r.next(x) == 0);
+  Sampler negative(SampleOptions{.repetitionPenalty = 4}, 0, std::vector<int32_t>{2});
+  CHECK(negative.next(std::vector<float>{-1, -3, -0.5f}) == 0);
+  // Frequency 0.5 and presence 0.25 count the output only (the prompt's id
+  // 1 is not penalized): 0, then 1 (id 0 at 0.25), then 0 (id 1 at -0.15),
+  // then 2 (id 0 at -0.25).
+  Sampler f(SampleOptions{.frequencyPenalty = 0.5, .presencePenalty = 0.25}, 0, std::vector<int32_t>{1});
+  const std::vector<float> y = {1, 0.6f, 0};
+  std::vector<int32_t> got;
+  for (int i = 0; i < 4; ++i) got.push_back(f.next(y));
+  CHECK(got == std::vector<int32_t>{0, 1, 0, 2});
+  // Without penalties nothing is counted, and the same logits give the same token.
+  Sampler plain(SampleOptions{}, 0, std::vector<int32_t>{0});
+  CHECK_FALSE(plain.penalized());
+  CHECK(plain.next(x) == 0);
+  CHECK(plain.next(x) == 0);
+}

@@ -26,6 +26,16 @@ void addSamplingArgs(CLI::App* cmd, poot::SampleOptions& s) {
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--min-p", s.minP, "sample from the tokens at least this fraction as likely as the likeliest (default: 0)")
       ->check(poot::floatIn(0, 1));
+  cmd->add_option("--repetition-penalty", s.repetitionPenalty,
+                  "divide a positive logit of a token the prompt or output holds by this, multiply a negative one "
+                  "(default: 1, off)")
+      ->check(poot::floatIn(0, 1e6, /*aboveLo=*/true));
+  cmd->add_option("--frequency-penalty", s.frequencyPenalty,
+                  "take this times its count in the output from a token's logit (-2..2, default: 0)")
+      ->check(poot::floatIn(-2, 2));
+  cmd->add_option("--presence-penalty", s.presencePenalty,
+                  "take this from the logit of a token the output holds (-2..2, default: 0)")
+      ->check(poot::floatIn(-2, 2));
   cmd->add_option("--seed", s.seed, "seed of sampling; each request draws from its own generator (default: 0)");
 }
 
@@ -256,7 +266,8 @@ int main(int argc, char** argv) {
       "With \"stream\": true the answer comes as server-sent events, a 'data: {...}' chunk as text comes,\n"
       "then 'data: [DONE]'. Fields: model, messages or prompt, max_tokens (default: as much as the\n"
       "capacity holds), temperature (default 1, as OpenAI; 0 is greedy), top_p, top_k and min_p (as vLLM\n"
-      "takes them; top_k -1 or 0 is every token), seed (default 0), stop\n"
+      "takes them; top_k -1 or 0 is every token), frequency_penalty and presence_penalty (-2..2),\n"
+      "repetition_penalty (vLLM's, above 0), seed (default 0), stop\n"
       "(up to 4 strings, left out of the text), n (1 only), stream_options.include_usage, logprobs (chat:\n"
       "true, with top_logprobs 0..20; completions: 0..5 alternatives; the log-softmax of the model's logits,\n"
       "before temperature and top_p); any other field is refused. A refused request gets status 400 (404\n"

@@ -20,15 +20,15 @@ struct Refusal {
   throw Refusal{{400, message, param, code}};
 }
 
-// The fields OpenAI defines for each endpoint that poot takes, and top_k
-// and min_p as vLLM and llama.cpp's server take them.
+// The fields OpenAI defines for each endpoint that poot takes, and top_k,
+// min_p and repetition_penalty as vLLM takes them.
 const std::set<std::string>& knownFields(Endpoint e) {
   static const std::set<std::string> chat = {
       "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
-      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs", "logit_bias", "top_k", "min_p"};
+      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs", "logit_bias", "top_k", "min_p", "repetition_penalty"};
   static const std::set<std::string> completion = {
       "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
-      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "logit_bias", "top_k", "min_p"};
+      "stream_options", "user", "frequency_penalty", "presence_penalty", "logprobs", "logit_bias", "top_k", "min_p", "repetition_penalty"};
   return e == Endpoint::Chat ? chat : completion;
 }
 
@@ -71,11 +71,6 @@ std::optional<bool> boolean(const json& body, const std::string& name) {
 
 // Fields poot takes only at the value that changes nothing.
 void neutral(const json& body) {
-  for (const char* name : {"frequency_penalty", "presence_penalty"}) {
-    const json& v = field(body, name);
-    if (!v.is_null() && !(v.is_number() && v.get<double>() == 0))
-      refuse(name, std::string(name) + " is not supported by poot serve (0 or absent only)");
-  }
   const json& bias = field(body, "logit_bias");
   if (!bias.is_null() && !(bias.is_object() && bias.empty()))
     refuse("logit_bias", "logit_bias is not supported by poot serve (empty or absent only)");
@@ -206,6 +201,9 @@ ApiRequest parse(Endpoint endpoint, std::string_view body, const ServedModel& mo
   // vLLM's top_k of -1 is every token, as 0 is.
   r.engine.sampling.topK = int32_t(std::max<int64_t>(0, integer(j, "top_k", -1, int64_t(1) << 30).value_or(0)));
   r.engine.sampling.minP = number(j, "min_p", 0, 1).value_or(0);
+  r.engine.sampling.frequencyPenalty = number(j, "frequency_penalty", -2, 2).value_or(0);
+  r.engine.sampling.presencePenalty = number(j, "presence_penalty", -2, 2).value_or(0);
+  r.engine.sampling.repetitionPenalty = number(j, "repetition_penalty", 0, 1e6, /*aboveLo=*/true).value_or(1);
   r.engine.sampling.seed = uint64_t(integer(j, "seed", INT64_MIN, INT64_MAX).value_or(0));
   r.engine.sampling.stream = 0;  // a seed gives one answer, whichever request asks
   r.engine.sampling.logprobs = logprobCount(endpoint, j);

@@ -106,11 +106,15 @@ sampled = dict(chat, temperature=0.9, top_p=0.9, seed=11)
 first, second = post("/v1/chat/completions", sampled)[1], post("/v1/chat/completions", sampled)[1]
 expect(first["choices"][0]["message"] == second["choices"][0]["message"], "a seed repeats", (first, second))
 print("seeded: the same text twice")
+# Penalties change the greedy text (a repetition penalty of a million
+# leaves no token of the conversation or the answer its positive logit).
+got = post("/v1/chat/completions", dict(chat, temperature=0, repetition_penalty=1e6, presence_penalty=2))[1]
+expect(got["choices"][0]["message"]["content"] != want["text"], "penalties change the greedy text", got)
 # top_k 1 and min_p 1 keep the likeliest token alone: greedy at any temperature.
 for narrow in ({"top_k": 1}, {"min_p": 1}):
     got = post("/v1/chat/completions", dict(chat, temperature=1.5, seed=4, **narrow))[1]
     expect(got["choices"][0]["message"]["content"] == want["text"], f"{narrow} is greedy", got)
-print("top_k 1, min_p 1: the greedy text")
+print("top_k 1, min_p 1: the greedy text; penalties another")
 
 # Two streams at once run in the same steps: the log says so.
 results = [None, None]
@@ -147,6 +151,8 @@ print("400:", refused("/v1/chat/completions", {"model": "tiny", "messages": "hel
 refused("/v1/chat/completions", dict(chat, temperature=3), 400, "temperature")
 refused("/v1/chat/completions", dict(chat, top_k=-2), 400, "top_k")
 refused("/v1/chat/completions", dict(chat, min_p=1.5), 400, "min_p")
+refused("/v1/chat/completions", dict(chat, frequency_penalty=2.5), 400, "frequency_penalty")
+refused("/v1/chat/completions", dict(chat, repetition_penalty=0), 400, "repetition_penalty")
 refused("/v1/chat/completions", dict(chat, top_a=5), 400, "top_a")
 refused("/v1/chat/completions", dict(chat, n=2), 400, "n")
 refused("/v1/chat/completions", dict(chat, max_tokens=0), 400, "max_tokens")
