@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "diagnostics.h"
 
@@ -65,6 +67,28 @@ void printDispatchProfile(const rt::PlanFile& plan, const std::vector<std::vecto
                 t > 0 ? bytes / t / 1e9 : 0.0);
     if (flops > 0) std::printf(" %9.2f", t > 0 ? flops / t / 1e12 : 0.0);
     std::printf("\n");
+  }
+  // The same by op and schedule, largest first: where a model's step goes.
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, double>> groups;
+  for (size_t d = 0; d < n && d < plan.dispatches.size(); ++d) {
+    const rt::Request& r = plan.kernels[size_t(plan.dispatches[d].kernel)].request;
+    auto& g = groups[{opName(r.op), r.schedule.kind}];
+    ++g.first;
+    g.second += times[d];
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, std::pair<int64_t, double>>> ranked(groups.begin(), groups.end());
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  if (!json) std::printf("by op and schedule:\n");
+  for (const auto& [key, g] : ranked) {
+    if (json) {
+      std::printf("%s\n", nlohmann::json({{"group", {{"op", key.first}, {"schedule", key.second}, {"dispatches", g.first},
+                                                      {"seconds", g.second}, {"share", total > 0 ? g.second / total : 0.0}}}})
+                               .dump()
+                               .c_str());
+      continue;
+    }
+    std::printf("  %-13s %-18s %5lld dispatches %10.3f ms %6.1f%%\n", key.first.c_str(), key.second.c_str(),
+                static_cast<long long>(g.first), g.second * 1e3, total > 0 ? 100 * g.second / total : 0.0);
   }
   if (json)
     std::printf("%s\n", nlohmann::json({{"profile", {{"dispatches", n}, {"steps", steps.size()}, {"seconds", total}}}})

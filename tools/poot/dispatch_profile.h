@@ -13,8 +13,9 @@ namespace poot {
 // `steps` (each a step's StepResult::dispatchSeconds), its share of the sum
 // of the medians, and beside it the kernel's op and schedule, its grid, the
 // bytes its bindings span and, for a MatMul, its FLOPs with the rates they
-// give: a table on stdout, or with --diagnostics=json one JSON object a
-// dispatch and one for the whole (docs/runtime.md, "Profiling").
+// give; then the same summed by op and schedule, largest first: a table on
+// stdout, or with --diagnostics=json one JSON object a dispatch, one a group
+// and one for the whole (docs/runtime.md, "Profiling").
 void printDispatchProfile(const rt::PlanFile& plan, const std::vector<std::vector<double>>& steps);
 
 }  // namespace poot
