@@ -218,4 +218,46 @@ inline V minOf(Builder& b, V a, V c) {
   return b.typeOf(a) == Scalar::F32 ? b.select(b.isNan(c), c, m) : m;
 }
 
+// ---------------------------------------------------------------- selection
+
+// Whether (a, ia) ranks before (c, ic) in the oracle's TopK order: larger
+// first, NaN above everything, ties (and NaNs among themselves) by lower
+// index.
+inline V ranksBefore(Builder& b, V a, V ia, V c, V ic) {
+  V byIndex = b.lt(ia, ic);
+  V byValue = b.select(b.ne(a, c), b.gt(a, c), byIndex);
+  if (b.typeOf(a) != Scalar::F32) return byValue;
+  V na = b.isNan(a), nc = b.isNan(c);
+  return b.select(na, b.select(nc, byIndex, b.boolean(true)), b.select(nc, b.boolean(false), byValue));
+}
+
+// (v, i) ranks before the best so far (bv, bi): i < 0 is no candidate, bi <
+// 0 no best yet.
+inline V betterCandidate(Builder& b, V v, V i, V bv, V bi) {
+  return b.binary(Opc::And, b.ge(i, b.i32(0)), b.binary(Opc::Or, b.lt(bi, b.i32(0)), ranksBefore(b, v, i, bv, bi)));
+}
+
+// Folds every thread's candidate (v, i) into the workgroup's best: the T
+// threads store theirs in workgroup arrays sv and si, then pairs fold
+// (T / 2, T / 4, ... 1 threads, a barrier between levels); the best is left
+// in element 0, read after the closing barrier.
+inline void foldBest(Builder& b, int32_t sv, int32_t si, int64_t T, V v, V i) {
+  V tid = b.local();
+  b.sharedStore(sv, tid, v);
+  b.sharedStore(si, tid, i);
+  for (int64_t half = T / 2; half >= 1; half /= 2) {
+    b.barrier();
+    b.ifThen(b.lt(tid, b.i32(half)), [&] {
+      V other = b.add(tid, b.i32(half));
+      V ov = b.sharedLoad(sv, other), oi = b.sharedLoad(si, other);
+      V mv = b.sharedLoad(sv, tid), mi = b.sharedLoad(si, tid);
+      b.ifThen(betterCandidate(b, ov, oi, mv, mi), [&] {
+        b.sharedStore(sv, tid, ov);
+        b.sharedStore(si, tid, oi);
+      });
+    });
+  }
+  b.barrier();
+}
+
 }  // namespace poot::gen

@@ -20,20 +20,6 @@ namespace {
 
 using namespace gen;
 
-// Whether (a, ia) ranks before (c, ic).
-V ranksBefore(Builder& b, V a, V ia, V c, V ic) {
-  V byIndex = b.lt(ia, ic);
-  V byValue = b.select(b.ne(a, c), b.gt(a, c), byIndex);
-  if (b.typeOf(a) != Scalar::F32) return byValue;
-  V na = b.isNan(a), nc = b.isNan(c);
-  return b.select(na, b.select(nc, byIndex, b.boolean(true)), b.select(nc, b.boolean(false), byValue));
-}
-
-// (v, i) ranks before the best so far (bv, bi): bi < 0 means none yet.
-V better(Builder& b, V v, V i, V bv, V bi) {
-  return b.binary(Opc::And, b.ge(i, b.i32(0)), b.binary(Opc::Or, b.lt(bi, b.i32(0)), ranksBefore(b, v, i, bv, bi)));
-}
-
 // The workgroup picks `k` times among elements [0, count) of the row at
 // `base` of buffer `x`, calling emit(j, index) in thread 0 with index -1 once
 // no element is left. `sv` and `si` are workgroup arrays of T candidates.
@@ -47,24 +33,12 @@ void pickTop(Builder& b, int32_t x, V base, V count, int64_t k, Scalar t, int64_
     b.forRange(tid, count, T, [&](V e) {
       V v = b.load(x, b.add(base, e));
       V after = b.binary(Opc::Or, b.lt(pi, b.i32(0)), ranksBefore(b, pv, pi, v, e));
-      V take = b.binary(Opc::And, after, better(b, v, e, b.get(bestV), b.get(bestI)));
+      V take = b.binary(Opc::And, after, betterCandidate(b, v, e, b.get(bestV), b.get(bestI)));
       b.set(bestV, b.select(take, v, b.get(bestV)));
       b.set(bestI, b.select(take, e, b.get(bestI)));
     });
-    b.sharedStore(sv, tid, b.get(bestV));
-    b.sharedStore(si, tid, b.get(bestI));
-    for (int64_t half = T / 2; half >= 1; half /= 2) {
-      b.barrier();
-      b.ifThen(b.lt(tid, b.i32(half)), [&] {
-        V other = b.add(tid, b.i32(half));
-        V ov = b.sharedLoad(sv, other), oi = b.sharedLoad(si, other);
-        b.ifThen(better(b, ov, oi, b.sharedLoad(sv, tid), b.sharedLoad(si, tid)), [&] {
-          b.sharedStore(sv, tid, ov);
-          b.sharedStore(si, tid, oi);
-        });
-      });
-    }
-    b.barrier();
+    V mine = b.get(bestV), mineAt = b.get(bestI);
+    foldBest(b, sv, si, T, mine, mineAt);
     V wv = b.sharedLoad(sv, b.i32(0)), wi = b.sharedLoad(si, b.i32(0));
     b.ifThen(b.eq(tid, b.i32(0)), [&] { emit(j, wi); });
     // Once the row is exhausted, stay exhausted: keep the last real pick.

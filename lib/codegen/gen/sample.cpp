@@ -81,7 +81,7 @@ Expected<kir::Kernel> genSample(const GenInput& in) {
 
     // 1. The first largest: each thread's best of its elements (first of
     // equals, as it scans upward), then the fold keeps the larger, or the
-    // lower index of equals.
+    // lower index of equals (NaN is -inf here, so TopK's order is this one).
     int32_t bestV = b.var(Scalar::F32, b.f32(-INFINITY)), bestI = b.var(Scalar::I32, b.i32(-1));
     b.forRange(tid, b.i32(n), T, [&](V e) {
       V v = logit(e);
@@ -89,23 +89,8 @@ Expected<kir::Kernel> genSample(const GenInput& in) {
       b.set(bestV, b.select(take, v, b.get(bestV)));
       b.set(bestI, b.select(take, e, b.get(bestI)));
     });
-    b.sharedStore(sf, tid, b.get(bestV));
-    b.sharedStore(si, tid, b.get(bestI));
-    for (int64_t half = T / 2; half >= 1; half /= 2) {
-      b.barrier();
-      b.ifThen(b.lt(tid, b.i32(half)), [&] {
-        V other = b.add(tid, b.i32(half));
-        V ov = b.sharedLoad(sf, other), oi = b.sharedLoad(si, other), mv = b.sharedLoad(sf, tid), mi = b.sharedLoad(si, tid);
-        V none = b.lt(mi, b.i32(0)), some = b.ge(oi, b.i32(0));
-        V wins = b.binary(Opc::And, some,
-                          b.binary(Opc::Or, none, b.binary(Opc::Or, b.gt(ov, mv), b.binary(Opc::And, b.eq(ov, mv), b.lt(oi, mi)))));
-        b.ifThen(wins, [&] {
-          b.sharedStore(sf, tid, ov);
-          b.sharedStore(si, tid, oi);
-        });
-      });
-    }
-    b.barrier();
+    V mine = b.get(bestV), mineAt = b.get(bestI);
+    foldBest(b, sf, si, T, mine, mineAt);
     V top = b.sharedLoad(sf, b.i32(0)), first = b.sharedLoad(si, b.i32(0));
     b.barrier();
     V finite = b.eq(b.sub(top, top), b.f32(0));  // inf - inf and NaN are NaN
