@@ -14,9 +14,6 @@
 namespace poot::engine {
 namespace {
 
-// The sampling parameters of a plan's next tokens (oracle/sample.h).
-constexpr const char* kSamplingInputs[] = {"temperature", "top_k", "top_p", "min_p", "uniform"};
-
 Error planError(const std::string& plan, std::string message) {
   return makeError(ErrorKind::Bind, {plan}, std::move(message));
 }
@@ -77,7 +74,8 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   // A plan with next tokens (pootc trace --next-token) takes their sampling
   // parameters, one a row of logits (checked below).
   s.next = param(g, "uniform") != nullptr;
-  if (s.next) slots.insert(slots.end(), std::begin(kSamplingInputs), std::end(kSamplingInputs));
+  if (s.next)
+    for (const SampleParam& p : kSampleParams) slots.push_back(p.name);
   for (ValueId id : g.params) {
     const Value& v = g.value(id);
     if (v.storage == Storage::Weight) s.weights[v.name] = v.type;
@@ -106,11 +104,11 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   auto next = std::find_if(g.outputs.begin(), g.outputs.end(), [&](const Export& o) { return g.value(o.value).name == "next"; });
   if (next == g.outputs.end() || g.value(next->value).type != rows)
     return planError(plan, "it takes sampling inputs but has no output %next " + rows.str() + " (a row of logits each)");
-  for (const char* name : kSamplingInputs) {
-    Type want{std::string_view(name) == "top_k" ? DType::I32 : DType::F32, rows.shape};
-    const Value* in = param(g, name);
+  for (const SampleParam& p : kSampleParams) {
+    Type want{p.dtype, rows.shape};
+    const Value* in = param(g, p.name);
     if (!in || in->storage != Storage::Input || in->type != want)
-      return planError(plan, std::string("its next tokens want the input %") + name + " : " + want.str() +
+      return planError(plan, std::string("its next tokens want the input %") + p.name + " : " + want.str() +
                                  " (trace it with --next-token)");
   }
   return s;

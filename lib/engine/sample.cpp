@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -41,9 +40,8 @@ TokenLogprobs tokenLogprobs(std::span<const float> logits, int32_t token, int32_
 Sampler::Sampler(SampleOptions opts, int64_t request, std::span<const int32_t> prompt)
     : opts_(opts), rng_(splitmix(opts.seed ^ splitmix(uint64_t(request)))) {
   if (penalized())
-    for (int32_t t : prompt) seen_[t].prompt = true;
+    for (int32_t t : prompt) seen_.emplace(t, 0);
 }
-
 
 SampleParams Sampler::draw() {
   SampleParams p{float(opts_.temperature), opts_.topK, float(opts_.topP), float(opts_.minP), 0.0f};
@@ -55,15 +53,15 @@ int32_t Sampler::next(std::span<const float> logits) {
   if (!penalized()) return sampleToken(logits, draw());
   adjusted_.assign(logits.begin(), logits.end());
   const double r = opts_.repetitionPenalty;
-  for (const auto& [token, seen] : seen_) {
+  for (const auto& [token, outputs] : seen_) {
     if (token < 0 || size_t(token) >= adjusted_.size()) continue;
     double x = adjusted_[size_t(token)];
     if (r != 1) x = x > 0 ? x / r : x * r;
-    if (seen.output > 0) x -= opts_.frequencyPenalty * seen.output + opts_.presencePenalty;
+    if (outputs > 0) x -= opts_.frequencyPenalty * outputs + opts_.presencePenalty;
     adjusted_[size_t(token)] = float(x);
   }
   int32_t token = sampleToken(adjusted_, draw());
-  ++seen_[token].output;
+  ++seen_[token];
   return token;
 }
 

@@ -72,13 +72,11 @@ class Sampler {
   const SampleOptions& options() const { return opts_; }
 
  private:
-  struct Seen {
-    int32_t output = 0;   // times in the output
-    bool prompt = false;  // in the prompt
-  };
   SampleOptions opts_;
   std::mt19937_64 rng_;
-  std::map<int32_t, Seen> seen_;  // kept only when penalized()
+  // Every token of the prompt or the output, with its count in the output;
+  // kept only when penalized().
+  std::map<int32_t, int32_t> seen_;
   std::vector<float> adjusted_;   // the penalized row, kept across tokens
 };
 

@@ -322,11 +322,10 @@ TypeResult ruleSample(const TypeQuery& q) {
   if (x.rank() < 1 || !isFloat(x.dtype) || x.shape.back() < 1)
     return fail(operandStr(q, 0) + " must be a float tensor of rank 1 or more with a last axis of at least 1");
   Shape rows(x.shape.begin(), x.shape.end() - 1);
-  static const char* const names[] = {"temperature", "top_k", "top_p", "min_p", "uniform"};
   for (size_t i = 1; i < 6; ++i) {
-    DType want = i == 2 ? DType::I32 : DType::F32;
-    if (q.operands[i] != Type{want, rows})
-      return fail(operandStr(q, i) + ", the " + names[i - 1] + ", must be " + Type{want, rows}.str() +
+    const SampleParam& p = kSampleParams[i - 1];
+    if (q.operands[i] != Type{p.dtype, rows})
+      return fail(operandStr(q, i) + ", the " + p.name + ", must be " + Type{p.dtype, rows}.str() +
                   ": one a row of the logits");
   }
   return one(Type{DType::I32, rows});

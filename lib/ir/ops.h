@@ -94,6 +94,16 @@ struct OpInfo {
 };
 
 const OpInfo& opInfo(Op op);
+
+// Sample's operands after the logits, in order, each one value a row of
+// logits (oracle/sample.h): their names (the inputs pootc trace
+// --next-token declares and the engine binds) and dtypes.
+struct SampleParam {
+  const char* name;
+  DType dtype;
+};
+inline constexpr SampleParam kSampleParams[] = {
+    {"temperature", DType::F32}, {"top_k", DType::I32}, {"top_p", DType::F32}, {"min_p", DType::F32}, {"uniform", DType::F32}};
 // Ops that may run inside a fused kernel (ir/fusion.h): creation (Iota,
 // Constant), index maps (Reshape, Broadcast, Transpose), Convert, every
 // unary, binary, compare and Select, the reductions and Rope. Each of them

@@ -506,8 +506,7 @@ ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional
   if (s.spec.nextToken) {
     Shape rows(b.shape(y).begin(), b.shape(y).end() - 1);
     std::vector<ValueId> params;
-    for (const char* name : {"temperature", "top_k", "top_p", "min_p", "uniform"})
-      params.push_back(b.input(name, Type{std::string_view(name) == "top_k" ? DType::I32 : DType::F32, rows}));
+    for (const SampleParam& p : kSampleParams) params.push_back(b.input(p.name, Type{p.dtype, rows}));
     b.output(b.nameExact(b.sample(y, params), "next"));
   }
   return y;

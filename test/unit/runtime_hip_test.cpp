@@ -546,6 +546,20 @@ TEST_CASE("runtime hip: what the runtime made of each kernel: its attributes and
   CHECK(rt_.occupancies == want);
 }
 
+// Kernels a (256 threads, 2 bindings) and b (64, 1, waits for the ones
+// before it) over buffers of 1024 and 512 bytes: a, b, a.
+std::vector<rt::DispatchCommand> threeDispatches(rt::Backend& b) {
+  auto ka = b.createKernel(hsaco("a", kGfx942), "a", 256, 1024, 2, false);
+  auto kb = b.createKernel(hsaco("b", kGfx942), "b", 64, 0, 1, true);
+  auto x = b.allocate(1024), y = b.allocate(512);
+  REQUIRE((ka && kb && x && y));
+  std::vector<rt::DispatchCommand> cmds(3);
+  cmds[0] = {*ka, {4, 2, 1}, {{*x, 0, 1024}, {*y, 256, 256}}};
+  cmds[1] = {*kb, {1, 1, 1}, {{*y, 0, 512}}};
+  cmds[2] = {*ka, {8, 1, 1}, {{*y, 0, 512}, {*x, 512, 512}}};
+  return cmds;
+}
+
 TEST_CASE("runtime hip: launches run in order, replayed from a graph capture or launched one by one") {
   for (int mode = 0; mode < 3; ++mode) {
     CAPTURE(mode);  // 0: graph replay, 1: a runtime without graphs, 2: replay off
@@ -563,14 +577,7 @@ TEST_CASE("runtime hip: launches run in order, replayed from a graph capture or 
     } else {
       CHECK(!b->replayFallback());
     }
-    auto ka = b->createKernel(hsaco("a", kGfx942), "a", 256, 1024, 2, false);
-    auto kb = b->createKernel(hsaco("b", kGfx942), "b", 64, 0, 1, true);
-    auto x = b->allocate(1024), y = b->allocate(512);
-    REQUIRE((ka && kb && x && y));
-    std::vector<rt::DispatchCommand> cmds(3);
-    cmds[0] = {*ka, {4, 2, 1}, {{*x, 0, 1024}, {*y, 256, 256}}};
-    cmds[1] = {*kb, {1, 1, 1}, {{*y, 0, 512}}};
-    cmds[2] = {*ka, {8, 1, 1}, {{*y, 0, 512}, {*x, 512, 512}}};
+    std::vector<rt::DispatchCommand> cmds = threeDispatches(*b);
     auto p = b->record(cmds);
     REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
     CHECK(rt_.kernelLaunches == (mode == 0 ? 3 : 0));  // captured, not run
@@ -611,14 +618,7 @@ TEST_CASE("runtime hip: a profiled program launches in order and times each disp
     rt_ = Runtime{};
     rt_.params = {{"a", 2}, {"b", 1}};
     auto b = opened(rt::HipOptions{"", replay});
-    auto ka = b->createKernel(hsaco("a", kGfx942), "a", 256, 1024, 2, false);
-    auto kb = b->createKernel(hsaco("b", kGfx942), "b", 64, 0, 1, true);
-    auto x = b->allocate(1024), y = b->allocate(512);
-    REQUIRE((ka && kb && x && y));
-    std::vector<rt::DispatchCommand> cmds(3);
-    cmds[0] = {*ka, {4, 2, 1}, {{*x, 0, 1024}, {*y, 256, 256}}};
-    cmds[1] = {*kb, {1, 1, 1}, {{*y, 0, 512}}};
-    cmds[2] = {*ka, {8, 1, 1}, {{*y, 0, 512}, {*x, 512, 512}}};
+    std::vector<rt::DispatchCommand> cmds = threeDispatches(*b);
     auto p = b->recordProfiled(cmds);
     REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
     for (int run = 0; run < 2; ++run) {
@@ -632,7 +632,7 @@ TEST_CASE("runtime hip: a profiled program launches in order and times each disp
     CHECK(rt_.ran[1].entry == "b");
     CHECK(rt_.ran[5].grid[0] == 8);
     // A bad dispatch is refused as record() refuses it.
-    cmds[1].bindings.push_back({*x, 0, 4});
+    cmds[1].bindings.push_back(cmds[0].bindings[0]);  // b takes one binding
     CHECK_FALSE(b->recordProfiled(cmds));
   }
 }
