@@ -1,7 +1,8 @@
 // How each kind of blob is read. SPIR-V is walked instruction by instruction
 // (each first word holds the word count in its high half and the opcode in
-// its low half); only OpEntryPoint, OpExecutionMode, OpDecorate and
-// OpVariable are looked into. PTX is read as text, token by token, comments dropped. HSACO
+// its low half); only OpCapability, OpMemoryModel, OpEntryPoint,
+// OpExecutionMode, OpDecorate and OpVariable are looked into, and pointer
+// access chains refused. PTX is read as text, token by token, comments dropped. HSACO
 // is read as an ELF header; the descriptor's name is looked for among the
 // bytes (the string table holds it), which is enough to tell one kernel's
 // object from another's.
@@ -41,6 +42,27 @@ std::string literal(const std::vector<uint32_t>& w, size_t from, size_t end) {
   return s;
 }
 
+// The capabilities the SPIR-V writer declares (codegen/spirv/emit.cpp) and
+// the Vulkan backend enables the features of.
+bool allowedCapability(uint32_t c) {
+  switch (c) {
+    case SpvCapabilityShader:
+    case SpvCapabilityInt8:
+    case SpvCapabilityInt16:
+    case SpvCapabilityInt64:
+    case SpvCapabilityFloat16:
+    case SpvCapabilityStorageBuffer8BitAccess:
+    case SpvCapabilityStorageBuffer16BitAccess:
+    case SpvCapabilitySignedZeroInfNanPreserve: return true;
+    default: return false;
+  }
+}
+
+bool allowedStorage(uint32_t c) {
+  return c == SpvStorageClassStorageBuffer || c == SpvStorageClassWorkgroup || c == SpvStorageClassFunction ||
+         c == SpvStorageClassPrivate || c == SpvStorageClassInput;
+}
+
 Expected<BlobFacts> checkSpirv(const std::vector<uint8_t>& blob, const std::string& entry) {
   if (blob.size() % 4 != 0)
     return bad("the spir-v module has " + std::to_string(blob.size()) + " bytes, not a whole number of 4-byte words");
@@ -62,6 +84,7 @@ Expected<BlobFacts> checkSpirv(const std::vector<uint8_t>& blob, const std::stri
   bool found = false;
   std::vector<std::pair<uint32_t, int64_t>> localSizes;  // function id, threads
   std::set<uint32_t> bindings;
+  std::set<uint32_t> buffers, bound;  // storage buffer variables, ids decorated with a binding
   for (size_t i = 5; i < n;) {
     uint32_t count = w[i] >> 16, op = w[i] & 0xffff;
     if (count == 0) return bad("the spir-v instruction at word " + std::to_string(i) + " has a word count of 0");
@@ -79,16 +102,32 @@ Expected<BlobFacts> checkSpirv(const std::vector<uint8_t>& blob, const std::stri
     if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationBinding) bindings.insert(w[i + 3]);
     // What the pipeline layout does not have, a driver may crash on rather
     // than refuse (lavapipe did, on a DescriptorSet word a forged plan
-    // changed): every backend binds one descriptor set, 0, and no push
-    // constants.
+    // changed): every backend binds one descriptor set, 0, of storage
+    // buffers, and no push constants (a storage class refused below).
     if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationDescriptorSet && w[i + 3] != 0)
       return bad("the spir-v module uses descriptor set " + std::to_string(w[i + 3]) + " (word " +
                  std::to_string(i + 3) + "); kernels bind set 0 only");
-    if (op == SpvOpVariable && count >= 4 && w[i + 3] == SpvStorageClassPushConstant)
-      return bad("the spir-v module declares push constants (word " + std::to_string(i) + "); kernels take none");
+    // What would let a kernel make a pointer the index bounds (spirv_bounds.h)
+    // do not follow, or use a feature the device was not asked for.
+    std::string at = " (word " + std::to_string(i) + ")";
+    if (op == SpvOpCapability && count >= 2 && !allowedCapability(w[i + 1]))
+      return bad("the spir-v module declares capability " + std::to_string(w[i + 1]) + at +
+                 ", which no kernel poot writes needs");
+    if (op == SpvOpMemoryModel && count >= 3 && w[i + 1] != SpvAddressingModelLogical)
+      return bad("the spir-v module's addressing model is " + std::to_string(w[i + 1]) + at + ", not Logical");
+    if (op == SpvOpPtrAccessChain || op == SpvOpInBoundsPtrAccessChain)
+      return bad("the spir-v module offsets a pointer with opcode " + std::to_string(op) + at);
+    if (op == SpvOpVariable && count >= 4 && !allowedStorage(w[i + 3]))
+      return bad("the spir-v module declares a variable in storage class " + std::to_string(w[i + 3]) + at +
+                 "; kernels hold storage buffers, workgroup, function, private and built-in input variables");
+    if (op == SpvOpVariable && count >= 4 && w[i + 3] == SpvStorageClassStorageBuffer) buffers.insert(w[i + 2]);
+    if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationBinding) bound.insert(w[i + 1]);
     i = end;
   }
   if (!found) return bad("the spir-v module has no compute entry point '" + entry + "'");
+  for (uint32_t id : bound)
+    if (!buffers.count(id))
+      return bad("the spir-v module binds %" + std::to_string(id) + ", which is not a storage buffer variable");
   if (!bindings.empty() && *bindings.rbegin() != bindings.size() - 1)
     return bad("the spir-v module's " + std::to_string(bindings.size()) +
                " storage buffer bindings are not numbered 0 to " + std::to_string(bindings.size() - 1));

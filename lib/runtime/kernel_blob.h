@@ -6,8 +6,11 @@
 // - SPIR-V: a whole number of little-endian words, the 5-word header (magic
 //   number, version 1.0 to 1.6, a nonzero id bound, schema 0), an
 //   instruction stream whose word counts end exactly at the module's end, a
-//   GLCompute entry point of the kernel's name; its LocalSize and its
-//   storage buffer bindings (numbered 0 to n-1) are the facts.
+//   GLCompute entry point of the kernel's name; only the capabilities the
+//   SPIR-V writer declares, Logical addressing, no pointer access chains,
+//   variables only in the storage classes kernels use (no push constants),
+//   bindings only on storage buffers, in descriptor set 0. Its LocalSize
+//   and its storage buffer bindings (numbered 0 to n-1) are the facts.
 // - PTX: text without NUL bytes, a `.version` directive, a `.target` that is
 //   the plan's arch and a `.entry` of the kernel's name, whose `.param`
 //   count (one pointer per binding) is a fact, and so is whether its body

@@ -147,7 +147,41 @@ TEST_CASE("kernel blob: a SPIR-V descriptor set other than 0 or a push constant 
   REQUIRE(at > 0);
   setWord(b, at + 3, 9);  // PushConstant
   CHECK(refusal("lavapipe", b, k.entry, k.arch) ==
-        "the spir-v module declares push constants (word " + std::to_string(at) + "); kernels take none");
+        "the spir-v module declares a variable in storage class 9 (word " + std::to_string(at) +
+            "); kernels hold storage buffers, workgroup, function, private and built-in input variables");
+}
+
+// What would let a kernel make a pointer that the local index bounds
+// (runtime/spirv_bounds.h) do not follow, or use a feature the Vulkan
+// backend did not enable: each refused by the structural check, before the
+// validator or any driver sees the module.
+TEST_CASE("kernel blob: SPIR-V capabilities, addressing, pointer offsets and bindings kernels do not use are refused") {
+  Compiled k = addKernel("lavapipe");
+  auto first = [&](const std::vector<uint8_t>& b, auto&& match) {
+    for (size_t i = 5; i < b.size() / 4; i += word(b, i) >> 16)
+      if (match(i)) return i;
+    FAIL("no such instruction");
+    return size_t(0);
+  };
+  auto no = [&](const std::vector<uint8_t>& b) { return refusal("lavapipe", b, k.entry, k.arch); };
+  std::vector<uint8_t> b = k.blob;
+  size_t at = first(b, [&](size_t i) { return word(b, i) == (2u << 16 | 17u); });  // OpCapability
+  setWord(b, at + 1, 4);                                                            // Addresses
+  CHECK(no(b) == "the spir-v module declares capability 4 (word " + std::to_string(at) +
+                     "), which no kernel poot writes needs");
+  b = k.blob;
+  at = first(b, [&](size_t i) { return word(b, i) == (3u << 16 | 14u); });  // OpMemoryModel
+  setWord(b, at + 1, 2);                                                    // Physical64
+  CHECK(no(b) == "the spir-v module's addressing model is 2 (word " + std::to_string(at) + "), not Logical");
+  b = k.blob;
+  at = first(b, [&](size_t i) { return (word(b, i) & 0xffff) == 65; });  // OpAccessChain
+  setWord(b, at, (word(b, at) & 0xffff0000u) | 67u);                    // OpPtrAccessChain
+  CHECK(no(b) == "the spir-v module offsets a pointer with opcode 67 (word " + std::to_string(at) + ")");
+  b = k.blob;
+  at = first(b, [&](size_t i) { return (word(b, i) & 0xffff) == 71 && word(b, i + 2) == 33; });  // Binding
+  uint32_t fn = word(b, first(b, [&](size_t i) { return (word(b, i) & 0xffff) == 54; }) + 2);  // OpFunction id
+  setWord(b, at + 1, fn);
+  CHECK(no(b) == "the spir-v module binds %" + std::to_string(fn) + ", which is not a storage buffer variable");
 }
 
 // Found by fuzz_plan: three LocalSize words of 2^32 - 1 overflowed int64_t

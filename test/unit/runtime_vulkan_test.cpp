@@ -438,7 +438,8 @@ void main() {
     auto b = lavapipe();
     unsetenv("POOT_VULKAN_ROBUST");
     std::string r = rt::vulkanRobustness(*b);
-    CHECK(r == (robust ? "robustBufferAccess, robustBufferAccess2" : "none: POOT_VULKAN_ROBUST=0"));
+    CHECK(r == (robust ? "robustBufferAccess, robustBufferAccess2, local indices bounded"
+                       : "none: POOT_VULKAN_ROBUST=0"));
     // One buffer: a at [0, 256), b at [256, 512), a neighbour at [512, 768).
     rt::BufferId buf = take(b->allocate(1024));
     upload(*b, buf, 0, std::vector<float>(256, 5.0f));

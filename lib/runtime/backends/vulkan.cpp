@@ -13,8 +13,11 @@
 // from inside its own bindings and its stores there are dropped, instead of
 // reaching other memory (robustBufferAccess alone allows any value from the
 // buffer's memory; the 2 variant makes reads zero and bounds by the exact
-// range). POOT_VULKAN_ROBUST=0 leaves both off, to measure what they cost;
-// vulkanRobustness() says what was enabled.
+// range). Nothing in Vulkan bounds a kernel's own arrays (workgroup,
+// function and private memory), so every module's indices into them are
+// clamped before the driver sees it (spirv_bounds.h). POOT_VULKAN_ROBUST=0
+// leaves all three off, to measure what they cost; vulkanRobustness() says
+// what was enabled.
 //
 // Kernel statistics. Where the device offers
 // VK_KHR_pipeline_executable_properties with its pipelineExecutableInfo
@@ -74,6 +77,7 @@
 // and shader writes.
 #define VK_NO_PROTOTYPES
 #include "runtime/backends/vulkan.h"
+#include "runtime/spirv_bounds.h"
 
 #include <vulkan/vulkan.h>
 
@@ -263,6 +267,7 @@ class VulkanBackend final : public Backend {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceRobustness2FeaturesEXT featuresRobust2_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT};
   bool hasRobustness2_ = false;  // the device offers VK_EXT_robustness2
+  bool boundIndices_ = true;     // kernels' local indices bounded (spirv_bounds.h)
   std::string robustness_;       // what createDevice enabled, for vulkanRobustness()
   DeviceInfo info_;
   std::vector<Buf> buffers_;
@@ -607,8 +612,10 @@ Status VulkanBackend::createDevice() {
       robustness_ += ", robustBufferAccess2";
     }
   } else {
-    robustness_ = robust ? "none: the device has no robustBufferAccess" : "none: POOT_VULKAN_ROBUST=0";
+    robustness_ = robust ? "no robustBufferAccess on the device" : "none: POOT_VULKAN_ROBUST=0";
   }
+  boundIndices_ = robust;
+  if (robust) robustness_ += ", local indices bounded";
   // Our SPIR-V writer lowers no two-byte select; bf16 is stored as 16-bit
   // integers (widened by a shift, narrowed with rounding), so it needs only
   // 16-bit storage access.
@@ -969,7 +976,12 @@ Expected<KernelId> VulkanBackend::createKernel(const std::vector<uint8_t>& blob,
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   std::vector<uint32_t> words(blob.size() / 4);
   std::memcpy(words.data(), blob.data(), blob.size());
-  mi.codeSize = blob.size();
+  if (boundIndices_) {
+    auto bounded = boundLocalIndices(words);
+    if (!bounded) return makeError(ErrorKind::Format, {}, "kernel '" + entry + "': " + bounded.error().message);
+    words = bounded.take();
+  }
+  mi.codeSize = 4 * words.size();
   mi.pCode = words.data();
   if (VkResult r = f_.vkCreateShaderModule(device_, &mi, nullptr, &k.module); r != VK_SUCCESS)
     return failed("vkCreateShaderModule", r);

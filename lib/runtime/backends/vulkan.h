@@ -69,9 +69,10 @@ struct VulkanMemoryChoice {
 // For any other backend: staging false and an empty summary.
 VulkanMemoryChoice vulkanMemoryChoice(const Backend& backend);
 
-// What a backend from createVulkanBackend enabled of robust buffer access:
-// "robustBufferAccess", "robustBufferAccess, robustBufferAccess2", or
-// "none: " and why. Empty for any other backend.
+// What a backend from createVulkanBackend does to keep kernels inside their
+// memory: "robustBufferAccess[, robustBufferAccess2], local indices bounded",
+// "no robustBufferAccess on the device, local indices bounded", or
+// "none: POOT_VULKAN_ROBUST=0". Empty for any other backend.
 std::string vulkanRobustness(const Backend& backend);
 
 }  // namespace poot::rt
