@@ -43,7 +43,8 @@ echo "== tests under sanitizers =="
 # above too (Gemma-3's file takes most of two minutes to load in this
 # build), and so do the 400 random templates against jinja2 (one poot run
 # each: two minutes here); the tokenizer's and the templates' code runs
-# here through their unit tests.
+# here through their unit tests. Within lit, the tests marked
+# `UNSUPPORTED: sanitized` are left out (test/lit/lit.cfg.py says why).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2 \
   -E '^(codegen examples: every kernel|gen: tiny graphs on the generated kernels|plans-identical|embed|python|readme|tokenizers-published|chat-templates-published|chat-templates-jinja2)'

@@ -17,6 +17,11 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.build_root, "test", "lit-out")
 
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "/usr/bin:/bin")])
+# The sanitizer build (a Debug build, several times slower) leaves out the
+# tests marked `UNSUPPORTED: sanitized`: sweeps over many example graphs or
+# families whose host code the other tests run under the sanitizers too.
+if config.sanitized:
+    config.available_features.add("sanitized")
 config.substitutions.append(("%pootc", config.pootc))
 config.substitutions.append(("%poot\\b", os.path.join(config.build_root, "tools", "poot", "poot")))
 # Vulkan drivers (lavapipe) must not write their shader cache under $HOME.
