@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "plan/planner.h"
@@ -331,6 +332,34 @@ std::vector<int32_t> valueBuffers(const Plan& p) {
   for (const StateOut& s : p.source.stateOuts)
     if (size_t(s.state) < out.size() && size_t(s.value) < out.size()) out[size_t(s.value)] = out[size_t(s.state)];
   return out;
+}
+
+StepReads stepReads(const Plan& p) {
+  const Graph& g = p.source;
+  std::vector<int64_t> gathered(g.values.size(), 0);  // bytes the Gathers of each value select
+  std::vector<bool> whole(g.values.size(), false);    // read by anything else
+  for (const Eqn& e : g.eqns)
+    for (size_t i = 0; i < e.operands.size(); ++i) {
+      size_t v = size_t(e.operands[i]);
+      const Type& t = g.type(e.operands[i]);
+      const AttrValue* axis = e.attr("axis");
+      std::optional<int64_t> a;
+      if (e.op == Op::Gather && i == 0 && axis && std::holds_alternative<int64_t>(*axis))
+        a = normalizeAxis(std::get<int64_t>(*axis), int64_t(t.shape.size()));
+      if (!a) {
+        whole[v] = true;
+        continue;
+      }
+      int64_t slice = t.shape[size_t(*a)] > 0 ? numel(t.shape) / t.shape[size_t(*a)] : 0;
+      gathered[v] += numel(g.type(e.operands[1]).shape) * slice * dtypeBytes(t.dtype);
+    }
+  StepReads r;
+  for (const Buffer& b : p.buffers) {
+    if (b.role == BufferRole::State) r.stateBytes += b.bytes;
+    if (b.role != BufferRole::Weight || b.value < 0) continue;
+    r.weightBytes += whole[size_t(b.value)] ? b.bytes : std::min(b.bytes, gathered[size_t(b.value)]);
+  }
+  return r;
 }
 
 Status checkWeightBytes(const Plan& p, const DeviceProfile& d) {

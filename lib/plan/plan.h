@@ -203,6 +203,7 @@ struct Plan {
   uint64_t deviceHash = 0;     // of the profile's fields (profileHash)
   Target target = Target::Spirv;  // the profile's target and arch (kernels are built for them)
   std::string deviceArch;
+  int64_t memoryBandwidth = 0;  // the profile's memory_bandwidth_bytes_per_s, 0 where it gives none
   std::string key;             // hash of the requests and the device, hex
   std::vector<Buffer> buffers;
   int64_t arenaBytes = 0;

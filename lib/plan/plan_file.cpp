@@ -129,7 +129,7 @@ std::string writePlan(const Plan& p) {
   auto validations = exports(g.validations);
 
   auto device = fbp::CreateDevice(b, b.CreateString(p.deviceName), p.deviceHash, toFb(p.target),
-                                  b.CreateString(p.deviceArch));
+                                  b.CreateString(p.deviceArch), p.memoryBandwidth);
   auto root = fbp::CreatePlan(b, kPlanFileVersion, device, b.CreateString(p.key), p.arenaBytes, b.CreateVector(buffers),
                               b.CreateVector(kernels), b.CreateVector(dispatches), b.CreateVector(slots), outputs,
                               validations, source, /*checksum placeholder=*/~uint64_t(0));

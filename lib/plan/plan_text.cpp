@@ -20,6 +20,18 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 bool inArena(BufferRole r) { return r == BufferRole::Temp || r == BufferRole::Scratch; }
 
+// A step's floor: its bytes at the device's memory bandwidth.
+double stepFloorMs(const StepReads& s, int64_t bandwidth) {
+  return 1e3 * double(s.weightBytes + s.stateBytes) / double(bandwidth);
+}
+
+// Three significant digits.
+std::string figure(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
 std::string lifetime(const Buffer& b) { return "eqns " + str(b.first) + ".." + str(b.last); }
 
 size_t readCount(const Dispatch& d) { return std::min(d.reads.size(), d.bindings.size()); }
@@ -86,6 +98,13 @@ std::string printPlan(const Plan& p) {
                        BufferRole::Validation})
     out += std::string(" ") + bufferRoleName(r) + " " + str(bytes[int(r)]);
   out += "\n";
+  StepReads step = stepReads(p);
+  out += "step reads " + str(step.weightBytes) + " weight bytes, " + str(step.stateBytes) + " state bytes: ";
+  if (p.memoryBandwidth > 0)
+    out += "floor " + figure(stepFloorMs(step, p.memoryBandwidth)) + " ms at " +
+           figure(double(p.memoryBandwidth) / 1e9) + " GB/s\n";
+  else
+    out += "floor unknown (the profile gives no memory_bandwidth_bytes_per_s)\n";
 
   out += "buffers " + str(int64_t(p.buffers.size())) + "\n";
   for (size_t i = 0; i < p.buffers.size(); ++i) out += "  " + bufferLine(p, i) + "\n";
@@ -149,9 +168,13 @@ std::string printPlanJson(const Plan& p) {
   json j;
   j["graph"] = g.name;
   j["device"] = {{"name", p.deviceName}, {"target", targetName(p.target)}, {"arch", p.deviceArch},
-                 {"hash", hex64(p.deviceHash)}};
+                 {"hash", hex64(p.deviceHash)}, {"memory_bandwidth_bytes_per_s", p.memoryBandwidth}};
   j["key"] = p.key;
   j["arena_bytes"] = p.arenaBytes;
+  StepReads step = stepReads(p);
+  j["step_weight_bytes"] = step.weightBytes;
+  j["step_state_bytes"] = step.stateBytes;
+  j["step_floor_ms"] = p.memoryBandwidth > 0 ? json(stepFloorMs(step, p.memoryBandwidth)) : json(nullptr);
   json buffers = json::array();
   for (const Buffer& b : p.buffers) {
     json x = {{"name", b.name}, {"role", bufferRoleName(b.role)}, {"dtype", dtypeName(b.type.dtype)},

@@ -55,6 +55,7 @@ class Planner {
     plan_.deviceHash = profileHash(d_);
     plan_.target = d_.target;
     plan_.deviceArch = d_.arch;
+    plan_.memoryBandwidth = d_.memory_bandwidth_bytes_per_s;
     for (size_t i = 0; i < g_.eqns.size(); ++i)
       if (auto s = planEqn(int32_t(i)); !s) return s.error();
     if (auto s = checkBindings(); !s) return s.error();
@@ -410,6 +411,8 @@ uint64_t profileHash(const DeviceProfile& d) {
   s += "max_buffer_bytes=" + str(d.max_buffer_bytes) + "\n";
   s += "max_bindings=" + str(d.max_bindings) + "\n";
   s += "memory_bytes=" + str(d.memory_bytes) + "\n";
+  if (d.memory_bandwidth_bytes_per_s > 0)  // absent from the text when not given, as in the profile
+    s += "memory_bandwidth_bytes_per_s=" + str(d.memory_bandwidth_bytes_per_s) + "\n";
   s += "f16=" + opsStr(d.f16) + "\n";
   s += "bf16=" + opsStr(d.bf16) + "\n";
   if (!d.matrix_ops.empty()) {  // absent from the text when unlisted, as in the profile

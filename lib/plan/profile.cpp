@@ -130,7 +130,7 @@ const std::vector<std::string> kTopFields = {
     "name", "target", "arch", "compute_units", "workgroup_memory_bytes", "max_workgroup_size",
     "subgroup_size", "grid_limits", "max_buffer_bytes", "max_bindings", "memory_bytes", "two_byte_floats"};
 // Fields a profile may leave out (absent: the capability is missing).
-const std::vector<std::string> kOptionalFields = {"matrix_multiply"};
+const std::vector<std::string> kOptionalFields = {"matrix_multiply", "memory_bandwidth_bytes_per_s"};
 const std::vector<std::string> kGridFields = {"x", "y", "z"};
 const std::vector<std::string> kTwoByteFields = {"f16", "bf16"};
 
@@ -294,6 +294,7 @@ MaybeError ProfileReader::field(const Entry& e, DeviceProfile& p) {
                   : k == "subgroup_size"          ? &p.subgroup_size
                   : k == "max_buffer_bytes"       ? &p.max_buffer_bytes
                   : k == "max_bindings"           ? &p.max_bindings
+                  : k == "memory_bandwidth_bytes_per_s" ? &p.memory_bandwidth_bytes_per_s
                                                   : &p.memory_bytes;
   if (auto err = integer(e, k, *slot)) return err;
   if (k == "workgroup_memory_bytes" && *slot < kMinWorkgroupMemory)

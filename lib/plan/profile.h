@@ -39,6 +39,10 @@ struct DeviceProfile {
   int64_t max_buffer_bytes = 0;
   int64_t max_bindings = 0;  // storage buffers one kernel may bind
   int64_t memory_bytes = 0;
+  // Optional: the rate a device-to-device copy reaches on it, bytes read
+  // plus written a second, as measured (0: not given). The floor of a step
+  // is the bytes it must read at this rate (buffers.h, stepReads).
+  int64_t memory_bandwidth_bytes_per_s = 0;
   TwoByteOps f16;
   TwoByteOps bf16;
   // Optional: the warp-wide matrix multiplies (ir/matrix.h) the target's

@@ -74,7 +74,9 @@ class Reader {
     const fbp::Device& d = *fp_.device();
     auto target = readTarget(d.target());
     if (!target) return fail("device", "unknown target " + str(int(d.target())));
-    out_.device = Device{d.name()->str(), d.hash(), *target, d.arch()->str()};
+    out_.device = Device{d.name()->str(), d.hash(), *target, d.arch()->str(), d.memory_bandwidth()};
+    if (out_.device.memoryBandwidth < 0)
+      return fail("device", "negative memory bandwidth " + str(out_.device.memoryBandwidth));
     if (out_.device.name.empty()) return fail("device", "the device has no name");
     out_.key = fp_.key()->str();
     out_.arenaBytes = fp_.arena_bytes();

@@ -39,6 +39,7 @@ struct Device {
   uint64_t hash = 0;  // the compiler's profile hash
   Target target = Target::Spirv;
   std::string arch;
+  int64_t memoryBandwidth = 0;  // bytes a second, as the profile measured it; 0: not given
 };
 
 struct Buffer {

@@ -110,6 +110,7 @@ TEST_CASE("plan file: a compiled plan round-trips with every field equal") {
   CHECK(f.device.hash == p.deviceHash);
   CHECK(f.device.target == rt::Target::Spirv);
   CHECK(f.device.arch == p.deviceArch);
+  CHECK(f.device.memoryBandwidth == p.memoryBandwidth);
   CHECK(f.key == p.key);
   CHECK(f.arenaBytes == p.arenaBytes);
   CHECK(printGraph(f.source) == printGraph(p.source));

@@ -782,6 +782,11 @@ TEST_CASE("plan: the key is stable and follows the requests and the profile") {
   DeviceProfile simt = target("nvidia-h200");
   simt.matrix_ops.clear();
   CHECK(profileHash(simt) != profileHash(target("nvidia-h200")));
+  // So is the memory bandwidth, where given (the H200's is).
+  DeviceProfile unmeasured = target("nvidia-h200");
+  REQUIRE(unmeasured.memory_bandwidth_bytes_per_s == 4270000000000);
+  unmeasured.memory_bandwidth_bytes_per_s = 0;
+  CHECK(profileHash(unmeasured) != profileHash(target("nvidia-h200")));
   CHECK(fnv1a("") == 0xcbf29ce484222325ull);
   CHECK(fnv1a("a") == 0xaf63dc4c8601ec8cull);
 }

@@ -220,6 +220,17 @@ TEST_CASE("profile: arch forms per target") {
   CHECK(with("spirv", "vulkan1.03") != "(accepted)");
 }
 
+TEST_CASE("profile: memory_bandwidth_bytes_per_s is optional and a positive integer") {
+  CHECK(parseProfile(edit(17, "max_bindings: 32"), "t.yaml")->memory_bandwidth_bytes_per_s == 0);
+  auto p = parseProfile(edit(17, "max_bindings: 32\nmemory_bandwidth_bytes_per_s: 4270000000000"), "t.yaml");
+  REQUIRE(p);
+  CHECK(p->memory_bandwidth_bytes_per_s == 4270000000000);
+  CHECK(errorOf(edit(17, "max_bindings: 32\nmemory_bandwidth_bytes_per_s: 0")) ==
+        "t.yaml:18:31: error: field 'memory_bandwidth_bytes_per_s': expected a positive integer, got '0'");
+  CHECK(errorOf(edit(17, "max_bindings: 32\nmemory_bandwidth_bytes_per_s: 4.27e12")) ==
+        "t.yaml:18:31: error: field 'memory_bandwidth_bytes_per_s': expected a positive integer, got '4.27e12'");
+}
+
 TEST_CASE("profile: select is allowed on ptx and hsaco") {
   std::string text = edit(15, "  f16: [storage, arith, select]");
   text.replace(text.find("target: spirv"), 13, "target: hsaco");

@@ -49,6 +49,7 @@ Plan toPlan(rt::PlanFile f) {
   p.deviceHash = f.device.hash;
   p.target = fromFile(f.device.target);
   p.deviceArch = f.device.arch;
+  p.memoryBandwidth = f.device.memoryBandwidth;
   p.key = f.key;
   p.arenaBytes = f.arenaBytes;
   std::vector<int32_t> scratchOf(f.buffers.size(), -1);
