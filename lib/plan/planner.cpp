@@ -145,6 +145,12 @@ class Planner {
       case Op::Attention: return planAttention(i, e);
       case Op::SelectedAttention: return planSelected(i, e);
       case Op::MatMul: return planMatMul(i, {i});
+      case Op::RoutedExperts:
+        return refuse("NoGenerator", e.loc,
+                      "op RoutedExperts %" + g_.value(e.results[0]).name +
+                          " has no kernel family yet: write it as its dense primitive form (the routed-experts-dense "
+                          "pass, docs/passes.md)",
+                      {});
       default: return planPlain(i, e);
     }
   }

@@ -1,0 +1,201 @@
+// Unit tests of RoutedExperts (ir/ops, the oracle) and of the passes that
+// form it and write it back (lib/passes/experts.cpp, experts_dense.cpp):
+// fresh traces of the tiny DeepSeek-V2 config (decode and prefill, f32 and
+// bf16) get one RoutedExperts per MoE layer with the config's attributes and
+// give the same outputs, bit for bit, on fresh random data before the pass,
+// after it and after the dense lowering; the op agrees with its dense form
+// for softmax and sigmoid scoring, with and without renormalization, and on
+// tied router scores, where the lower expert wins (TopK's order); a
+// group-limited router declines with its remark; the op round-trips through
+// the text and binary formats and its type rule names what is wrong.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "ir/binary.h"
+#include "ir/text.h"
+#include "oracle/interp.h"
+#include "oracle/random.h"
+#include "passes/pass.h"
+#include "testing.h"
+#include "trace/model.h"
+
+using namespace poot;
+using namespace poot::testing;
+
+namespace {
+
+int count(const Graph& g, Op op) {
+  return int(std::count_if(g.eqns.begin(), g.eqns.end(), [&](const Eqn& e) { return e.op == op; }));
+}
+
+// Bit-for-bit: the op does the dense form's arithmetic (docs/oracle.md).
+const Tolerance kExact = relativeToBefore(0.0);
+
+// The tiny DeepSeek-V2 config traced, then through the pipeline up to the
+// pass's place in it (after selection).
+Graph tracedUpToSelection(const trace::ModelConfig& cfg, trace::Phase phase, DType dtype) {
+  trace::TraceOptions o;
+  o.phase = phase;
+  o.dtype = dtype;
+  o.weightsDtype = dtype;
+  if (phase == trace::Phase::Prefill) o.tokens = 3;
+  auto g = trace::traceModel(cfg, o);
+  REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
+  PassContext ctx;
+  PipelineOptions opts;
+  opts.stopAfter = "selection";
+  REQUIRE(bool(runPipeline(*g, ctx, opts)));
+  return std::move(*g);
+}
+
+// A RoutedExperts graph: h [2, 3, H] f32, E experts of width I.
+std::string routedGraph(int64_t H, int64_t I, int64_t E, int64_t k, const std::string& scoring, bool renormalize,
+                        double scale) {
+  std::string s = "graph moe\ninput %h : f32[2,3," + std::to_string(H) + "]\nweight %router : f32[" +
+                  std::to_string(E) + "," + std::to_string(H) + "]\n";
+  std::string ops = "%h, %router";
+  std::string in = "[" + std::to_string(I) + "," + std::to_string(H) + "]";
+  for (int64_t e = 0; e < E; ++e) {
+    std::string p = "%e" + std::to_string(e);
+    s += "weight " + p + ".gate : f32" + in + "\nweight " + p + ".up : f32" + in + "\nweight " + p + ".down : f32[" +
+         std::to_string(H) + "," + std::to_string(I) + "]\n";
+    ops += ", " + p + ".gate, " + p + ".up, " + p + ".down";
+  }
+  s += "%y = RoutedExperts(" + ops + ") {experts=" + std::to_string(E) + ", k=" + std::to_string(k) +
+       ", scoring=" + scoring + ", renormalize=" + (renormalize ? "true" : "false") + ", scale=" + formatNumber(scale) +
+       ", activation=silu} : f32[2,3," + std::to_string(H) + "]\noutput %y\n";
+  return s;
+}
+
+Graph lowered(Graph g) {
+  PassContext ctx;
+  auto changed = runRoutedExpertsDense(g, ctx);
+  REQUIRE(bool(changed));
+  CHECK(*changed);
+  CHECK(count(g, Op::RoutedExperts) == 0);
+  REQUIRE(bool(verify(g)));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("routed-experts forms DeepSeek-V2's MoE layers and keeps their results, and the dense form keeps them too") {
+  trace::ModelConfig cfg = loadExampleConfig("tiny-deepseek-v2.json");
+  for (trace::Phase phase : {trace::Phase::Decode, trace::Phase::Prefill})
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      CAPTURE(int(phase));
+      std::string dt = dtypeName(dtype);
+      CAPTURE(dt);
+      Graph before = tracedUpToSelection(cfg, phase, dtype);
+      Graph formed = before;
+      PassContext ctx;
+      auto changed = runRoutedExperts(formed, ctx);
+      REQUIRE(bool(changed));
+      CHECK(*changed);
+      for (const Remark& r : ctx.remarks) FAIL_CHECK(r.eqn << ": " << r.message);
+      REQUIRE(bool(verify(formed)));
+      // tiny-deepseek-v2: 2 layers, the first dense; 4 experts, top 2, scale 1.5.
+      REQUIRE(count(formed, Op::RoutedExperts) == 1);
+      CHECK(count(formed, Op::TopK) == 0);
+      for (const Eqn& e : formed.eqns) {
+        if (e.op != Op::RoutedExperts) continue;
+        CHECK(std::get<int64_t>(*e.attr("experts")) == 4);
+        CHECK(std::get<int64_t>(*e.attr("k")) == 2);
+        CHECK(std::get<std::string>(*e.attr("scoring")) == "softmax");
+        CHECK(std::get<double>(*e.attr("scale")) == 1.5);
+        CHECK(e.operands.size() == kRoutedFirstExpert + 4 * kRoutedPerExpert);
+        CHECK(formed.value(e.results[0]).name == "layers.1.mlp.moe.routed");
+        CHECK(formed.value(e.operands[3]).name == "model.layers.1.mlp.experts.0.up_proj.weight");
+      }
+      uint64_t seed = freshSeed();
+      checkSameResults(before, formed, seed, kExact);
+      checkSameResults(before, lowered(formed), seed, kExact);
+    }
+}
+
+TEST_CASE("RoutedExperts agrees with its dense form for every scoring, renormalization and scale") {
+  struct Case {
+    const char* scoring;
+    bool renormalize;
+    double scale;
+  };
+  for (Case c : {Case{"softmax", false, 1.0}, Case{"softmax", true, 2.5}, Case{"sigmoid", false, 1.0},
+                 Case{"sigmoid", true, 0.75}}) {
+    CAPTURE(c.scoring);
+    CAPTURE(c.renormalize);
+    // Widths that are no multiple of any tile; k = 3 of 5 experts.
+    Graph g = parse(routedGraph(13, 7, 5, 3, c.scoring, c.renormalize, c.scale));
+    checkSameResults(g, lowered(g), freshSeed(), kExact);
+  }
+}
+
+TEST_CASE("RoutedExperts on tied router scores selects the lower experts, as its dense form does") {
+  // Every router row equal: all four experts tie on every token, so top 2 is
+  // experts 0 and 1. Their down weights are zero, the others' random, so the
+  // result is exactly zero only when the tie goes to the lower index.
+  Graph g = parse(routedGraph(9, 6, 4, 2, "softmax", false, 1.0));
+  auto params = completeParams(g, {}, freshSeed());
+  Tensor row = randomTensor(ty("f32[1,9]"));
+  Tensor& router = params.at("router");
+  for (int64_t e = 0; e < 4; ++e) std::copy(row.bytes.begin(), row.bytes.end(), router.bytes.begin() + e * 9 * 4);
+  for (const char* down : {"e0.down", "e1.down"}) params.at(down) = Tensor(ty("f32[9,6]"));
+  auto op = evaluate(g, params);
+  auto dense = evaluate(lowered(g), params);
+  REQUIRE(bool(op));
+  REQUIRE(bool(dense));
+  const Tensor& y = op->outputs.at("y");
+  for (int64_t i = 0; i < y.size(); ++i) CHECK(y.get(i) == 0.0);
+  checkClose("the tied dense form", dense->outputs.at("y"), y, kExact);
+}
+
+TEST_CASE("routed-experts declines a group-limited router and says why") {
+  auto cfg = trace::parseConfig(R"({"model_type": "deepseek_v2", "hidden_size": 32, "intermediate_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 64,
+      "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "first_k_dense_replace": 0,
+      "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 0, "moe_intermediate_size": 8,
+      "topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "max_position_embeddings": 64})",
+                                "grouped.json");
+  REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
+  Graph g = tracedUpToSelection(*cfg, trace::Phase::Decode, DType::F32);
+  std::string text = printGraph(g);
+  PassContext ctx;
+  auto changed = runRoutedExperts(g, ctx);
+  REQUIRE(bool(changed));
+  CHECK_FALSE(*changed);
+  CHECK(printGraph(g) == text);
+  REQUIRE(ctx.remarks.size() == 1);
+  CHECK(ctx.remarks[0].pass == "routed-experts");
+  CHECK(ctx.remarks[0].eqn == "%layers.0.mlp.moe.topk.2");  // the group TopK is topk, topk.1
+  CHECK(ctx.remarks[0].message == "the scores are masked before the top-k (group-limited routing is not formed)");
+}
+
+TEST_CASE("RoutedExperts round-trips through text and binary, and its type rule names what is wrong") {
+  std::string text = routedGraph(8, 4, 3, 2, "sigmoid", true, 1.25);
+  Graph g = parse(text);
+  CHECK(printGraph(g) == text);
+  auto back = readBinaryGraph(writeBinaryGraph(g), "moe.pgb");
+  REQUIRE(bool(back));
+  CHECK(printGraph(*back) == text);
+
+  auto fails = [](std::string bad, const std::string& message) {
+    auto r = parseGraph(bad, "bad.pg");
+    std::string error = !r ? r.error().str() : verify(*r) ? "" : verify(*r).error().str();
+    CAPTURE(error);
+    CHECK(error.find(message) != std::string::npos);
+    CHECK(error.find("bad.pg:") != std::string::npos);
+  };
+  std::string three = routedGraph(8, 4, 3, 2, "softmax", false, 1.0);
+  auto replace = [&](std::string from, std::string to) {
+    std::string s = three;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  fails(replace("experts=3", "experts=2"), "11 operands, but experts 2 needs 8");
+  fails(replace("k=2", "k=4"), "k 4 is not within the 3 experts");
+  fails(replace("weight %e1.down : f32[8,4]", "weight %e1.down : f32[4,8]"),
+        "the down weight of expert 1, must be f32[8,4]");
+  fails(replace("weight %router : f32[3,8]", "weight %router : f32[3,9]"), "the router, must be [3,8]");
+  fails(replace("scoring=softmax", "scoring=relu"), "scoring");
+}
