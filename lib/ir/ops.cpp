@@ -481,8 +481,9 @@ TypeResult ruleSelectedAttention(const TypeQuery& q) {
 }
 
 // h [..., H], router [E, H], then per expert e gate [I, H], up [I, H],
-// down [H, I] (h's dtype) -> h's type. The router may have any float dtype
-// (it is read widened to f32).
+// down [H, I] -> h's type. The router may have any float dtype (it is read
+// widened to f32); an expert weight has h's dtype, or for an f32 h a
+// two-byte float read widened exactly (a checkpoint's bf16 weights).
 TypeResult ruleRoutedExperts(const TypeQuery& q) {
   int64_t E = q.attrInt("experts"), k = q.attrInt("k");
   if (E < 1) return fail("experts must be positive");
@@ -501,10 +502,13 @@ TypeResult ruleRoutedExperts(const TypeQuery& q) {
   for (size_t i = kRoutedFirstExpert; i < q.operands.size(); ++i) {
     bool down = (i - kRoutedFirstExpert) % kRoutedPerExpert == 2;
     Type want{h.dtype, down ? Shape{H, I} : Shape{I, H}};
-    if (q.operands[i] != want || I < 1)
+    const Type& w = q.operands[i];
+    bool widened = h.dtype == DType::F32 && (w.dtype == DType::F16 || w.dtype == DType::BF16);
+    if (w.shape != want.shape || (w.dtype != h.dtype && !widened) || I < 1)
       return fail(operandStr(q, i) + ", the " + (down ? "down" : (i - kRoutedFirstExpert) % kRoutedPerExpert ? "up" : "gate") +
                   " weight of expert " + std::to_string((i - kRoutedFirstExpert) / kRoutedPerExpert) + ", must be " +
-                  (I < 1 ? "[I, " + std::to_string(H) + "] with I >= 1" : want.str()));
+                  (I < 1 ? "[I, " + std::to_string(H) + "] with I >= 1"
+                         : want.str() + (h.dtype == DType::F32 ? " (or f16 or bf16, widened exactly)" : "")));
   }
   return one(h);
 }

@@ -8,7 +8,9 @@
 //   R = ReduceSum(Select(Eq(Reshape(idx), Iota(E)), Reshape(w), 0)){axis -2}
 //   Rd = R, or Convert(R) to h's dtype
 //   expert e: y_e = MatMul(Mul(Mul(g, Sigmoid(g)), u), Transpose(Wd_e)),
-//             g = MatMul(h, Transpose(Wg_e)), u = MatMul(h, Transpose(Wu_e))
+//             g = MatMul(h, Transpose(Wg_e)), u = MatMul(h, Transpose(Wu_e)),
+//             each W the weight or Convert(weight) to f32 (the op takes
+//             the weight: a bf16 checkpoint's experts stay bf16)
 //   routed = y_0 * Rd[0:1] + y_1 * Rd[1:2] + ... (added in expert order)
 // The TopK is the anchor: every TopK whose indices are compared with an Iota
 // and selected (the routing spread) is a candidate, and one that does not
@@ -119,7 +121,7 @@ std::optional<std::array<ValueId, 3>> expertOf(const Graph& g, ValueId y, ValueI
   if (!orderBy(*mid, [&](ValueId v) { return siluOf(g, v).has_value(); }, act, upv)) return std::nullopt;
   auto gate = linearOf(g, *siluOf(g, act)), up = linearOf(g, upv);
   if (!gate || !up || gate->x != h || up->x != h) return std::nullopt;
-  return std::array<ValueId, 3>{gate->w, up->w, down->w};
+  return std::array<ValueId, 3>{unwiden(g, gate->w), unwiden(g, up->w), unwiden(g, down->w)};
 }
 
 std::string str(int64_t v) { return std::to_string(v); }

@@ -66,7 +66,7 @@ size_t lower(Graph& g, size_t i) {
   const Eqn op = g.eqns[i];
   ValueId out = op.results[0];
   Emitter em{g, i, op.loc, g.value(out).name};
-  const Type& ht = g.type(op.operands[0]);
+  const Type ht = g.type(op.operands[0]);  // a copy: inserting eqns grows g.values
   const int64_t E = std::get<int64_t>(*op.attr("experts")), k = std::get<int64_t>(*op.attr("k")), rank = ht.rank();
   const double scale = std::get<double>(*op.attr("scale"));
   Shape lead(ht.shape.begin(), ht.shape.end() - 1), col = lead;
@@ -99,10 +99,13 @@ size_t lower(Graph& g, size_t i) {
   for (int64_t e = 0; e < E; ++e) {
     std::string p = "experts." + std::to_string(e) + ".";
     size_t at = kRoutedFirstExpert + kRoutedPerExpert * size_t(e);
-    ValueId gate = em.linear(h, op.operands[at], p + "gate_proj");
+    auto weight = [&](size_t j, const char* name) {
+      return em.convert(op.operands[at + j], ht.dtype, p + name + ".widened");
+    };
+    ValueId gate = em.linear(h, weight(0, "gate_proj"), p + "gate_proj");
     ValueId act = em.one(Op::Mul, {gate, em.one(Op::Sigmoid, {gate}, {}, p + "sigmoid")}, {}, p + "silu");
-    ValueId mid = em.one(Op::Mul, {act, em.linear(h, op.operands[at + 1], p + "up_proj")}, {}, p + "mid");
-    ValueId y = em.linear(mid, op.operands[at + 2], p + "down_proj");
+    ValueId mid = em.one(Op::Mul, {act, em.linear(h, weight(1, "up_proj"), p + "up_proj")}, {}, p + "mid");
+    ValueId y = em.linear(mid, weight(2, "down_proj"), p + "down_proj");
     ValueId we = em.one(Op::Slice, {routing}, {{"axis", int64_t(-1)}, {"start", e}, {"limit", e + 1}}, p + "weight");
     ValueId scaled = em.one(Op::Mul, {y, we}, {}, p + "weighted");
     acc = acc < 0 ? scaled : em.one(Op::Add, {acc, scaled}, {}, p + "sum");

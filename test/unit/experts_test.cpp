@@ -35,11 +35,11 @@ const Tolerance kExact = relativeToBefore(0.0);
 
 // The tiny DeepSeek-V2 config traced, then through the pipeline up to the
 // pass's place in it (after selection).
-Graph tracedUpToSelection(const trace::ModelConfig& cfg, trace::Phase phase, DType dtype) {
+Graph tracedUpToSelection(const trace::ModelConfig& cfg, trace::Phase phase, DType dtype, DType weights) {
   trace::TraceOptions o;
   o.phase = phase;
   o.dtype = dtype;
-  o.weightsDtype = dtype;
+  o.weightsDtype = weights;
   if (phase == trace::Phase::Prefill) o.tokens = 3;
   auto g = trace::traceModel(cfg, o);
   REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
@@ -50,16 +50,17 @@ Graph tracedUpToSelection(const trace::ModelConfig& cfg, trace::Phase phase, DTy
   return std::move(*g);
 }
 
-// A RoutedExperts graph: h [2, 3, H] f32, E experts of width I.
+// A RoutedExperts graph: h [2, 3, H] f32, E experts of width I whose
+// weights have dtype `weights`.
 std::string routedGraph(int64_t H, int64_t I, int64_t E, int64_t k, const std::string& scoring, bool renormalize,
-                        double scale) {
+                        double scale, const std::string& weights = "f32") {
   std::string s = "graph moe\ninput %h : f32[2,3," + std::to_string(H) + "]\nweight %router : f32[" +
                   std::to_string(E) + "," + std::to_string(H) + "]\n";
   std::string ops = "%h, %router";
   std::string in = "[" + std::to_string(I) + "," + std::to_string(H) + "]";
   for (int64_t e = 0; e < E; ++e) {
     std::string p = "%e" + std::to_string(e);
-    s += "weight " + p + ".gate : f32" + in + "\nweight " + p + ".up : f32" + in + "\nweight " + p + ".down : f32[" +
+    s += "weight " + p + ".gate : " + weights + in + "\nweight " + p + ".up : " + weights + in + "\nweight " + p + ".down : " + weights + "[" +
          std::to_string(H) + "," + std::to_string(I) + "]\n";
     ops += ", " + p + ".gate, " + p + ".up, " + p + ".down";
   }
@@ -83,12 +84,15 @@ Graph lowered(Graph g) {
 
 TEST_CASE("routed-experts forms DeepSeek-V2's MoE layers and keeps their results, and the dense form keeps them too") {
   trace::ModelConfig cfg = loadExampleConfig("tiny-deepseek-v2.json");
+  struct Dtypes {
+    DType activations, weights;
+  };
   for (trace::Phase phase : {trace::Phase::Decode, trace::Phase::Prefill})
-    for (DType dtype : {DType::F32, DType::BF16}) {
+    for (Dtypes dt : {Dtypes{DType::F32, DType::F32}, Dtypes{DType::BF16, DType::BF16}, Dtypes{DType::F32, DType::BF16}}) {
       CAPTURE(int(phase));
-      std::string dt = dtypeName(dtype);
-      CAPTURE(dt);
-      Graph before = tracedUpToSelection(cfg, phase, dtype);
+      std::string dtypes = std::string(dtypeName(dt.activations)) + " activations, " + dtypeName(dt.weights) + " weights";
+      CAPTURE(dtypes);
+      Graph before = tracedUpToSelection(cfg, phase, dt.activations, dt.weights);
       Graph formed = before;
       PassContext ctx;
       auto changed = runRoutedExperts(formed, ctx);
@@ -107,7 +111,9 @@ TEST_CASE("routed-experts forms DeepSeek-V2's MoE layers and keeps their results
         CHECK(std::get<double>(*e.attr("scale")) == 1.5);
         CHECK(e.operands.size() == kRoutedFirstExpert + 4 * kRoutedPerExpert);
         CHECK(formed.value(e.results[0]).name == "layers.1.mlp.moe.routed");
+        // The weights themselves, a bf16 checkpoint's not widened first.
         CHECK(formed.value(e.operands[3]).name == "model.layers.1.mlp.experts.0.up_proj.weight");
+        CHECK(formed.type(e.operands[3]).dtype == dt.weights);
       }
       uint64_t seed = freshSeed();
       checkSameResults(before, formed, seed, kExact);
@@ -115,18 +121,56 @@ TEST_CASE("routed-experts forms DeepSeek-V2's MoE layers and keeps their results
     }
 }
 
+TEST_CASE("routed-experts forms DeepSeek-V2-Lite's 64-expert layer, and forms its dense form back into the same op") {
+  Graph g = loadGraphFile(exampleGraph("deepseek-v2-lite-decode.pg"));
+  PassContext ctx;
+  PipelineOptions opts;
+  opts.stopAfter = "selection";
+  REQUIRE(bool(runPipeline(g, ctx, opts)));
+  auto formedOnce = [](Graph& graph) {
+    PassContext c;
+    auto changed = runRoutedExperts(graph, c);
+    REQUIRE(bool(changed));
+    CHECK(*changed);
+    CHECK(c.remarks.empty());
+    REQUIRE(bool(verify(graph)));
+    REQUIRE(count(graph, Op::RoutedExperts) == 1);
+    for (const Eqn& e : graph.eqns)
+      if (e.op == Op::RoutedExperts) return e;
+    return Eqn{};
+  };
+  auto names = [](const Graph& graph, const Eqn& e) {
+    std::vector<std::string> out;
+    for (ValueId v : e.operands) out.push_back(graph.value(v).name);
+    return out;
+  };
+  Eqn first = formedOnce(g);
+  // deepseek-v2-lite.json: 64 routed experts, 6 a token, routed_scaling_factor 1 (no Mul to match).
+  CHECK(std::get<int64_t>(*first.attr("experts")) == 64);
+  CHECK(std::get<int64_t>(*first.attr("k")) == 6);
+  CHECK(std::get<double>(*first.attr("scale")) == 1.0);
+  CHECK(names(g, first)[1] == "model.layers.1.mlp.gate.weight");
+  CHECK(names(g, first).back() == "model.layers.1.mlp.experts.63.down_proj.weight");
+  Graph again = lowered(g);
+  Eqn second = formedOnce(again);
+  CHECK(second.attrs == first.attrs);
+  CHECK(names(again, second) == names(g, first));
+}
+
 TEST_CASE("RoutedExperts agrees with its dense form for every scoring, renormalization and scale") {
   struct Case {
     const char* scoring;
     bool renormalize;
     double scale;
+    const char* weights;
   };
-  for (Case c : {Case{"softmax", false, 1.0}, Case{"softmax", true, 2.5}, Case{"sigmoid", false, 1.0},
-                 Case{"sigmoid", true, 0.75}}) {
+  for (Case c : {Case{"softmax", false, 1.0, "f32"}, Case{"softmax", true, 2.5, "bf16"}, Case{"sigmoid", false, 1.0, "f16"},
+                 Case{"sigmoid", true, 0.75, "f32"}}) {
     CAPTURE(c.scoring);
     CAPTURE(c.renormalize);
+    CAPTURE(c.weights);
     // Widths that are no multiple of any tile; k = 3 of 5 experts.
-    Graph g = parse(routedGraph(13, 7, 5, 3, c.scoring, c.renormalize, c.scale));
+    Graph g = parse(routedGraph(13, 7, 5, 3, c.scoring, c.renormalize, c.scale, c.weights));
     checkSameResults(g, lowered(g), freshSeed(), kExact);
   }
 }
@@ -158,7 +202,7 @@ TEST_CASE("routed-experts declines a group-limited router and says why") {
       "topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "max_position_embeddings": 64})",
                                 "grouped.json");
   REQUIRE_MESSAGE(bool(cfg), (cfg ? "" : cfg.error().str()));
-  Graph g = tracedUpToSelection(*cfg, trace::Phase::Decode, DType::F32);
+  Graph g = tracedUpToSelection(*cfg, trace::Phase::Decode, DType::F32, DType::F32);
   std::string text = printGraph(g);
   PassContext ctx;
   auto changed = runRoutedExperts(g, ctx);
@@ -195,7 +239,7 @@ TEST_CASE("RoutedExperts round-trips through text and binary, and its type rule 
   fails(replace("experts=3", "experts=2"), "11 operands, but experts 2 needs 8");
   fails(replace("k=2", "k=4"), "k 4 is not within the 3 experts");
   fails(replace("weight %e1.down : f32[8,4]", "weight %e1.down : f32[4,8]"),
-        "the down weight of expert 1, must be f32[8,4]");
+        "the down weight of expert 1, must be f32[8,4] (or f16 or bf16, widened exactly)");
   fails(replace("weight %router : f32[3,8]", "weight %router : f32[3,9]"), "the router, must be [3,8]");
   fails(replace("scoring=softmax", "scoring=relu"), "scoring");
 }
