@@ -4,10 +4,11 @@
 // TopK, the optional renormalization and the scale, the weights spread over
 // the experts with Select(Eq(idx, Iota), w, 0), every expert's gated MLP run
 // on every row and added in expert order times its weight (zero where
-// unselected). No kernel family runs RoutedExperts yet, so the pipeline
-// lowers each one here; what the oracle computes for the op is this form's
-// result. The chain is inserted before the op, takes its uses and its name,
-// and the op is removed.
+// unselected): what the oracle computes for the op is this form's result,
+// and it compiles on every device, where the op's kernel (routed-gemv)
+// serves only a decode's rows within the device's bindings. The chain is
+// inserted before the op, takes its uses and its name, and the op is
+// removed.
 #include <cassert>
 #include <string>
 

@@ -73,8 +73,8 @@ Expected<bool> runSelection(Graph& g, PassContext& ctx);        // selection.cpp
 // Mixture of experts, not in the pipeline yet: routed-experts forms
 // RoutedExperts from the tracer's dense primitive chain (remarks name the
 // check that declined), routed-experts-dense writes each one back as that
-// chain. They join the pipeline, after selection, with the kernel family
-// that runs the formed op (docs/passes.md).
+// chain. They join the pipeline, after selection, once the routed-gemv
+// kernel reads stacked expert weights (docs/passes.md says why).
 Expected<bool> runRoutedExperts(Graph& g, PassContext& ctx);       // experts.cpp
 Expected<bool> runRoutedExpertsDense(Graph& g, PassContext& ctx);  // experts_dense.cpp
 Expected<bool> runMatMulOperands(Graph& g, PassContext& ctx);   // matmul_operands.cpp

@@ -1,5 +1,6 @@
-// Unit tests of RoutedExperts (ir/ops, the oracle) and of the passes that
-// form it and write it back (lib/passes/experts.cpp, experts_dense.cpp):
+// Unit tests of RoutedExperts (ir/ops, the oracle), of the passes that form
+// it and write it back (lib/passes/experts.cpp, experts_dense.cpp) and of
+// its decode kernel (routed-gemv, gen/experts.cpp):
 // fresh traces of the tiny DeepSeek-V2 config (decode and prefill, f32 and
 // bf16) get one RoutedExperts per MoE layer with the config's attributes and
 // give the same outputs, bit for bit, on fresh random data before the pass,
@@ -7,7 +8,11 @@
 // for softmax and sigmoid scoring, with and without renormalization, and on
 // tied router scores, where the lower expert wins (TopK's order); a
 // group-limited router declines with its remark; the op round-trips through
-// the text and binary formats and its type rule names what is wrong.
+// the text and binary formats and its type rule names what is wrong. The
+// routed-gemv kernel agrees with the oracle bit for bit on the KIR
+// interpreter and within its stated bound on lavapipe (f32, bf16, f32 over
+// bf16 weights, softmax and sigmoid, ties), launches one workgroup a token
+// row whatever the routing, and declines many rows and too many bindings.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,11 +20,13 @@
 
 #include "ir/binary.h"
 #include "ir/text.h"
+#include "kir_plan.h"
 #include "oracle/interp.h"
 #include "oracle/random.h"
 #include "passes/pass.h"
 #include "testing.h"
 #include "trace/model.h"
+#include "vulkan_plan.h"
 
 using namespace poot;
 using namespace poot::testing;
@@ -53,8 +60,8 @@ Graph tracedUpToSelection(const trace::ModelConfig& cfg, trace::Phase phase, DTy
 // A RoutedExperts graph: h [2, 3, H] f32, E experts of width I whose
 // weights have dtype `weights`.
 std::string routedGraph(int64_t H, int64_t I, int64_t E, int64_t k, const std::string& scoring, bool renormalize,
-                        double scale, const std::string& weights = "f32") {
-  std::string s = "graph moe\ninput %h : f32[2,3," + std::to_string(H) + "]\nweight %router : f32[" +
+                        double scale, const std::string& weights = "f32", const std::string& h = "f32[2,3,") {
+  std::string s = "graph moe\ninput %h : " + h + std::to_string(H) + "]\nweight %router : f32[" +
                   std::to_string(E) + "," + std::to_string(H) + "]\n";
   std::string ops = "%h, %router";
   std::string in = "[" + std::to_string(I) + "," + std::to_string(H) + "]";
@@ -66,7 +73,7 @@ std::string routedGraph(int64_t H, int64_t I, int64_t E, int64_t k, const std::s
   }
   s += "%y = RoutedExperts(" + ops + ") {experts=" + std::to_string(E) + ", k=" + std::to_string(k) +
        ", scoring=" + scoring + ", renormalize=" + (renormalize ? "true" : "false") + ", scale=" + formatNumber(scale) +
-       ", activation=silu} : f32[2,3," + std::to_string(H) + "]\noutput %y\n";
+       ", activation=silu} : " + h + std::to_string(H) + "]\noutput %y\n";
   return s;
 }
 
@@ -242,4 +249,114 @@ TEST_CASE("RoutedExperts round-trips through text and binary, and its type rule 
         "the down weight of expert 1, must be f32[8,4] (or f16 or bf16, widened exactly)");
   fails(replace("weight %router : f32[3,8]", "weight %router : f32[3,9]"), "the router, must be [3,8]");
   fails(replace("scoring=softmax", "scoring=relu"), "scoring");
+}
+
+// ---------------------------------------------------------------- routed-gemv
+
+namespace {
+
+// Lavapipe, with bf16 storage (a bf16 kernel is integer arithmetic around
+// f32, which lavapipe and the interpreter run like any other).
+const DeviceProfile& lavapipeBf16() {
+  static const DeviceProfile d = [] {
+    DeviceProfile p = loadTarget("lavapipe");
+    p.bf16 = p.f16;
+    return p;
+  }();
+  return d;
+}
+
+// The kernel against the oracle (docs/codegen.md, routed-gemv): on the KIR
+// interpreter bit for bit; on lavapipe every element within ulps * u *
+// max|y| of the oracle's, u the unit roundoff of h's dtype (a GPU's exp and
+// fused multiply-adds differ in f32's last bit: (H + I) ulps of f32, or 4k
+// of a two-byte dtype whose rounding of an intermediate that moves).
+void checkRouted(const Graph& g, std::map<std::string, Tensor> params, double ulps) {
+  auto want = evaluate(g, params);
+  REQUIRE_MESSAGE(bool(want), (want ? "" : want.error().str()));
+  const Tensor& y = want->outputs.at("y");
+  double largest = 0;
+  for (int64_t i = 0; i < y.size(); ++i) largest = std::max(largest, std::fabs(y.get(i)));
+  double u = y.dtype() == DType::F32 ? 0x1p-24 : y.dtype() == DType::BF16 ? 0x1p-8 : 0x1p-11;
+  auto bound = [&](int64_t) { return ulps * u * largest; };
+  auto kir = runOnKir(g, lavapipeBf16(), params);
+  REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+  checkClose("kir", y, kir->outputs.at("y"), kExact);
+  if (!kGeneratorsOnLavapipe) return;
+  auto vulkan = runOnVulkan(g, lavapipeBf16(), params);
+  REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
+  checkWithinEach("lavapipe", y, vulkan->outputs.at("y"), bound);
+}
+
+}  // namespace
+
+TEST_CASE("routed-gemv runs RoutedExperts within its bound on the KIR interpreter and lavapipe, one workgroup a row") {
+  struct Case {
+    int64_t H, I, E, k;
+    const char *scoring, *weights, *h;
+    bool renormalize;
+    double scale, ulps;
+  };
+  // Widths that are no multiple of any tile or of the 256 threads; f32,
+  // bf16 activations and weights, f32 activations over bf16 weights.
+  for (Case c : {Case{13, 7, 5, 3, "softmax", "f32", "f32[2,3,", false, 1.5, 13 + 7},
+                 Case{19, 9, 6, 2, "sigmoid", "bf16", "bf16[1,1,", true, 2.0, 4 * 2},
+                 Case{300, 17, 4, 2, "softmax", "bf16", "f32[1,2,", false, 1.0, 300 + 17}}) {
+    std::string text = routedGraph(c.H, c.I, c.E, c.k, c.scoring, c.renormalize, c.scale, c.weights, c.h);
+    CAPTURE(text);
+    Graph g = parse(text);
+    auto plan = planGraph(g, lavapipeBf16());
+    REQUIRE_MESSAGE(bool(plan), (plan ? "" : plan.error().str()));
+    REQUIRE(plan->dispatches.size() == 1);
+    CHECK(plan->kernels[0].request.schedule.kind == "routed-gemv");
+    // The launch is the token rows, whatever the routing.
+    CHECK(plan->dispatches[0].grid[0] * plan->dispatches[0].grid[1] == numel(g.type(g.params[0]).shape) / c.H);
+    uint64_t seed = freshSeed();
+    CAPTURE(seed);
+    checkRouted(g, completeParams(g, {}, seed), c.ulps);
+  }
+}
+
+TEST_CASE("routed-gemv keeps a thread's loops within llvmpipe's 65535 iterations") {
+  // 8 threads a workgroup: a thread's dots run 512 + 2 * (32 * 1024 + 64 *
+  // 256) = 98816 iterations, written out 8 times an iteration.
+  DeviceProfile narrow = lavapipeBf16();
+  narrow.max_workgroup_size = 8;
+  Graph g = parse(routedGraph(512, 256, 4, 2, "softmax", false, 1.0, "f32", "f32[1,1,"));
+  auto params = completeParams(g, {}, freshSeed());
+  auto want = evaluate(g, params);
+  REQUIRE(bool(want));
+  if (!kGeneratorsOnLavapipe) return;
+  auto vulkan = runOnVulkan(g, narrow, params);
+  REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
+  const Tensor& y = want->outputs.at("y");
+  double largest = 0;
+  for (int64_t i = 0; i < y.size(); ++i) largest = std::max(largest, std::fabs(y.get(i)));
+  checkWithinEach("lavapipe", y, vulkan->outputs.at("y"), [&](int64_t) { return (512 + 256) * 0x1p-24 * largest; });
+}
+
+TEST_CASE("routed-gemv picks the lower experts on tied router scores, and declines what a decode kernel cannot hold") {
+  // As the oracle's tie test: every router row equal, experts 0 and 1 (the
+  // ones a tie selects) with zero down weights, so the output is exactly 0.
+  Graph g = parse(routedGraph(9, 6, 4, 2, "softmax", false, 1.0, "f32", "f32[1,3,"));
+  auto params = completeParams(g, {}, freshSeed());
+  Tensor row = randomTensor(ty("f32[1,9]"));
+  for (int64_t e = 0; e < 4; ++e) std::copy(row.bytes.begin(), row.bytes.end(), params.at("router").bytes.begin() + e * 9 * 4);
+  for (const char* down : {"e0.down", "e1.down"}) params.at(down) = Tensor(ty("f32[9,6]"));
+  auto kir = runOnKir(g, lavapipeBf16(), params);
+  REQUIRE(bool(kir));
+  const Tensor& y = kir->outputs.at("y");
+  for (int64_t i = 0; i < y.size(); ++i) CHECK(y.get(i) == 0.0);
+  checkRouted(g, params, 9 + 6);
+
+  // 9 rows: more than a decode's; 10 experts: 33 bindings on lavapipe's 32.
+  for (auto [text, why] : {std::pair{routedGraph(9, 6, 4, 2, "softmax", false, 1.0, "f32", "f32[3,3,"),
+                                     "not a routed gemv: 9 rows are more than the 8 of a decode"},
+                           std::pair{routedGraph(9, 6, 10, 2, "softmax", false, 1.0, "f32", "f32[1,1,"),
+                                     "not a routed gemv: 33 bindings (3 an expert) are more than max_bindings 32"}}) {
+    auto plan = planGraph(parse(text), lavapipeBf16());
+    REQUIRE_FALSE(bool(plan));
+    CHECK(plan.error().capability == "NoGenerator");
+    CHECK(plan.error().message.find(std::string("(") + why + ")") != std::string::npos);
+  }
 }
