@@ -18,8 +18,10 @@
 #include <algorithm>
 #include <string>
 
+#include "codegen/llvm/llvm.h"
 #include "ir/binary.h"
 #include "ir/text.h"
+#include "kernel_checks.h"
 #include "kir_plan.h"
 #include "oracle/interp.h"
 #include "oracle/random.h"
@@ -358,5 +360,29 @@ TEST_CASE("routed-gemv picks the lower experts on tied router scores, and declin
     REQUIRE_FALSE(bool(plan));
     CHECK(plan.error().capability == "NoGenerator");
     CHECK(plan.error().message.find(std::string("(") + why + ")") != std::string::npos);
+  }
+}
+
+TEST_CASE("routed-gemv compiles to PTX that ptxas assembles and to HSACO, f32 and bf16") {
+  for (const char* profile : {"nvidia-h200", "amd-mi300x"}) {
+    DeviceProfile d = loadTarget(profile);
+    auto lowering = llvmgen::Lowering::create(d.target, d.arch);
+    REQUIRE_MESSAGE(bool(lowering), (lowering ? "" : lowering.error().str()));
+    for (const char* h : {"f32[1,4,", "bf16[2,1,"}) {
+      CAPTURE(profile);
+      CAPTURE(h);
+      std::string dtype = std::string(h).substr(0, std::string(h).find('['));
+      Graph g = parse(routedGraph(40, 24, 6, 2, "sigmoid", true, 2.0, dtype, h));
+      auto plan = planGraph(g, d);
+      REQUIRE_MESSAGE(bool(plan), (plan ? "" : plan.error().str()));
+      auto kernels = generateKir(*plan, d);
+      REQUIRE_MESSAGE(bool(kernels), (kernels ? "" : kernels.error().str()));
+      REQUIRE(kernels->size() == 1);
+      const kir::Kernel& k = kernels->front();
+      auto blob = (*lowering)->compile(k);
+      REQUIRE_MESSAGE(bool(blob), (blob ? "" : blob.error().str()));
+      if (d.target == Target::Hsaco) checkHsaco(k, *blob);
+      else checkPtx(k, std::string(blob->begin(), blob->end()), d.arch);
+    }
   }
 }
