@@ -79,6 +79,17 @@ std::string routedGraph(int64_t H, int64_t I, int64_t E, int64_t k, const std::s
   return s;
 }
 
+// Fresh random parameters of a routedGraph(9, 6, 4, 2, ...) where every
+// router row is the first one (all four experts tie on every token, so the
+// top 2 are experts 0 and 1) and experts 0 and 1 have zero down weights.
+std::map<std::string, Tensor> tiedParams(const Graph& g) {
+  auto params = completeParams(g, {}, freshSeed());
+  std::vector<uint8_t>& router = params.at("router").bytes;
+  for (int64_t e = 1; e < 4; ++e) std::copy(router.begin(), router.begin() + 9 * 4, router.begin() + e * 9 * 4);
+  for (const char* down : {"e0.down", "e1.down"}) params.at(down) = Tensor(ty("f32[9,6]"));
+  return params;
+}
+
 Graph lowered(Graph g) {
   PassContext ctx;
   auto changed = runRoutedExpertsDense(g, ctx);
@@ -189,11 +200,7 @@ TEST_CASE("RoutedExperts on tied router scores selects the lower experts, as its
   // experts 0 and 1. Their down weights are zero, the others' random, so the
   // result is exactly zero only when the tie goes to the lower index.
   Graph g = parse(routedGraph(9, 6, 4, 2, "softmax", false, 1.0));
-  auto params = completeParams(g, {}, freshSeed());
-  Tensor row = randomTensor(ty("f32[1,9]"));
-  Tensor& router = params.at("router");
-  for (int64_t e = 0; e < 4; ++e) std::copy(row.bytes.begin(), row.bytes.end(), router.bytes.begin() + e * 9 * 4);
-  for (const char* down : {"e0.down", "e1.down"}) params.at(down) = Tensor(ty("f32[9,6]"));
+  auto params = tiedParams(g);
   auto op = evaluate(g, params);
   auto dense = evaluate(lowered(g), params);
   REQUIRE(bool(op));
@@ -341,10 +348,7 @@ TEST_CASE("routed-gemv picks the lower experts on tied router scores, and declin
   // As the oracle's tie test: every router row equal, experts 0 and 1 (the
   // ones a tie selects) with zero down weights, so the output is exactly 0.
   Graph g = parse(routedGraph(9, 6, 4, 2, "softmax", false, 1.0, "f32", "f32[1,3,"));
-  auto params = completeParams(g, {}, freshSeed());
-  Tensor row = randomTensor(ty("f32[1,9]"));
-  for (int64_t e = 0; e < 4; ++e) std::copy(row.bytes.begin(), row.bytes.end(), params.at("router").bytes.begin() + e * 9 * 4);
-  for (const char* down : {"e0.down", "e1.down"}) params.at(down) = Tensor(ty("f32[9,6]"));
+  auto params = tiedParams(g);
   auto kir = runOnKir(g, lavapipeBf16(), params);
   REQUIRE(bool(kir));
   const Tensor& y = kir->outputs.at("y");
