@@ -480,6 +480,39 @@ TypeResult ruleSelectedAttention(const TypeQuery& q) {
   return one(Type{tq.dtype, {B, Hq, Lq, tv.shape[3]}});
 }
 
+// h [..., H], router [E, H], then per expert e gate [I, H], up [I, H],
+// down [H, I] -> h's type. The router may have any float dtype (it is read
+// widened to f32); an expert weight has h's dtype, or for an f32 h a
+// two-byte float read widened exactly (a checkpoint's bf16 weights).
+TypeResult ruleRoutedExperts(const TypeQuery& q) {
+  int64_t E = q.attrInt("experts"), k = q.attrInt("k");
+  if (E < 1) return fail("experts must be positive");
+  if (q.operands.size() != kRoutedFirstExpert + kRoutedPerExpert * size_t(E))
+    return fail(std::to_string(q.operands.size()) + " operands, but experts " + std::to_string(E) + " needs " +
+                std::to_string(kRoutedFirstExpert + kRoutedPerExpert * size_t(E)) +
+                ": h, the router, then gate, up and down of every expert");
+  if (k < 1 || k > E) return fail("k " + std::to_string(k) + " is not within the " + std::to_string(E) + " experts");
+  if (!std::isfinite(q.attrFloat("scale"))) return fail("scale must be finite");
+  if (auto e = first(needFloat(q, 0), needFloat(q, 1), needRank(q, 1, 2)); !e.empty()) return fail(e);
+  const Type& h = q.operands[0];
+  if (h.rank() < 1) return fail(operandStr(q, 0) + " must have rank 1 or more");
+  int64_t H = h.shape.back();
+  if (q.operands[1].shape != Shape{E, H}) return fail(operandStr(q, 1) + ", the router, must be " + shapeStr({E, H}));
+  int64_t I = q.operands[kRoutedFirstExpert].rank() == 2 ? q.operands[kRoutedFirstExpert].shape[0] : 0;
+  for (size_t i = kRoutedFirstExpert; i < q.operands.size(); ++i) {
+    bool down = (i - kRoutedFirstExpert) % kRoutedPerExpert == 2;
+    Type want{h.dtype, down ? Shape{H, I} : Shape{I, H}};
+    const Type& w = q.operands[i];
+    bool widened = h.dtype == DType::F32 && (w.dtype == DType::F16 || w.dtype == DType::BF16);
+    if (w.shape != want.shape || (w.dtype != h.dtype && !widened) || I < 1)
+      return fail(operandStr(q, i) + ", the " + (down ? "down" : (i - kRoutedFirstExpert) % kRoutedPerExpert ? "up" : "gate") +
+                  " weight of expert " + std::to_string((i - kRoutedFirstExpert) / kRoutedPerExpert) + ", must be " +
+                  (I < 1 ? "[I, " + std::to_string(H) + "] with I >= 1"
+                         : want.str() + (h.dtype == DType::F32 ? " (or f16 or bf16, widened exactly)" : "")));
+  }
+  return one(h);
+}
+
 using K = AttrKind;
 const AttrSpec kAxis{"axis", K::Int};
 
@@ -537,6 +570,14 @@ std::vector<OpInfo> buildTable() {
                {{"scale", K::Float}, {"softcap", K::Float, true}, {"n_rep", K::Int}, {"block", K::Int}},
                ruleSelectedAttention});
   t.push_back({Op::Sample, "Sample", OpClass::Contract, 6, 6, 1, {}, ruleSample});
+  t.push_back({Op::RoutedExperts, "RoutedExperts", OpClass::Formed, 5, -1, 1,
+               {{"experts", K::Int},
+                {"k", K::Int},
+                {"scoring", K::Sym, false, {"softmax", "sigmoid"}},
+                {"renormalize", K::Bool},
+                {"scale", K::Float},
+                {"activation", K::Sym, false, {"silu"}}},
+               ruleRoutedExperts});
   for (OpInfo& info : t)
     if (fusibleOp(info.op) || info.op == Op::MatMul || info.op == Op::DynamicUpdateSlice)
       info.attrs.push_back({"fusion", K::Int, true});  // a product group's member; an in-place root (ir/fusion.h)

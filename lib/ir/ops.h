@@ -33,6 +33,9 @@ enum class Op : uint16_t {
   Attention, Rope, BlockTopK, SelectedAttention,
   // the next token of each row of logits (greedy or drawn; oracle/sample.h)
   Sample,
+  // a mixture of experts' routed part: router, top-k, the selected experts'
+  // gated MLPs combined with their routing weights (docs/graph-format.md)
+  RoutedExperts,
 };
 
 enum class OpClass : uint8_t { Data, Unary, Binary, Compare, Select, Reduce, Contract, Formed };
@@ -104,6 +107,11 @@ struct SampleParam {
 };
 inline constexpr SampleParam kSampleParams[] = {
     {"temperature", DType::F32}, {"top_k", DType::I32}, {"top_p", DType::F32}, {"min_p", DType::F32}, {"uniform", DType::F32}};
+// RoutedExperts' operands: h, the router weight, then each expert's gate,
+// up and down weights in expert order (kRoutedFirstExpert + 3 e + j).
+inline constexpr size_t kRoutedFirstExpert = 2;
+inline constexpr size_t kRoutedPerExpert = 3;
+
 // Ops that may run inside a fused kernel (ir/fusion.h): creation (Iota,
 // Constant), index maps (Reshape, Broadcast, Transpose), Convert, every
 // unary, binary, compare and Select, the reductions and Rope. Each of them

@@ -760,6 +760,80 @@ Status evalBlockTopK(Ctx& c) {
   return ok();
 }
 
+// RoutedExperts, per row x of h: the router's logits in f32 (x and the
+// router widened; each a sequential dot), scored (softmax: exp(l - max) over
+// their sequential sum; sigmoid), the k best by TopK's order (ranksBefore:
+// larger first, equal scores to the lower expert), optionally divided by
+// their sum, times scale. Then the selected experts in increasing expert
+// index, each silu(x gate^T) * (x up^T) down^T in h's dtype (every dot and
+// elementwise result rounded to it) times its weight rounded to h's dtype,
+// added in that order. This is the dense primitive form's arithmetic: there
+// an unselected expert adds its output times exactly zero, so skipping it
+// gives the same bits whenever every expert's output is finite.
+Status evalRoutedExperts(Ctx& c) {
+  const Tensor& h = c.x(0);
+  const DType dt = h.dtype();
+  const int64_t H = h.shape().back(), rows = h.size() / H, E = c.attrInt("experts"), k = c.attrInt("k");
+  const int64_t I = c.x(kRoutedFirstExpert).shape()[0];
+  const bool softmax = c.attrSym("scoring") == "softmax", renormalize = flagAttr(c.e.attrs, "renormalize");
+  const float scale = float(c.attrFloat("scale"));
+  auto round = [dt](float v) {
+    return dt == DType::F16 ? halfToFloat(floatToHalf(v)) : dt == DType::BF16 ? bf16ToFloat(floatToBf16(v)) : v;
+  };
+  std::vector<float> x = asF32(h), router = asF32(c.x(1));
+  std::vector<std::vector<float>> weights(kRoutedPerExpert * size_t(E));  // widened when first selected
+  auto weight = [&](int64_t e, size_t j) -> const float* {
+    std::vector<float>& w = weights[size_t(e) * kRoutedPerExpert + j];
+    if (w.empty()) w = asF32(c.x(kRoutedFirstExpert + size_t(e) * kRoutedPerExpert + j));
+    return w.data();
+  };
+  std::vector<float> out(static_cast<size_t>(h.size())), score(static_cast<size_t>(E)), routing(static_cast<size_t>(E)),
+      mid(static_cast<size_t>(I));
+  std::vector<int64_t> ids(static_cast<size_t>(E));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * H;
+    for (int64_t e = 0; e < E; ++e) score[size_t(e)] = dot(xr, router.data() + e * H, H);
+    if (softmax) {
+      float m = score[0], sum = 0;
+      for (float s : score) m = std::isnan(m) || std::isnan(s) ? kNaN : (s > m ? s : m);
+      for (float& s : score) {
+        s = std::exp(s - m);
+        sum += s;
+      }
+      for (float& s : score) s /= sum;
+    } else {
+      for (float& s : score) s = unaryF(Op::Sigmoid, s);
+    }
+    std::iota(ids.begin(), ids.end(), 0);
+    topOf(ids, size_t(k), score.data());
+    float total = 0;
+    for (int64_t j = 0; j < k; ++j) total += score[size_t(ids[size_t(j)])];
+    std::fill(routing.begin(), routing.end(), 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      float w = score[size_t(ids[size_t(j)])];
+      if (renormalize) w /= total;
+      routing[size_t(ids[size_t(j)])] = round(w * scale);
+    }
+    std::sort(ids.begin(), ids.begin() + k);
+    float* acc = out.data() + r * H;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = ids[size_t(j)];
+      const float *gate = weight(e, 0), *up = weight(e, 1), *down = weight(e, 2);
+      for (int64_t i = 0; i < I; ++i) {
+        float g = round(dot(xr, gate + i * H, H)), u = round(dot(xr, up + i * H, H));
+        float act = round(g * round(unaryF(Op::Sigmoid, g)));
+        mid[size_t(i)] = round(act * u);
+      }
+      for (int64_t o = 0; o < H; ++o) {
+        float y = round(round(dot(mid.data(), down + o * I, I)) * routing[size_t(e)]);
+        acc[o] = j == 0 ? y : round(acc[o] + y);
+      }
+    }
+  }
+  c.out = {fromF32(c.types[0], out)};
+  return ok();
+}
+
 Status evalEqn(Ctx& c) {
   switch (opInfo(c.e.op).cls) {
     case OpClass::Data: return evalData(c);
@@ -779,6 +853,7 @@ Status evalEqn(Ctx& c) {
         case Op::Attention: return evalAttention(c);
         case Op::SelectedAttention: return evalSelectedAttention(c);
         case Op::Rope: return evalRope(c);
+        case Op::RoutedExperts: return evalRoutedExperts(c);
         default: return evalBlockTopK(c);
       }
   }

@@ -69,6 +69,14 @@ Expected<bool> runRanges(Graph& g, PassContext& ctx);           // ranges.cpp
 const ValueRanges& rangesFor(const Graph& g, PassContext& ctx);
 Expected<bool> runAttentionRewrite(Graph& g, PassContext& ctx); // attention.cpp
 Expected<bool> runSelection(Graph& g, PassContext& ctx);        // selection.cpp
+
+// Mixture of experts, not in the pipeline yet: routed-experts forms
+// RoutedExperts from the tracer's dense primitive chain (remarks name the
+// check that declined), routed-experts-dense writes each one back as that
+// chain. They join the pipeline, after selection, once the routed-gemv
+// kernel reads stacked expert weights (docs/passes.md says why).
+Expected<bool> runRoutedExperts(Graph& g, PassContext& ctx);       // experts.cpp
+Expected<bool> runRoutedExpertsDense(Graph& g, PassContext& ctx);  // experts_dense.cpp
 Expected<bool> runMatMulOperands(Graph& g, PassContext& ctx);   // matmul_operands.cpp
 Expected<bool> runCleanup(Graph& g, PassContext& ctx);          // cleanup.cpp
 Expected<bool> runGuardsFirst(Graph& g, PassContext& ctx);      // guards_first.cpp

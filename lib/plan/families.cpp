@@ -42,6 +42,7 @@ constexpr KernelFamily kFamilies[] = {
      }},
     {"gemm", Serves::MatMul, [](const Schedule& s) { return tile3(s) + vector(s) + thread(s); }},
     {"matmul-combine", Serves::MatMul, none},
+    {"routed-gemv", Serves::RoutedExperts, none},
     {"elementwise", Serves::OtherOps, none},
     {"in-place", Serves::OtherOps, none},
     {"reduce", Serves::OtherOps, none},
@@ -81,6 +82,10 @@ constexpr MatMulRule kMatMulRules[] = {
     {"gemv", gemvFallbackRule, true},
 };
 
+constexpr RoutedRule kRoutedRules[] = {
+    {"routed-gemv", routedGemvRule},
+};
+
 }  // namespace
 
 Serves servesOf(Op op) {
@@ -88,6 +93,7 @@ Serves servesOf(Op op) {
     case Op::Attention: return Serves::Attention;
     case Op::SelectedAttention: return Serves::SelectedAttention;
     case Op::MatMul: return Serves::MatMul;
+    case Op::RoutedExperts: return Serves::RoutedExperts;
     default: return Serves::OtherOps;
   }
 }
@@ -102,5 +108,6 @@ const KernelFamily* findFamily(std::string_view kind, Serves serves) {
 
 std::span<const AttentionRule> attentionRules() { return kAttentionRules; }
 std::span<const MatMulRule> matmulRules() { return kMatMulRules; }
+std::span<const RoutedRule> routedRules() { return kRoutedRules; }
 
 }  // namespace poot

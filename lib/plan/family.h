@@ -37,7 +37,7 @@ struct Choice {
 
 // The ops a family's kernels serve. Attention and SelectedAttention share the
 // kind "streaming", so a generator is found by the kind and what it serves.
-enum class Serves : uint8_t { Attention, SelectedAttention, MatMul, OtherOps };
+enum class Serves : uint8_t { Attention, SelectedAttention, MatMul, RoutedExperts, OtherOps };
 Serves servesOf(Op op);
 
 struct KernelFamily {
@@ -122,5 +122,22 @@ struct MatMulRule {
 // gemv-mma, gemv (few rows, or i64), gemm-mma, gemm, gemv (what no gemm tile
 // fits): the last always accepts.
 std::span<const MatMulRule> matmulRules();
+
+// A RoutedExperts (ir/ops.h) as its rules see it: `rows` token rows of
+// width H, E experts of width I, k selected a row; `bindings` the storage
+// buffers its kernel binds (h, the router, 3 a expert, the result).
+struct RoutedShape {
+  int64_t rows, H, E, I, k, bindings;
+};
+
+// One line of the RoutedExperts registry.
+struct RoutedRule {
+  std::string_view family;
+  Choice (*choose)(const RoutedShape& s, const DeviceProfile& d);
+};
+// routed-gemv (a decode's few rows, reading only the selected experts). No
+// rule always accepts: where every rule declines, the planner refuses the
+// op (NoGenerator) with their reasons.
+std::span<const RoutedRule> routedRules();
 
 }  // namespace poot

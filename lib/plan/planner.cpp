@@ -146,6 +146,7 @@ class Planner {
       case Op::Attention: return planAttention(i, e);
       case Op::SelectedAttention: return planSelected(i, e);
       case Op::MatMul: return planMatMul(i, {i});
+      case Op::RoutedExperts: return planRouted(i, e);
       default: return planPlain(i, e);
     }
   }
@@ -244,6 +245,27 @@ class Planner {
     auto grid = gridFor(e, "selected attention", q[0] * q[1] * q[2], "B * Hq * Lq");
     if (!grid) return grid.error();
     dispatch(kernel(request(e, streamingSchedule(*lanes, Dv))), i, *grid, operands(e), results(e));
+    return ok();
+  }
+
+  // RoutedExperts: the first rule of routedRules() that takes it, one
+  // workgroup a token row; where every rule declines, a NoGenerator refusal
+  // with their reasons (the op's dense primitive form, routed-experts-dense
+  // in docs/passes.md, compiles everywhere).
+  Status planRouted(int32_t i, const Eqn& e) {
+    const Type& h = g_.type(e.operands[0]);
+    int64_t H = h.shape.back(), E = std::get<int64_t>(*e.attr("experts"));
+    RoutedShape shape{numel(h.shape) / H, H, E, g_.type(e.operands[kRoutedFirstExpert]).shape[0],
+                      std::get<int64_t>(*e.attr("k")), int64_t(e.operands.size() + e.results.size())};
+    Choice c = walkRules(routedRules(), shape, d_);
+    if (!c.schedule)
+      return refuse("NoGenerator", e.loc,
+                    "op RoutedExperts %" + g_.value(e.results[0]).name + " has no kernel here (" + c.reason +
+                        "): write it as its dense primitive form (the routed-experts-dense pass, docs/passes.md)",
+                    {{"rows", shape.rows}, {"bindings", shape.bindings}, {"max_bindings", d_.max_bindings}});
+    auto grid = gridFor(e, "routed experts", shape.rows, "one a token row");
+    if (!grid) return grid.error();
+    dispatch(kernel(request(e, std::move(*c.schedule)), i, c.reason), i, *grid, operands(e), results(e));
     return ok();
   }
 

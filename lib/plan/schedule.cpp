@@ -308,6 +308,22 @@ Schedule rowsSchedule(int64_t n, DType element, const DeviceProfile& d) {
   return Schedule{"rows", 0, 1, t, t * (bytes + 4)};
 }
 
+int64_t routedGemvBytes(const RoutedShape& s) { return 4 * (3 * s.E + s.I + s.H); }
+
+Choice routedGemvRule(const RoutedShape& s, const DeviceProfile& d) {
+  auto no = [](std::string why) { return Choice{std::nullopt, "not a routed gemv: " + std::move(why)}; };
+  if (s.rows > kRoutedGemvRows)
+    return no(str(s.rows) + " rows are more than the " + str(kRoutedGemvRows) + " of a decode");
+  if (s.bindings > d.max_bindings)
+    return no(str(s.bindings) + " bindings (3 an expert) are more than max_bindings " + str(d.max_bindings));
+  int64_t bytes = routedGemvBytes(s);
+  if (bytes > d.workgroup_memory_bytes)
+    return no(str(bytes) + " bytes of workgroup memory are more than workgroup_memory_bytes " +
+              str(d.workgroup_memory_bytes));
+  Schedule sch{"routed-gemv", 0, 1, std::min(kPlainWorkgroup, d.max_workgroup_size), bytes};
+  return Choice{sch, "routed gemv: " + str(s.rows) + " rows of " + str(s.k) + " of " + str(s.E) + " experts, one workgroup a row"};
+}
+
 Schedule sampleSchedule(int64_t n, const DeviceProfile& d) {
   int64_t most = std::min(kWideRowsWorkgroup, d.max_workgroup_size), t = 1;
   while (t < n && t < most && t * 2 * 8 <= d.workgroup_memory_bytes) t *= 2;

@@ -260,6 +260,19 @@ Choice gemvRule(const MatMulShape& p, const DeviceProfile& d);
 Choice gemmMmaRule(const MatMulShape& p, const DeviceProfile& d);
 Choice gemmRule(const MatMulShape& p, const DeviceProfile& d);
 Choice gemvFallbackRule(const MatMulShape& p, const DeviceProfile& d);
+
+// RoutedExperts for a decode ("routed-gemv": gen/experts.cpp): one
+// workgroup a token row, for at most kRoutedGemvRows rows, of
+// min(kPlainWorkgroup, max_workgroup_size) threads. The workgroup scores the
+// E experts, picks the k best, then runs only those experts' gated MLPs as
+// gemvs over their weight rows, so a row reads the router and k of the E
+// experts. Footprint (routedGemvBytes): the scores, weights and selection
+// flags of the E experts, one expert's I intermediate values and the H
+// running sums, 4 bytes each. Declines: more rows, more bindings than
+// max_bindings, or a footprint past workgroup_memory_bytes.
+inline constexpr int64_t kRoutedGemvRows = 8;
+int64_t routedGemvBytes(const RoutedShape& s);
+Choice routedGemvRule(const RoutedShape& s, const DeviceProfile& d);
 MatMulDecision chooseMatMul(int64_t batch, int64_t m, int64_t k, int64_t n, bool transposedB, DType a, DType b,
                             const DeviceProfile& d);
 // ceil(a / b) for a >= 0, b > 0: blocks of b covering a (the MatMul

@@ -74,7 +74,7 @@ Attrs attnAttrs(int64_t nrep, const char* key, const char* mask, const char* bou
 
 TEST_CASE("op table lists every op once, in enum order, and names round-trip") {
   const auto& table = opTable();
-  REQUIRE(table.size() == size_t(Op::Sample) + 1);
+  REQUIRE(table.size() == size_t(Op::RoutedExperts) + 1);
   for (size_t i = 0; i < table.size(); ++i) {
     CHECK(size_t(table[i].op) == i);
     CHECK(parseOp(table[i].name) == table[i].op);

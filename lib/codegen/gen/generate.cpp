@@ -22,6 +22,7 @@ constexpr Generator kGenerators[] = {
     {"gemm-mma", Serves::MatMul, genGemmMma},
     {"gemm", Serves::MatMul, genGemm},
     {"matmul-combine", Serves::MatMul, genMatMulCombine},
+    {"routed-gemv", Serves::RoutedExperts, genRoutedGemv},
     {"elementwise", Serves::OtherOps, genElementwise},
     {"in-place", Serves::OtherOps, genElementwise},
     {"reduce", Serves::OtherOps, genReduce},

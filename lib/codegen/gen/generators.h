@@ -70,6 +70,7 @@ Expected<kir::Kernel> genGemm(const GenInput& in);            // gemm (matmul.cp
 Expected<kir::Kernel> genGemmMma(const GenInput& in);         // gemm-mma (matmul.cpp)
 Expected<kir::Kernel> genMatMulCombine(const GenInput& in);   // matmul-combine (matmul.cpp)
 Expected<kir::Kernel> genGemvMma(const GenInput& in);         // gemv-mma
+Expected<kir::Kernel> genRoutedGemv(const GenInput& in);      // RoutedExperts: routed-gemv (experts.cpp)
 Expected<kir::Kernel> genRows(const GenInput& in);            // TopK, BlockTopK
 Expected<kir::Kernel> genSample(const GenInput& in);          // Sample
 Expected<kir::Kernel> genGuard(const GenInput& in);           // IndexGuard
