@@ -337,11 +337,19 @@ std::vector<int32_t> valueBuffers(const Plan& p) {
 StepReads stepReads(const Plan& p) {
   const Graph& g = p.source;
   std::vector<int64_t> gathered(g.values.size(), 0);  // bytes the Gathers of each value select
+  std::vector<double> selected(g.values.size(), 0);   // the share of an expert's weight its tokens may select
   std::vector<bool> whole(g.values.size(), false);    // read by anything else
   for (const Eqn& e : g.eqns)
     for (size_t i = 0; i < e.operands.size(); ++i) {
       size_t v = size_t(e.operands[i]);
       const Type& t = g.type(e.operands[i]);
+      if (e.op == Op::RoutedExperts && i >= 2) {  // h, the router, then each expert's weights
+        const Shape& h = g.type(e.operands[0]).shape;
+        double experts = double(std::get<int64_t>(*e.attr("experts")));
+        double picks = double(std::get<int64_t>(*e.attr("k"))) * double(numel(h) / std::max<int64_t>(1, h.back()));
+        selected[v] += std::min(1.0, picks / experts);
+        continue;
+      }
       const AttrValue* axis = e.attr("axis");
       std::optional<int64_t> a;
       if (e.op == Op::Gather && i == 0 && axis && std::holds_alternative<int64_t>(*axis))
@@ -357,7 +365,8 @@ StepReads stepReads(const Plan& p) {
   for (const Buffer& b : p.buffers) {
     if (b.role == BufferRole::State) r.stateBytes += b.bytes;
     if (b.role != BufferRole::Weight || b.value < 0) continue;
-    r.weightBytes += whole[size_t(b.value)] ? b.bytes : std::min(b.bytes, gathered[size_t(b.value)]);
+    size_t v = size_t(b.value);
+    r.weightBytes += whole[v] ? b.bytes : std::min(b.bytes, gathered[v] + int64_t(selected[v] * double(b.bytes)));
   }
   return r;
 }

@@ -55,8 +55,10 @@ std::vector<int32_t> valueBuffers(const Plan& p);
 
 // What one step of the plan reads at most from its weights and its states:
 // every buffer once, but a weight that only Gathers read only the slices
-// their indices select (an embedding table, read at the step's tokens). At
-// the device's memory bandwidth these bytes are the step's floor.
+// their indices select (an embedding table, read at the step's tokens), and
+// an expert's weights of a RoutedExperts the share its tokens may select
+// (k of the experts a token, at most all of them). At the device's memory
+// bandwidth these bytes are the step's floor.
 struct StepReads {
   int64_t weightBytes = 0;
   int64_t stateBytes = 0;
