@@ -305,11 +305,20 @@ TEST_CASE("plan file: truncated files are refused") {
   CHECK(startsWith(refusal(bytes.substr(0, bytes.size() - 1)), "t.plan: error: truncated or corrupted plan file"));
 }
 
+// Under the sanitizers a fifth of the rounds (3000 took 86 s there): the
+// plan and forged_plan fuzz targets mutate plans behind a resealed checksum
+// under the same sanitizers in every CI run.
+#ifdef POOT_TEST_SANITIZED
+constexpr int kCorruptionRounds = 600;
+#else
+constexpr int kCorruptionRounds = 3000;
+#endif
+
 TEST_CASE("plan file: random corruption behind a resealed checksum is refused or harmless, never a crash") {
   std::string bytes = writePlan(fullPlan());
   std::mt19937_64 rng(5);
   int refused = 0, sealed = 0;
-  for (int round = 0; round < 3000; ++round) {
+  for (int round = 0; round < kCorruptionRounds; ++round) {
     std::string bad = bytes;
     int flips = 1 + int(rng() % 4);
     for (int i = 0; i < flips; ++i) bad[rng() % bad.size()] ^= char(1 + rng() % 255);
@@ -322,7 +331,7 @@ TEST_CASE("plan file: random corruption behind a resealed checksum is refused or
     }
   }
   CHECK(refused > 0);
-  CHECK(sealed > 2900);
+  CHECK(sealed > kCorruptionRounds * 29 / 30);
 }
 
 TEST_CASE("plan file: indices and the arena are checked after the verifier") {
