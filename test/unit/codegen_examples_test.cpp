@@ -4,7 +4,8 @@
 // limits, planGraph, planBuffers, the memory budget, then the KIR of every
 // kernel), and every emitted kernel is checked for its target. SPIR-V plans
 // go through emitKernels, which must succeed, and every module must pass
-// SPIRV-Tools validation. For PTX and HSACO, which LLVM makes from the KIR
+// SPIRV-Tools validation, as written and with its local indices bounded as
+// the Vulkan backend bounds them (runtime/spirv_bounds.h). For PTX and HSACO, which LLVM makes from the KIR
 // alone, each kernel whose KIR is new to the profile (equal KIR under another
 // entry name counts as seen) is compiled once with the profile's Lowering, as
 // emitKernels would: an HSACO costs an LLVM compile and a link, and the
@@ -28,6 +29,7 @@
 #include "kernel_checks.h"
 #include "passes/pass.h"
 #include "plan/buffers.h"
+#include "runtime/spirv_bounds.h"
 #include "plan/planner.h"
 #include "testing.h"
 
@@ -111,6 +113,13 @@ TEST_CASE("codegen examples: every kernel of every example graph on every profil
         for (const Kernel& k : plan->kernels) {
           auto valid = spirv::validate(spirvWords(k.blob));
           CHECK_MESSAGE(bool(valid), k.entry << ": " << (valid ? "" : valid.error().str()));
+          // And as the Vulkan backend hands it to the driver, its local
+          // indices bounded.
+          auto bounded = rt::boundLocalIndices(spirvWords(k.blob));
+          REQUIRE_MESSAGE(bool(bounded), k.entry << ": " << (bounded ? "" : bounded.error().str()));
+          auto boundedValid = spirv::validate(*bounded);
+          CHECK_MESSAGE(bool(boundedValid),
+                        k.entry << " bounded: " << (boundedValid ? "" : boundedValid.error().str()));
         }
         continue;
       }
