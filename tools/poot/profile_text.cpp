@@ -114,6 +114,9 @@ std::string profileText(const rt::DeviceInfo& d) {
     for (size_t i = 0; i < d.matrixOps.size(); ++i) out += std::string(i ? ", " : "") + matrixShape(d.matrixOps[i]).name;
     out += "]\n";
   }
+  // The one optional figure a driver cannot give: left for the user.
+  out += "# memory_bandwidth_bytes_per_s: the rate a device-to-device copy reaches here, bytes read plus\n"
+         "# written a second; probe measures nothing. With it, pootc inspect prints each step's floor.\n";
   return out;
 }
 
