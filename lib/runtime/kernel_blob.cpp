@@ -109,16 +109,16 @@ Expected<BlobFacts> checkSpirv(const std::vector<uint8_t>& blob, const std::stri
                  std::to_string(i + 3) + "); kernels bind set 0 only");
     // What would let a kernel make a pointer the index bounds (spirv_bounds.h)
     // do not follow, or use a feature the device was not asked for.
-    std::string at = " (word " + std::to_string(i) + ")";
+    auto at = [i] { return " (word " + std::to_string(i) + ")"; };  // built only for a refusal
     if (op == SpvOpCapability && count >= 2 && !allowedCapability(w[i + 1]))
-      return bad("the spir-v module declares capability " + std::to_string(w[i + 1]) + at +
+      return bad("the spir-v module declares capability " + std::to_string(w[i + 1]) + at() +
                  ", which no kernel poot writes needs");
     if (op == SpvOpMemoryModel && count >= 3 && w[i + 1] != SpvAddressingModelLogical)
-      return bad("the spir-v module's addressing model is " + std::to_string(w[i + 1]) + at + ", not Logical");
+      return bad("the spir-v module's addressing model is " + std::to_string(w[i + 1]) + at() + ", not Logical");
     if (op == SpvOpPtrAccessChain || op == SpvOpInBoundsPtrAccessChain)
-      return bad("the spir-v module offsets a pointer with opcode " + std::to_string(op) + at);
+      return bad("the spir-v module offsets a pointer with opcode " + std::to_string(op) + at());
     if (op == SpvOpVariable && count >= 4 && !allowedStorage(w[i + 3]))
-      return bad("the spir-v module declares a variable in storage class " + std::to_string(w[i + 3]) + at +
+      return bad("the spir-v module declares a variable in storage class " + std::to_string(w[i + 3]) + at() +
                  "; kernels hold storage buffers, workgroup, function, private and built-in input variables");
     if (op == SpvOpVariable && count >= 4 && w[i + 3] == SpvStorageClassStorageBuffer) buffers.insert(w[i + 2]);
     if (op == SpvOpDecorate && count >= 4 && w[i + 2] == SpvDecorationBinding) bound.insert(w[i + 1]);
