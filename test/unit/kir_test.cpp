@@ -644,6 +644,120 @@ TEST_CASE("kir interpret: mma.shared multiplies each warpgroup's tiles from work
     }
 }
 
+TEST_CASE("kir interpret: mma.shared.b multiplies A from the threads by an N-major B from workgroup memory") {
+  uint64_t seed = freshSeed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  for (MatrixOp op : {MatrixOp::M64NK16Bf16, MatrixOp::M64NK16F16})
+    for (int64_t n : {8, 72, 256}) {
+      std::string name = matrixShape(op).name;
+      CAPTURE(name);
+      CAPTURE(n);
+      // Two warpgroups, each with its own B (32 rows of n columns, the
+      // columns in blocks of 64 that lie 2048 elements apart, rows of 64 in
+      // 8-row blocks 512 apart) in one workgroup array, its own A (each
+      // thread's 8 operands of two links, loaded) and its own C. Each
+      // multiplies keys 0 .. 31 as a chain of two links.
+      constexpr int64_t kThreads = 256;
+      int64_t blocks = (n + 63) / 64, perGroup = blocks * 2048, elems = 2 * perGroup, c = n / 2;
+      std::vector<float> src = randomFloats(rng, size_t(elems + kThreads * (16 + c)));
+      for (float& x : src)
+        if (!std::isfinite(x) || std::abs(x) > 1e4f) x = -0.625f;
+      Builder bl("mma_shared_b", kThreads, 1);
+      int32_t in = bl.buffer("in", DType::F32, int64_t(src.size()), false);
+      int32_t out = bl.buffer("out", DType::F32, kThreads * c, true);
+      Scalar ot = mmaOperand(op);
+      int32_t tiles = bl.shared("tiles", ot, elems);
+      V t = bl.local();
+      bl.forRange(bl.i32(0), bl.i32(elems), kThreads, [&](V e0) {
+        V e = bl.add(e0, t);
+        bl.ifThen(bl.lt(e, bl.i32(elems)), [&] { bl.sharedStore(tiles, e, bl.convert(bl.load(in, e), ot)); });
+      });
+      bl.barrier();
+      auto arg = [&](int64_t e) { return bl.load(in, bl.add(bl.i32(elems + e), bl.mul(t, bl.i32(16 + c)))); };
+      std::array<std::vector<V>, 2> a;
+      for (int64_t e = 0; e < 16; ++e) a[size_t(e / 8)].push_back(bl.convert(arg(e), ot));
+      std::vector<V> cs;
+      for (int64_t e = 0; e < c; ++e) cs.push_back(arg(16 + e));
+      V base = bl.mul(bl.div(t, bl.i32(128)), bl.i32(perGroup));
+      auto bTile = [&](int64_t ks) { return Builder::NMajorTile{bl.add(base, bl.i32(ks * 1024)), bl.i32(512), bl.i32(2048)}; };
+      V d = bl.mmaSharedB(bl.mmaSharedB(op, tiles, a[0], bTile(0), cs), a[1], bTile(1));
+      std::vector<V> ds = bl.mmaWait(0, bl.mmaResult(d));
+      for (int64_t e = 0; e < c; ++e) bl.store(out, bl.add(bl.mul(t, bl.i32(c)), bl.i32(e)), ds[size_t(e)]);
+      std::vector<uint8_t> ib = bytesOf(src), ob(size_t(kThreads * c) * 4, 0xff);
+      runOk(bl.finish(), 1, {&ib, &ob});
+      auto stored = [&](float x) { return ot == Scalar::BF16 ? bf16ToFloat(floatToBf16(x)) : halfToFloat(floatToHalf(x)); };
+      // B's (k, j) from `first`, as PTX's 128-byte swizzle stores it: the
+      // 16-byte run (j % 64) / 8 of row k at run ((j % 64) / 8) ^ (k % 8).
+      auto bAt = [](size_t first, size_t k, size_t j) {
+        return first + (k / 8) * 512 + (k % 8) * 64 + (j / 64) * 2048 + ((((j % 64) / 8) ^ (k % 8)) * 8) + j % 8;
+      };
+      // A's (i, k) of link k / 16: warp i / 16's m16n8k16 A fragment.
+      auto aOf = [&](size_t w, size_t i, size_t k) {
+        Slot sl = slotA(MatrixOp::M16N8K16Bf16, i % 16, k % 16);
+        size_t thread = w * 128 + (i / 16) * 32 + sl.lane;
+        return stored(src[size_t(elems) + thread * size_t(16 + c) + (k / 16) * 8 + sl.reg]);
+      };
+      int64_t bad = 0;
+      for (size_t w = 0; w < 2; ++w)
+        for (size_t i = 0; i < 64; ++i)
+          for (size_t j = 0; j < size_t(n); ++j) {
+            Slot sl = slotGroupD(i, j);
+            size_t thread = w * 128 + sl.lane;
+            double sum = src[size_t(elems) + thread * size_t(16 + c) + 16 + sl.reg], mag = std::abs(sum);
+            for (size_t k = 0; k < 32; ++k) {
+              double p = double(aOf(w, i, k)) * double(stored(src[bAt(w * size_t(perGroup), k, j)]));
+              sum += p;
+              mag += std::abs(p);
+            }
+            float got = elementAt<float>(ob, thread * size_t(c) + sl.reg);
+            if (std::abs(double(got) - sum) > 0x1p-23 * mag) ++bad;
+          }
+      CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("kir: mma.shared.b errors: a operands computed inside the chain, mixed chains, tiles not as kir.h has them") {
+  // %0 .. %2 the indices, %3 one, %4 a bf16 one, %5 the head; the link's
+  // a operand 3 a fresh convert (%7) when `late`.
+  auto kernel = [](bool late, int64_t start) {
+    Builder bl("group_b", 128, 1);
+    int32_t tiles = bl.shared("tiles", Scalar::BF16, 32 * 64);
+    V zero = bl.i32(int32_t(start)), rows = bl.i32(512), blocks = bl.i32(2048), f = bl.f32(1);
+    V h16 = bl.convert(f, Scalar::BF16);
+    std::vector<V> a(8, h16);
+    V h = bl.mmaSharedB(MatrixOp::M64NK16Bf16, tiles, a, {zero, rows, blocks}, {f, f, f, f});
+    std::vector<V> a2 = a;
+    if (late) a2[3] = bl.convert(bl.f32(2), Scalar::BF16);
+    bl.mmaWait(0, bl.mmaResult(bl.mmaSharedB(h, a2, {bl.add(zero, bl.i32(1024)), rows, blocks})));
+    return bl.finish();
+  };
+  CHECK(bool(verify(kernel(false, 0))));
+  runOk(kernel(false, 0), 1, {});
+  CHECK(errorOf(verify(kernel(true, 0))) ==
+        "kernel group_b: %10 (mma.shared.b): takes a operand %7, defined after its chain's first link %5");
+  CHECK(errorOf(interpret(kernel(false, 64), 1, {})) ==
+        "kernel group_b: %5 (mma.shared.b): B's start 64 is not as kir.h has it in workgroup (0, 0) thread 0");
+  CHECK(errorOf(interpret(kernel(false, 1024), 1, {})) ==  // the second link's rows start at the array's end
+        "kernel group_b: %8 (mma.shared.b): B's element (0, 0) is outside shared 0 (tiles) in workgroup (0, 0) thread 0");
+  Kernel k = kernel(false, 0);
+  k.insts[5].args[2] = 3;  // an f32 where a bf16 a operand stands
+  CHECK(errorOf(verify(k)).find("kernel group_b: %5 (mma.shared.b): a ") == 0);
+  // A link of one opcode onto a chain of the other is no chain: its last
+  // operand is taken as its one c operand.
+  Builder bl("mixed", 128, 1);
+  int32_t tiles = bl.shared("tiles", Scalar::BF16, 64 * 64 + 8 * 64);
+  V zero = bl.i32(0), rows = bl.i32(512), f = bl.f32(1);
+  V h = bl.mmaShared(MatrixOp::M64NK16Bf16, tiles, {zero, rows}, {bl.i32(64 * 64), rows}, {f, f, f, f});
+  Kernel mixed = bl.finish();
+  Inst link{Opc::MmaSharedB, Scalar::F32, std::vector<V>(8, 0)};
+  link.args.insert(link.args.end(), {0, 1, 1, h});
+  link.ref = int32_t(MatrixOp::M64NK16Bf16);
+  mixed.insts.push_back(link);
+  mixed.body.items.push_back(V(mixed.insts.size() - 1));
+  CHECK(!verify(mixed));
+}
+
 TEST_CASE("kir: mma.shared errors: chains broken or shared, warpgroups split, tiles off their array") {
   // %0 .. %3 constants, %4 the head, %5 the link's row stride and %6 the
   // link (%5 a barrier, %6 the stride and %7 the link, with one between).

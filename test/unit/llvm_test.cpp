@@ -305,6 +305,38 @@ TEST_CASE("llvm: a chain of mma.shared is wgmma on ptx sm_90a, refused on amdgpu
   CHECK(amd.error().message.find("mma.shared on f32 has no llvm lowering") != std::string::npos);
 }
 
+TEST_CASE("llvm: a chain of mma.shared.b is wgmma with A in registers and B read transposed") {
+  kir::Builder b("group_b_ops", 128, 1);
+  int32_t out = b.buffer("out", DType::F32, 128 * 64, true);
+  int32_t tiles = b.shared("tiles", kir::Scalar::BF16, 2 * 32 * 64);
+  V f = b.convert(b.local(), kir::Scalar::F32), h = b.convert(f, kir::Scalar::BF16);
+  b.sharedStore(tiles, b.local(), h);
+  b.barrier();
+  std::vector<V> a(8, h);
+  a[7] = b.convert(b.add(f, f), kir::Scalar::BF16);
+  V rows = b.i32(512), blocks = b.i32(2048);
+  V d = b.mmaSharedB(MatrixOp::M64NK16Bf16, tiles, a, {b.i32(0), rows, blocks}, std::vector<V>(64, f));
+  d = b.mmaSharedB(d, a, {b.i32(1024), rows, blocks});
+  std::vector<V> r = b.mmaWait(0, b.mmaResult(d));
+  for (int64_t e = 0; e < 64; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(64)), b.i32(e)), r[size_t(e)]);
+  kir::Kernel k = b.finish();
+  std::string ptx;
+  for (auto blob = compile(*lowering(Target::Ptx, "sm_90a"), k); uint8_t c : blob) ptx += char(c);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 2);
+  CHECK(count(", p, 1, 1, 1;") == 2);  // imm-trans-b: B is N-major
+  CHECK(count("wgmma.fence.sync.aligned") == 1);
+  CHECK(count("wgmma.commit_group.sync.aligned") == 1);
+  // 1 << 62 | (1024 / 16) << 32 | (4096 / 16) << 16: the swizzle, the
+  // 8-row blocks' stride and the 64-column blocks' stride.
+  CHECK(ptx.find(std::to_string((uint64_t(1) << 62) | (uint64_t(64) << 32) | (uint64_t(256) << 16))) != std::string::npos);
+  checkPtx(k, ptx, "sm_90a");
+}
+
 TEST_CASE("llvm: asynchronous copies are cp.async on ptx, refused on amdgpu") {
   kir::Builder b("copies", 32, 1);
   int32_t src = b.buffer("src", DType::BF16, 32 * 8, false), out = b.buffer("out", DType::F32, 32, true);

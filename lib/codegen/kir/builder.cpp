@@ -86,6 +86,27 @@ V Builder::mmaShared(V onto, SharedTile a, SharedTile b) {
   return emit(std::move(m));
 }
 
+V Builder::mmaSharedB(MatrixOp op, int32_t array, const std::vector<V>& a, NMajorTile b, const std::vector<V>& c) {
+  assert(matrixShape(op).threads == 128 && a.size() == 8 && c.size() % 4 == 0 &&
+         int64_t(c.size()) * 2 <= matrixShape(op).n);
+  Inst m{Opc::MmaSharedB, Scalar::F32, a};
+  m.args.insert(m.args.end(), {b.start, b.rowStride, b.blockStride});
+  m.args.insert(m.args.end(), c.begin(), c.end());
+  m.ref = int32_t(op);
+  m.imm = array;
+  return emit(std::move(m));
+}
+
+V Builder::mmaSharedB(V onto, const std::vector<V>& a, NMajorTile b) {
+  const Inst& prev = k_.insts[size_t(onto)];
+  assert(prev.op == Opc::MmaSharedB && a.size() == 8);
+  Inst m{Opc::MmaSharedB, Scalar::F32, a};
+  m.args.insert(m.args.end(), {b.start, b.rowStride, b.blockStride, onto});
+  m.ref = prev.ref;
+  m.imm = prev.imm;
+  return emit(std::move(m));
+}
+
 std::vector<V> Builder::mmaResult(V m) {
   std::vector<V> out;
   for (int64_t i = 0; i < mmaSharedColumns(k_, m) / 2; ++i) {

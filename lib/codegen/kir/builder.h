@@ -120,6 +120,14 @@ class Builder {
   };
   V mmaShared(MatrixOp op, int32_t array, SharedTile a, SharedTile b, const std::vector<V>& c);
   V mmaShared(V onto, SharedTile a, SharedTile b);
+  // The same product with A from the threads (the eight values `a` of each,
+  // kir.h's MmaSharedB) and B held N-major at (start, stride of its 8-row
+  // blocks, stride of its 64-column blocks); likewise chained.
+  struct NMajorTile {
+    V start, rowStride, blockStride;
+  };
+  V mmaSharedB(MatrixOp op, int32_t array, const std::vector<V>& a, NMajorTile b, const std::vector<V>& c);
+  V mmaSharedB(V onto, const std::vector<V>& a, NMajorTile b);
   std::vector<V> mmaResult(V m);
   std::vector<V> mmaWait(int64_t n, const std::vector<V>& xs);
   // x with its low 13 mantissa bits cleared: the TF32 value Mma takes

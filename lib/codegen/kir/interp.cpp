@@ -13,8 +13,8 @@
 // masks (one per nesting depth) are allocated once per call and reused by
 // every workgroup. A warp operation (ShuffleXor, Mma) reads the lanes of
 // each warp with an active thread, all 32 of which must be active; an
-// MmaShared likewise each warpgroup, whose 128 threads must agree on its
-// indices. A chain of MmaShared is computed when issued; the workgroup-memory
+// MmaShared or MmaSharedB likewise each warpgroup, whose 128 threads must
+// agree on its indices. A chain is computed when issued; the workgroup-memory
 // bytes it read are kept until the MmaWait that finishes it, which stops the
 // run if any of them changed (kir.h: they must stay put until then). Where
 // kir.h is silent: Rem on f32 is C's fmod, and f32 -> int conversion
@@ -80,14 +80,14 @@ int depthOf(const Kernel& k, const Block& b) {
 }
 
 // The elements a wide instruction's Lanes read from what the machine kept
-// (wide_): a SharedLoadVec's and an Mma's imm, an MmaShared's n / 2, an
+// (wide_): a SharedLoadVec's and an Mma's imm, a warpgroup product's n / 2, an
 // MmaWait's operands; 0 for every other instruction (a LoadVec keeps its
 // index and reads the buffer).
 int64_t heldElements(const Kernel& k, V v) {
   const Inst& in = k.insts[size_t(v)];
   if (in.op == Opc::SharedLoadVec || in.op == Opc::Mma) return in.imm;
   if (in.op == Opc::MmaWait) return int64_t(in.args.size());
-  return in.op == Opc::MmaShared ? mmaSharedColumns(k, v) / 2 : 0;
+  return isGroupMma(in.op) ? mmaSharedColumns(k, v) / 2 : 0;
 }
 
 class Machine {
@@ -485,64 +485,87 @@ class Machine {
     return true;
   }
 
-  // An MmaShared, warpgroup by warpgroup: A and B read from workgroup
-  // memory in kir.h's 128-byte swizzle, C from the c operands (or the
-  // chained link's D), each sum in double rounded once.
+  // An MmaShared or MmaSharedB, warpgroup by warpgroup: A read from
+  // workgroup memory (MmaShared) or from the threads' operands, B from
+  // workgroup memory, both in kir.h's 128-byte swizzle; C from the c
+  // operands (or the chained link's D), each sum in double rounded once.
   bool warpgroup(const uint8_t* m, V v, const Inst& in) {
     const Shared& s = k_.shared[size_t(in.imm)];
     const uint8_t* bytes = shared_[size_t(in.imm)].data();
     Scalar ot = s.type;
+    const bool regsA = in.op == Opc::MmaSharedB;
+    const size_t c0 = groupMmaC(in.op), i0 = regsA ? 8 : 0;  // c operands; indices
     int64_t n = mmaSharedColumns(k_, v);
     V chain = chainedOnto(k_, in);
     std::vector<uint64_t>& d = wide_.at(v);
+    auto value = [&](uint64_t bits) { return ot == Scalar::BF16 ? bf16ToFloat(uint16_t(bits)) : halfToFloat(uint16_t(bits)); };
     for (size_t g0 = 0; g0 < w_; g0 += 128) {
       if (int r = reached(m, v, g0, 128); r <= 0) {
         if (r < 0) return false;
         continue;
       }
       int64_t idx[4];
-      for (size_t i = 0; i < 4; ++i) {
-        const uint64_t* x = lanes(in.args[i]);
+      for (size_t i = 0; i < c0 - i0; ++i) {
+        const uint64_t* x = lanes(in.args[i0 + i]);
         idx[i] = get<int32_t>(x[g0]);
         for (size_t t = g0; t < g0 + 128; ++t)
           if (x[t] != x[g0])
-            return fail(v, int64_t(t), "operand " + std::to_string(i) + " differs between threads of the warpgroup (" +
+            return fail(v, int64_t(t), "operand " + std::to_string(i0 + i) + " differs between threads of the warpgroup (" +
                                            std::to_string(get<int32_t>(x[t])) + " and " + std::to_string(idx[i]) + ")");
       }
-      for (size_t i : {0, 2})
-        if (idx[i] < 0 || idx[i] % 8 != 0 || idx[i] % 64 > 48 || idx[i + 1] < 0 || idx[i + 1] % 512 != 0)
-          return fail(v, int64_t(g0), std::string(i == 0 ? "A" : "B") + "'s start " + std::to_string(idx[i]) +
-                                          " or row stride " + std::to_string(idx[i + 1]) + " is not as kir.h has them");
-      // Element (row, key) of the tile at (start, row stride), swizzled; kept
-      // among the bytes the warpgroup's open chain read.
+      if (regsA) {
+        for (size_t i = 0; i < 3; ++i)
+          if (idx[i] < 0 || idx[i] % 512 != 0 || (i > 0 && idx[i] >= (1 << 17)))
+            return fail(v, int64_t(g0), "B's " + std::string(i == 0 ? "start " : i == 1 ? "row stride " : "block stride ") +
+                                            std::to_string(idx[i]) + " is not as kir.h has it");
+      } else {
+        for (size_t i : {0, 2})
+          if (idx[i] < 0 || idx[i] % 8 != 0 || idx[i] % 64 > 48 || idx[i + 1] < 0 || idx[i + 1] % 512 != 0)
+            return fail(v, int64_t(g0), std::string(i == 0 ? "A" : "B") + "'s start " + std::to_string(idx[i]) +
+                                            " or row stride " + std::to_string(idx[i + 1]) + " is not as kir.h has them");
+      }
+      // The element at `at`, swizzled; kept among the bytes the warpgroup's
+      // open chain read.
       Chain& reading = openChains_[g0 / 128];
       reading.array = size_t(in.imm);
-      auto element = [&](const int64_t* tile, int64_t row, int64_t key, double& out) {
-        int64_t x = 2 * (tile[0] + (row / 8) * tile[1] + (row % 8) * 64 + key);
+      auto element = [&](int64_t at, double& out) {
+        int64_t x = 2 * at;
         x ^= ((x >> 7) & 7) << 4;
-        if (x + 2 > s.elems * 2) return false;
+        if (x < 0 || x + 2 > s.elems * 2) return false;
         uint16_t bits = 0;
         std::memcpy(&bits, bytes + size_t(x), 2);
         reading.reads.emplace_back(uint32_t(x), bits);
-        out = ot == Scalar::BF16 ? bf16ToFloat(bits) : halfToFloat(bits);
+        out = value(bits);
         return true;
       };
-      std::vector<double> a(64 * 16), b(size_t(n) * 16);
-      for (int64_t r = 0; r < 64; ++r)
+      auto outside = [&](const char* which, int64_t row, int64_t col) {
+        return fail(v, int64_t(g0), std::string(which) + "'s element (" + std::to_string(row) + ", " + std::to_string(col) +
+                                        ") is outside shared " + std::to_string(in.imm) + " (" + s.name + ")");
+      };
+      std::vector<double> a(64 * 16), b(size_t(n) * 16);  // a[r][k], b[j][k]
+      if (regsA) {
+        for (size_t l = 0; l < 128; ++l)
+          for (int e = 0; e < 8; ++e) {
+            RowCol rc = mmaA(MatrixOp::M16N8K16Bf16, int(l % 32), e);
+            a[size_t((16 * int64_t(l / 32) + rc.row) * 16 + rc.col)] = value(lanes(in.args[size_t(e)])[g0 + l]);
+          }
         for (int64_t kk = 0; kk < 16; ++kk)
-          if (!element(idx, r, kk, a[size_t(r * 16 + kk)]))
-            return fail(v, int64_t(g0), "A's element (" + std::to_string(r) + ", " + std::to_string(kk) +
-                                            ") is outside shared " + std::to_string(in.imm) + " (" + s.name + ")");
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t kk = 0; kk < 16; ++kk)
-          if (!element(idx + 2, j, kk, b[size_t(j * 16 + kk)]))
-            return fail(v, int64_t(g0), "B's element (" + std::to_string(kk) + ", " + std::to_string(j) +
-                                            ") is outside shared " + std::to_string(in.imm) + " (" + s.name + ")");
+          for (int64_t j = 0; j < n; ++j)
+            if (!element(idx[0] + (kk / 8) * idx[1] + (kk % 8) * 64 + (j / 64) * idx[2] + j % 64, b[size_t(j * 16 + kk)]))
+              return outside("B", kk, j);
+      } else {
+        for (int64_t r = 0; r < 64; ++r)
+          for (int64_t kk = 0; kk < 16; ++kk)
+            if (!element(idx[0] + (r / 8) * idx[1] + (r % 8) * 64 + kk, a[size_t(r * 16 + kk)])) return outside("A", r, kk);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t kk = 0; kk < 16; ++kk)
+            if (!element(idx[2] + (j / 8) * idx[3] + (j % 8) * 64 + kk, b[size_t(j * 16 + kk)])) return outside("B", kk, j);
+      }
       const std::vector<uint64_t>* onto = chain >= 0 ? &wide_.at(chain) : nullptr;
       for (size_t l = 0; l < 128; ++l)
         for (int64_t e = 0; e < n / 2; ++e) {
           RowCol rc = mmaGroupC(int(l), int(e));
-          uint64_t c = onto ? (*onto)[size_t(e) * w_ + g0 + l] : lanes(in.args[4 + size_t(e)])[g0 + l];
+          uint64_t c = onto ? (*onto)[size_t(e) * w_ + g0 + l] : lanes(in.args[c0 + size_t(e)])[g0 + l];
           double sum = get<float>(c);
           for (int64_t kk = 0; kk < 16; ++kk) sum += a[size_t(rc.row * 16 + kk)] * b[size_t(rc.col * 16 + kk)];
           d[size_t(e) * w_ + g0 + l] = put(float(sum));
@@ -758,6 +781,7 @@ class Machine {
           if (!warp(m, v, in)) return false;
           break;
         case Opc::MmaShared:
+        case Opc::MmaSharedB:
           if (!warpgroup(m, v, in)) return false;
           break;
         case Opc::MmaWait:

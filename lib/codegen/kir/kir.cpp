@@ -120,6 +120,7 @@ const OpInfo& opInfo(Opc o) {
       {"shuffle.xor", D::Value, S::Warp, true},
       {"mma", D::Wide, S::Warp, true},
       {"mma.shared", D::Wide, S::Warpgroup, true},
+      {"mma.shared.b", D::Wide, S::Warpgroup, true},
       {"mma.wait", D::Wide, S::Warpgroup, true},
       {"copy.async", D::Nothing, S::Thread, true},
       {"async.commit", D::Nothing, S::Thread, true},
@@ -173,15 +174,18 @@ RowCol mmaGroupC(int thread, int e) {
   return {16 * (thread / 32) + in.row, 8 * (e / 4) + in.col};
 }
 
+size_t groupMmaC(Opc op) { return op == Opc::MmaSharedB ? 11 : 4; }
+
 V chainedOnto(const Kernel& k, const Inst& in) {
-  if (in.op != Opc::MmaShared || in.args.size() != 5) return -1;
-  V onto = in.args[4];
-  return onto >= 0 && size_t(onto) < k.insts.size() && k.insts[size_t(onto)].op == Opc::MmaShared ? onto : -1;
+  if (!isGroupMma(in.op) || in.args.size() != groupMmaC(in.op) + 1) return -1;
+  V onto = in.args.back();
+  return onto >= 0 && size_t(onto) < k.insts.size() && k.insts[size_t(onto)].op == in.op ? onto : -1;
 }
 
 int64_t mmaSharedColumns(const Kernel& k, V m) {
   for (V onto = chainedOnto(k, k.insts[size_t(m)]); onto >= 0; onto = chainedOnto(k, k.insts[size_t(m)])) m = onto;
-  return 2 * (int64_t(k.insts[size_t(m)].args.size()) - 4);
+  const Inst& first = k.insts[size_t(m)];
+  return 2 * (int64_t(first.args.size()) - int64_t(groupMmaC(first.op)));
 }
 
 std::vector<int64_t> Kernel::sharedOffsets() const {

@@ -126,6 +126,20 @@
 //    wait: a chain's last link and a variable set from one of its Lanes
 //    (an accumulator) are read only by Lane, SetVar, an MmaShared's c
 //    operands or an MmaWait.
+//  - MmaSharedB(a0..a7, bStart, bRowStride, bBlockStride, c0..c{n/2 - 1}),
+//    ref and imm as MmaShared's: the same product with A from the threads
+//    and B held N-major. A's 64 x 16 elements are four m16n8k16 A fragments
+//    side by side: warp w of the warpgroup holds rows 16w .. 16w + 15, lane
+//    l's operand e (of the op's operand type) at (16w + r, c) for (r, c) =
+//    mmaA(m16n8k16, l % 32, e). B's (k, j) is read at element bStart + (k /
+//    8) bRowStride + (k % 8) 64 + (j / 64) bBlockStride + j % 64 of the
+//    array, in the same 128-byte swizzle (so a row of 64 columns of B is
+//    128 bytes, as a row of keys is for MmaShared). The three indices are the
+//    same in every thread of the warpgroup, multiples of 512 elements (1024
+//    bytes) below 2^17. A link's a operands are read when its chain's first
+//    link issues: each is defined before that link (the verifier checks).
+//    Chains, waits and the rules of D are MmaShared's; a chain's links are
+//    all of one opcode. (PTX's wgmma with A in registers and imm-trans-b.)
 //  - MmaWait(x0..x{m-1}), imm n: waits until at most n of the warpgroup's
 //    pending chains are unfinished (the oldest finish first) and gives the
 //    xs back unchanged, read by Lane 0 .. m - 1: the values an accumulator
@@ -195,6 +209,7 @@ enum class Opc : uint8_t {
   ShuffleXor,                     // (x) -> x of lane (lane ^ imm) of the warp
   Mma,                            // (a..., b..., c0..c3), ref a MatrixOp; read only by Lane 0..3
   MmaShared,                      // (aStart, aRowStride, bStart, bRowStride, c... or a chained MmaShared), ref a MatrixOp, imm shared
+  MmaSharedB,                     // (a0..a7, bStart, bRowStride, bBlockStride, c... or a chained MmaSharedB), likewise
   MmaWait,                        // (x...), imm n: until at most n of the warpgroup's chains are pending; read only by Lane
   CopyAsync,                      // (gindex, sindex, ok): 16 bytes of buffers[ref] into shared[imm]
   AsyncCommit,                    // closes the thread's open group of copies
@@ -320,10 +335,17 @@ struct Kernel {
   int64_t sharedBytes() const;
 };
 
-// The MmaShared that `in` (an MmaShared) accumulates onto, its fifth and
-// last operand; -1 when it takes its C as values.
+// A warpgroup's product: MmaShared or MmaSharedB.
+inline bool isGroupMma(Opc op) { return op == Opc::MmaShared || op == Opc::MmaSharedB; }
+// Where a warpgroup product's c operands (or the link it chains onto)
+// start: 4 for MmaShared, 11 for MmaSharedB.
+size_t groupMmaC(Opc op);
+// The link of the same opcode that `in` (a warpgroup product) accumulates
+// onto, its last operand in place of the c operands; -1 when it takes its
+// C as values.
 V chainedOnto(const Kernel& k, const Inst& in);
-// An MmaShared's n: twice its c operands, or its chain's first link's n.
+// A warpgroup product's n: twice its c operands, or its chain's first
+// link's n.
 int64_t mmaSharedColumns(const Kernel& k, V mmaShared);
 
 }  // namespace poot::kir

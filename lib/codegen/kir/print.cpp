@@ -102,6 +102,9 @@ class Printer {
         return def + "mma.shared " + matrixShape(MatrixOp(in.ref)).name + " " + tile(0) + ", " + tile(2) + ", " +
                args(in, 4) + typed;
       }
+      case Opc::MmaSharedB:
+        return def + "mma.shared.b " + matrixShape(MatrixOp(in.ref)).name + " (" + args(in, 0, 8) + "), s" +
+               std::to_string(in.imm) + "[" + args(in, 8, 11) + "], " + args(in, 11) + typed;
       case Opc::MmaWait: {
         std::string a = args(in, 0);
         return def + "mma.wait " + std::to_string(in.imm) + (a.empty() ? "" : ", " + a) + typed;

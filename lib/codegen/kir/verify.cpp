@@ -8,11 +8,12 @@
 // For's induction value when a bound is per-thread, and a variable set from a
 // per-thread value or under per-thread control (iterated to a fixed point,
 // since a loop may read a variable before the set that taints it); a Barrier,
-// ShuffleXor, Mma or MmaShared under an If or For whose condition or bound
-// is per-thread is an error, and so is a warp operation in a workgroup that
-// is not whole warps (whole warpgroups for MmaShared). A third walk checks
-// each MmaShared chain, and a last pass who reads a chain's D before an
-// MmaWait (its Lanes, and the accumulators set from them).
+// ShuffleXor, Mma or a warpgroup product under an If or For whose condition
+// or bound is per-thread is an error, and so is a warp operation in a
+// workgroup that is not whole warps (whole warpgroups for the warpgroup
+// products). A third walk checks each warpgroup product chain, and a last
+// pass who reads a chain's D before an MmaWait (its Lanes, and the
+// accumulators set from them).
 #include "codegen/kir/verify.h"
 
 #include <vector>
@@ -181,7 +182,7 @@ class Verifier {
         if (!arity(v, in, 1)) return false;
         const Inst& vec = k_.insts[size_t(in.args[0])];
         if (!result(v, in, vec.type)) return false;
-        int64_t n = vec.op == Opc::MmaShared ? mmaSharedColumns(k_, in.args[0]) / 2
+        int64_t n = isGroupMma(vec.op) ? mmaSharedColumns(k_, in.args[0]) / 2
                     : vec.op == Opc::MmaWait ? int64_t(vec.args.size())
                                              : vec.imm;
         if (in.imm >= 0 && in.imm < n) return true;
@@ -233,7 +234,8 @@ class Verifier {
         if (in.imm == 4) return true;
         return fail(v, "gives " + std::to_string(in.imm) + " elements, not 4");
       }
-      case Opc::MmaShared: {
+      case Opc::MmaShared:
+      case Opc::MmaSharedB: {
         if (in.ref < 0 || size_t(in.ref) >= matrixShapes().size() || matrixShape(MatrixOp(in.ref)).threads != 128)
           return fail(v, "matrix op " + std::to_string(in.ref) + " is not a warpgroup's one of ir/matrix.h");
         const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
@@ -245,20 +247,22 @@ class Verifier {
                              scalarName(mmaOperand(shape.op)));
         if (k_.sharedOffsets()[size_t(in.imm)] % 1024 != 0)
           return fail(v, "shared " + std::to_string(in.imm) + " (" + s.name + ") does not start at a multiple of 1024 bytes");
-        if (in.args.size() < 5) return fail(v, std::to_string(in.args.size()) + " operands, expected at least 5");
+        const size_t c0 = groupMmaC(in.op), a = in.op == Opc::MmaSharedB ? 8 : 0;
+        if (in.args.size() < c0 + 1)
+          return fail(v, std::to_string(in.args.size()) + " operands, expected at least " + std::to_string(c0 + 1));
         if (!result(v, in, Scalar::F32)) return false;
-        for (size_t i = 0; i < 4; ++i)
-          if (!want(v, in, i, Scalar::I32, "index")) return false;
+        for (size_t i = 0; i < c0; ++i)
+          if (!want(v, in, i, i < a ? mmaOperand(shape.op) : Scalar::I32, i < a ? "a" : "index")) return false;
         if (chainedOnto(k_, in) >= 0) {
-          const Inst& onto = k_.insts[size_t(in.args[4])];
+          const Inst& onto = k_.insts[size_t(in.args[c0])];
           if (onto.ref == in.ref && onto.imm == in.imm) return true;
-          return fail(v, "chains onto %" + std::to_string(in.args[4]) + " of another matrix op or array");
+          return fail(v, "chains onto %" + std::to_string(in.args[c0]) + " of another matrix op or array");
         }
-        size_t c = in.args.size() - 4;
+        size_t c = in.args.size() - c0;
         if (c % 4 != 0 || int64_t(c) * 2 > shape.n)
           return fail(v, std::to_string(c) + " accumulators: n = " + std::to_string(2 * c) +
                              " is not a multiple of 8 up to " + std::to_string(shape.n));
-        for (size_t i = 4; i < in.args.size(); ++i)
+        for (size_t i = c0; i < in.args.size(); ++i)
           if (!want(v, in, i, Scalar::F32, "c")) return false;
         return true;
       }
@@ -358,9 +362,10 @@ class Verifier {
     return good;
   }
 
-  // Each MmaShared chain (kir.h): every link but the last used once, by the
-  // next, which stands later in the same block with nothing that breaks
-  // the chain between them.
+  // Each warpgroup product chain (kir.h): every link but the last used
+  // once, by the next, which stands later in the same block with nothing
+  // that breaks the chain between them; an MmaSharedB link's a operands
+  // none of the values defined since the chain's first link.
   bool chains(const Block& b) {
     for (size_t i = 0; i < b.items.size(); ++i) {
       const Inst& in = k_.insts[size_t(b.items[i])];
@@ -383,6 +388,14 @@ class Verifier {
       if (uses_[size_t(onto)] != 1)
         return fail(b.items[i], "chains onto %" + std::to_string(onto) + ", which has " +
                                     std::to_string(uses_[size_t(onto)] - 1) + " other uses");
+      if (in.op != Opc::MmaSharedB) continue;
+      V first = onto;
+      while (chainedOnto(k_, k_.insts[size_t(first)]) >= 0) first = chainedOnto(k_, k_.insts[size_t(first)]);
+      for (size_t p = i; p > 0 && b.items[p] != first; --p)
+        for (size_t e = 0; e < 8; ++e)
+          if (in.args[e] == b.items[p - 1])
+            return fail(b.items[i], "takes a operand %" + std::to_string(in.args[e]) +
+                                        ", defined after its chain's first link %" + std::to_string(first));
     }
     return true;
   }
@@ -397,7 +410,7 @@ class Verifier {
       changed = false;
       for (size_t v = 0; v < k_.insts.size(); ++v) {
         const Inst& in = k_.insts[v];
-        bool h = (in.op == Opc::Lane && in.args.size() == 1 && k_.insts[size_t(in.args[0])].op == Opc::MmaShared) ||
+        bool h = (in.op == Opc::Lane && in.args.size() == 1 && isGroupMma(k_.insts[size_t(in.args[0])].op)) ||
                  (in.op == Opc::GetVar && acc[size_t(in.ref)]);
         held[v] = h;
         if (in.op == Opc::SetVar && held[size_t(in.args[0])] && !acc[size_t(in.ref)]) {
@@ -410,7 +423,7 @@ class Verifier {
       const Inst& in = k_.insts[v];
       for (size_t i = 0; i < in.args.size(); ++i) {
         if (!held[size_t(in.args[i])] || in.op == Opc::SetVar || in.op == Opc::MmaWait ||
-            (in.op == Opc::MmaShared && i >= 4))
+            (isGroupMma(in.op) && i >= groupMmaC(in.op)))
           continue;
         return fail(V(v), "reads %" + std::to_string(in.args[i]) +
                               ", a matrix chain's result, before an mma.wait gives it back");

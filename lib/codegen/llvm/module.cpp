@@ -173,7 +173,7 @@ void Writer::declare() {
                                      dynamic ? "poot_dynamic_shared" : "poot_shared", nullptr,
                                      llvm::GlobalValue::NotThreadLocal, 3);
   // 1024 where an MmaShared's swizzle reads the address bits (kir.h).
-  bool swizzled = std::any_of(k_.insts.begin(), k_.insts.end(), [](const kir::Inst& in) { return in.op == Opc::MmaShared; });
+  bool swizzled = std::any_of(k_.insts.begin(), k_.insts.end(), [](const kir::Inst& in) { return kir::isGroupMma(in.op); });
   shared_->setAlignment(llvm::Align(swizzled ? 1024 : 16));
   sharedOffsets_ = k_.sharedOffsets();
 }
@@ -295,7 +295,8 @@ Status Writer::inst(kir::V v) {
     case Opc::AsyncWait: asyncCopy(in); break;
     case Opc::ShuffleXor:
     case Opc::Mma: r = warpOp(v); break;
-    case Opc::MmaShared: r = mmaShared(v); break;
+    case Opc::MmaShared:
+    case Opc::MmaSharedB: r = mmaShared(v); break;
     case Opc::MmaWait: r = mmaWait(in); break;
     default: {  // the binary operations
       auto x = binary(v, arg(0), arg(1));
@@ -502,14 +503,19 @@ Value* Writer::inlineAsm(const std::string& text, llvm::Type* result, const std:
 // commits the group. An MmaWait waits (wgmma.wait_group) with its operands
 // threaded through the wait, so nothing reads them before; the verifier
 // keeps every other reader of a chain's D behind one (kir.h). The descriptors hold the tile's byte address and
-// its 1024-byte block stride, each over 16, and the 128-byte swizzle (mode
-// 1; no leading offset, which that swizzle does not read).
+// its 1024-byte block stride (the stride byte offset), each over 16, and the
+// 128-byte swizzle (mode 1); an N-major B (MmaSharedB) also its 64-column
+// blocks' stride as the leading byte offset, read transposed (imm-trans-b
+// 1), which a K-major tile under that swizzle does not use. MmaSharedB's A
+// is four 32-bit registers, each a pair of its operands (the lower-numbered
+// in the low half).
 Value* Writer::mmaShared(kir::V v) {
   const kir::Inst& in = k_.insts[size_t(v)];
   auto arg = [&](size_t i) { return vals_[size_t(in.args[i])]; };
   const MatrixShape& shape = matrixShape(MatrixOp(in.ref));
   unsigned regs = unsigned(kir::mmaSharedColumns(k_, v) / 2);
-  bool chain = kir::chainedOnto(k_, in) >= 0;
+  bool chain = kir::chainedOnto(k_, in) >= 0, regsA = in.op == Opc::MmaSharedB;
+  const size_t c0 = kir::groupMmaC(in.op);
   llvm::Type* f32 = b_.getFloatTy();
   auto* result = llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs, f32));
   std::string outs, ties, list;
@@ -520,25 +526,43 @@ Value* Writer::mmaShared(kir::V v) {
   }
   if (!chain) inlineAsm("fence.proxy.async.shared::cta;\n\twgmma.fence.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
   std::vector<Value*> ops;
-  for (unsigned i = 0; i < regs; ++i) ops.push_back(chain ? b_.CreateExtractValue(arg(4), {i}) : arg(4 + i));
+  for (unsigned i = 0; i < regs; ++i) ops.push_back(chain ? b_.CreateExtractValue(arg(c0), {i}) : arg(c0 + i));
   auto field = [&](Value* bytes, unsigned at) {
     Value* x = b_.CreateLShr(b_.CreateAnd(bytes, b_.getInt32(0x3FFFF)), b_.getInt32(4));
     return b_.CreateShl(b_.CreateZExt(x, b_.getInt64Ty()), b_.getInt64(at));
   };
-  auto descriptor = [&](size_t i) {
+  auto descriptor = [&](size_t i, bool blocks) {
     Value* address = b_.CreatePtrToInt(sharedAt(int32_t(in.imm), arg(i)), b_.getInt32Ty());
     Value* rowBytes = b_.CreateMul(arg(i + 1), b_.getInt32(2));
-    return b_.CreateOr(b_.CreateOr(field(address, 0), field(rowBytes, 32)), b_.getInt64(uint64_t(1) << 62));
+    Value* d = b_.CreateOr(b_.CreateOr(field(address, 0), field(rowBytes, 32)), b_.getInt64(uint64_t(1) << 62));
+    return blocks ? b_.CreateOr(d, field(b_.CreateMul(arg(i + 2), b_.getInt32(2)), 16)) : d;
   };
-  ops.push_back(descriptor(0));
-  ops.push_back(descriptor(2));
+  std::string a, constraints = outs + ties;
+  unsigned next = 2 * regs;
+  if (regsA) {
+    for (unsigned i = 0; i < 8; i += 2) {
+      Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(arg(i)->getType(), 2));
+      pair = b_.CreateInsertElement(b_.CreateInsertElement(pair, arg(i), uint64_t(0)), arg(i + 1), uint64_t(1));
+      ops.push_back(b_.CreateBitCast(pair, b_.getInt32Ty()));
+      a += std::string(i ? ", " : "{") + "$" + std::to_string(next++);
+      constraints += ",r";
+    }
+    a += "}";
+    ops.push_back(descriptor(8, true));
+  } else {
+    ops.push_back(descriptor(0, false));
+    a = "$" + std::to_string(next++);
+    constraints += ",l";
+  }
+  if (!regsA) ops.push_back(descriptor(2, false));
+  unsigned bAt = next++;
   const char* t = shape.operand == DType::BF16 ? "bf16" : "f16";
-  std::string text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + std::to_string(2 * regs + 2) +
+  std::string text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + std::to_string(next) +
                      ", 0;\n\twgmma.mma_async.sync.aligned.m64n" + std::to_string(2 * regs) + "k16.f32." + t + "." + t +
-                     " {" + list + "}, $" + std::to_string(2 * regs) + ", $" + std::to_string(2 * regs + 1) +
-                     ", p, 1, 1, 0, 0;\n\t}";
+                     " {" + list + "}, " + a + ", $" + std::to_string(bAt) + (regsA ? ", p, 1, 1, 1;" : ", p, 1, 1, 0, 0;") +
+                     "\n\t}";
   ops.push_back(b_.getInt32(1));
-  Value* d = inlineAsm(text, result, outs + ties + ",l,l,r,~{memory}", ops);
+  Value* d = inlineAsm(text, result, constraints + ",l,r,~{memory}", ops);
   if (!chainedOnto_[size_t(v)]) inlineAsm("wgmma.commit_group.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
   return d;
 }
