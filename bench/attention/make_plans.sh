@@ -121,8 +121,9 @@ case_ mla-b1-l16384 mla 1 16 16 1 16384 192 128 64 vk
 case_ paged-b8-l16384 paged 8 32 8 1 16384 128 128 0 vk 1
 case_ paged16-b8-l16384 paged 8 32 8 1 16384 128 128 0 vk 16
 case_ live-b8-l16384 live 8 32 8 1 16384 128 128 0 vk
-# Causal prefill, GQA 4, D 128.
-for L in 512 2048 4096 8192; do
+# Causal prefill, GQA 4, D 128; 1000 rows and keys are no multiple of any
+# tile.
+for L in 512 1000 2048 4096 8192; do
   case_ "causal-l$L" causal 1 32 8 "$L" "$L" 128 128 0 vk
 done
 # Sliding-window prefill: Mistral-7B's heads (the Llama ones) and window.

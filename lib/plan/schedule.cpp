@@ -78,36 +78,50 @@ PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv) {
   if (matrixShape(*matrixOpNamed(s.matrix)).k == 8)
     return {ceilDiv(dk, 8) * 8 + 4, ceilDiv(dk, 8) * 8 + 4, ceilDiv(dv, 8) * 8 + 4, s.tileN + 4, 4, ceilDiv(dk, 8) * 8};
   int64_t dk16 = ceilDiv(dk, 16) * 16;
+  if (matrixShape(*matrixOpNamed(s.matrix)).threads == 128) {
+    int64_t qElems = ceilDiv(std::max(s.tileM * ceilDiv(dk16, 64) * 64, s.tileM * (2 * s.tileN + 8)), 512) * 512;
+    int64_t kAt = qElems, vAt = kAt + s.tileN * ceilDiv(dk16, 64) * 64;
+    return {64, 64, 64, 2 * s.tileN + 8, 2, dk16, kAt, vAt, vAt + s.tileN * ceilDiv(dv, 64) * 64};
+  }
   return {dk16 + 8, dk16 + 8, 2 * (ceilDiv(dv, 8) * 8 + 8), 2 * s.tileN + 8, 2, dk16};
 }
 
 int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv) {
   PrefillMmaLayout l = prefillMmaLayout(s, dk, dv);
+  if (l.tileElems > 0) return 2 * l.tileElems + 16;
   int64_t valueRows = l.elemBytes == 4 ? s.tileN : s.tileN / 2;
   return l.elemBytes * (s.tileM * std::max(l.qStride, l.pStride) + s.tileN * l.kStride + valueRows * l.vStride) + 16;
 }
 
 Choice prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operands, const DeviceProfile& d) {
+  std::string declined;
   for (MatrixOp op : d.matrix_ops) {
     const MatrixShape& m = matrixShape(op);
-    if (m.threads != 32 || (op != MatrixOp::M16N8K8Tf32 && m.operand != operands)) continue;
-    Schedule s{"prefill-mma", 128, 1, 128, 0};
-    s.tileM = 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv}, m.k == 16 ? 8 : 4);
+    const bool group = m.threads == 128;
+    if ((m.threads != 32 && !group) || (op != MatrixOp::M16N8K8Tf32 && m.operand != operands)) continue;
+    Schedule s{"prefill-mma", group ? 256 : 128, 1, group ? 256 : 128, 0};
+    s.tileM = group ? 128 : 64, s.tileN = 64, s.threadM = 16, s.vector = widestLoad({dh, ds, dv}, m.k == 16 ? 8 : 4);
     s.matrix = m.name;
     s.workgroupMemory = prefillMmaBytes(s, dh + ds, dv);
     const std::string no = "not on " + s.matrix + ": ";
-    if (nrep > s.tileM) return {std::nullopt, no + str(nrep) + " query heads a KV head, more than its 64 rows"};
-    if (dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth)
-      return {std::nullopt, no + "a " + str(dh + ds) + "-wide key or " + str(dv) + "-wide value, past its " +
-                                str(kMaxMmaHeadWidth) + " in registers"};
-    if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
-      return {std::nullopt, no + "its workgroup does not fit the device"};
+    std::string why;
+    if (nrep > s.tileM) why = no + str(nrep) + " query heads a KV head, more than its " + str(s.tileM) + " rows";
+    else if (dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth)
+      why = no + "a " + str(dh + ds) + "-wide key or " + str(dv) + "-wide value, past its " + str(kMaxMmaHeadWidth) +
+            " in registers";
+    else if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
+      why = no + "its workgroup does not fit the device";
+    if (!why.empty()) {
+      declined += (declined.empty() ? "" : "; ") + why;
+      continue;
+    }
     const char* how = s.matrix == "m16n8k8.tf32" ? " matrix multiplies (three a product of f32 operands)"
                                                  : " matrix multiplies (each weight a head and a remainder in its dtype)";
-    return {s, str(64 / nrep) + " query positions of " + str(nrep) + " heads a workgroup, 16 rows a warp on " +
-                   s.matrix + how + ", against tiles of 64 keys in workgroup memory"};
+    std::string rows = group ? ", 64 rows a warpgroup on " : ", 16 rows a warp on ";
+    return {s, str(s.tileM / nrep) + " query positions of " + str(nrep) + " heads a workgroup" + rows + s.matrix + how +
+                   ", against tiles of 64 keys in workgroup memory"};
   }
-  return {std::nullopt, ""};
+  return {std::nullopt, declined};
 }
 
 Choice prefillMmaRule(const AttentionShape& a, const DeviceProfile& d) {

@@ -18,9 +18,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kir_plan.h"
@@ -485,7 +487,9 @@ TEST_CASE("attention gen: a causal prefill at a length no tile or lane count div
 }
 
 // The tensor-core prefill ("prefill-mma", prefill_mma.cpp) of the H200's
-// profile, on the KIR interpreter (lavapipe has no warp matrix multiply):
+// profile (two-byte inputs on its warpgroup op, and on its warp op with the
+// warpgroup ops taken out), on the KIR interpreter (lavapipe has no matrix
+// multiply):
 // every form, n_rep 1 to 8, key and value widths 17 to 256 that are no
 // multiple of the 8-wide matrix step or of each other, lengths no tile
 // divides, more than one block of rows, and the exact path a tile with a
@@ -496,6 +500,17 @@ const DeviceProfile& h200() {
   return d;
 }
 const std::vector<std::string> kPrefillMma = {"prefill-mma"};
+// The H200's profile without its warpgroup ops, as an sm_80 or sm_89 part
+// would list them: two-byte prefills on the warp's m16n8k16.
+const DeviceProfile& h200Warps() {
+  static const DeviceProfile d = [] {
+    DeviceProfile p = h200();
+    p.name += "-warps";
+    std::erase_if(p.matrix_ops, [](MatrixOp op) { return matrixShape(op).threads == 128; });
+    return p;
+  }();
+  return d;
+}
 
 TEST_CASE("attention gen: tensor-core prefill, widths and row blocks") {
   struct Shape {
@@ -503,12 +518,13 @@ TEST_CASE("attention gen: tensor-core prefill, widths and row blocks") {
   };
   for (Shape sh : {Shape{1, 70, 32, 32, 77}, Shape{2, 37, 64, 48, 131}, Shape{4, 17, 128, 128, 70},
                    Shape{8, 9, 96, 80, 70}, Shape{3, 23, 40, 24, 65}, Shape{1, 9, 256, 256, 45},
-                   Shape{2, 9, 33, 17, 40}})
+                   Shape{2, 9, 33, 17, 40}, Shape{4, 45, 64, 64, 100}, Shape{1, 150, 32, 48, 170}})
     for (const char* dtype : {"f32", "bf16", "f16"}) {
       Case c;
       c.B = 2, c.nrep = sh.nrep, c.Hq = 2 * sh.nrep, c.Lq = sh.Lq, c.Dk = sh.Dk, c.Dv = sh.Dv, c.Lk = sh.Lk;
       c.dtype = dtype;
       run(c, h200(), kPrefillMma);
+      if (std::string(dtype) == "bf16") run(c, h200Warps(), kPrefillMma);
     }
   // Past 256 wide the output fragment would not fit the registers: the SIMT
   // tile.
@@ -530,7 +546,7 @@ TEST_CASE("attention gen: tensor-core prefill, every form") {
   for (const char* dtype : {"f32", "bf16"}) {
     c.dtype = dtype;
     CAPTURE(graphText(c));
-    run(c, h200(), kPrefillMma, [](const Case& c, Params& p, uint64_t) {
+    auto setUp = [](const Case& c, Params& p, uint64_t) {
       if (c.causal)
         setPositions(c, p, [&](int64_t b, int64_t i) -> int64_t { return b == 0 ? 20 + i : i == 0 ? -1 : c.Lk - 1 - i; });
       if (c.live) {
@@ -538,33 +554,46 @@ TEST_CASE("attention gen: tensor-core prefill, every form") {
         poisonPastLen(c, p);
       }
       if (c.causal) poisonHidden(c, p);
-    });
+    };
+    run(c, h200(), kPrefillMma, setUp);
+    if (std::string(dtype) == "bf16") run(c, h200Warps(), kPrefillMma, setUp);
   }
 }
 
-// Two-byte q, k and v take the m16n8k16 op of their dtype, every Mma of the
-// kernel: two-byte operands as they are, 16 key dims a score product and 16
-// keys a value product.
+// Two-byte q, k and v take the profile's first op of their dtype: on the
+// H200 the warpgroup's (m64nNk16), the scores one chain of mma.shared over
+// the key width (16 key dims a link) and the output one of mma.shared.b
+// over the tile's keys (16 keys a link, two products each); without it the
+// warp's (m16n8k16), every Mma of that op: 16 key dims a score product and
+// 16 keys a value product.
 TEST_CASE("attention gen: tensor-core prefill on two-byte inputs runs the op of their dtype") {
   Case c;
   c.B = 1, c.Hq = 4, c.nrep = 2, c.Lq = 40, c.Lk = 90, c.Dk = 64, c.Dv = 64;
-  for (auto [dtype, op] : {std::pair{"bf16", MatrixOp::M16N8K16Bf16}, {"f16", MatrixOp::M16N8K16F16}}) {
-    c.dtype = dtype;
-    auto p = planGraph(testing::parse(graphText(c)), h200());
-    REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
-    CHECK(p->kernels.at(0).request.schedule.matrix == matrixShape(op).name);
-    auto ks = generateKir(*p, h200());
-    REQUIRE_MESSAGE(bool(ks), (ks ? "" : ks.error().str()));
-    int64_t mmas = 0;
-    for (const kir::Inst& in : ks->at(0).insts)
-      if (in.op == kir::Opc::Mma) {
-        CHECK(MatrixOp(in.ref) == op);
-        ++mmas;
+  const DeviceProfile& warps = h200Warps();
+  for (auto [dtype, group, warp] : {std::tuple{"bf16", MatrixOp::M64NK16Bf16, MatrixOp::M16N8K16Bf16},
+                                    {"f16", MatrixOp::M64NK16F16, MatrixOp::M16N8K16F16}})
+    for (const DeviceProfile* d : {&h200(), &warps}) {
+      c.dtype = dtype;
+      MatrixOp op = d == &warps ? warp : group;
+      auto p = planGraph(testing::parse(graphText(c)), *d);
+      REQUIRE_MESSAGE(bool(p), (p ? "" : p.error().str()));
+      CHECK(p->kernels.at(0).request.schedule.matrix == matrixShape(op).name);
+      auto ks = generateKir(*p, *d);
+      REQUIRE_MESSAGE(bool(ks), (ks ? "" : ks.error().str()));
+      std::map<kir::Opc, int64_t> count;
+      for (const kir::Inst& in : ks->at(0).insts)
+        if (in.op == kir::Opc::Mma || kir::isGroupMma(in.op)) {
+          CHECK(MatrixOp(in.ref) == op);
+          ++count[in.op];
+        }
+      if (d == &warps) {
+        // Scores: 2 unrolled steps of 8 slices; values: 4 groups of 16 keys
+        // over 8 slices of value columns, two products each.
+        CHECK(count == std::map<kir::Opc, int64_t>{{kir::Opc::Mma, 2 * 8 + 2 * 4 * 8}});
+      } else {
+        CHECK(count == std::map<kir::Opc, int64_t>{{kir::Opc::MmaShared, 64 / 16}, {kir::Opc::MmaSharedB, 2 * 64 / 16}});
       }
-    // Scores: 2 unrolled steps of 8 slices; values: 4 groups of 16 keys
-    // over 8 slices of value columns, two products each.
-    CHECK(mmas == 2 * 8 + 2 * 4 * 8);
-  }
+    }
 }
 
 // On a profile with tf32 alone, q, k and v in bf16 (or f16), which tf32
@@ -602,6 +631,7 @@ TEST_CASE("attention gen: tensor-core prefill, -inf keys with NaN values and a f
   for (const char* dtype : {"f32", "bf16"}) {
     c.dtype = dtype;
     run(c, h200(), kPrefillMma, hideKeys);
+    if (std::string(dtype) == "bf16") run(c, h200Warps(), kPrefillMma, hideKeys);
   }
 }
 

@@ -303,26 +303,43 @@ TEST_CASE("plan: a prefill takes the tensor-core tile where the profile has tf32
         "of 64 keys in workgroup memory");
 }
 
-TEST_CASE("plan: a two-byte prefill takes the profile's first warp op of its dtype") {
+TEST_CASE("plan: a two-byte prefill takes the profile's first matrix op of its dtype") {
   DeviceProfile h200 = target("nvidia-h200");
-  // bf16 q, keys and values: m16n8k16.bf16 (the warpgroup op before it in
-  // the profile's list is not a warp's). q and keys 64 rows of 128 + 8
-  // elements, values 32 rows of two keys' 2 * (128 + 8), 16 flag bytes.
+  // bf16 q, keys and values on the H200: its warpgroup op, 128 rows in two
+  // warpgroups. One swizzled array: q (or the weights, 128 rows of 2 * 64 +
+  // 8, the larger, rounded up to 512 elements), then keys and values 64 rows
+  // of 128 each; 16 flag bytes.
   Choice b = prefillMma(4, 128, 0, 128, DType::BF16, h200);
   REQUIRE(b.schedule);
+  CHECK(printSchedule(*b.schedule) == "prefill-mma lanes=256 splits=1 workgroup=256 memory=" +
+                                          std::to_string(2 * (128 * 136 + 64 * 128 + 64 * 128) + 16) +
+                                          " tile=128x64 vector=8 matrix=m64nNk16.bf16");
+  CHECK(b.reason ==
+        "32 query positions of 4 heads a workgroup, 64 rows a warpgroup on m64nNk16.bf16 matrix multiplies (each "
+        "weight a head and a remainder in its dtype), against tiles of 64 keys in workgroup memory");
+  CHECK(prefillMma(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m64nNk16.f16");
+  // Widths pad to 16 (key) and to whole blocks of 64 columns; single loads
+  // where 33 allows no more.
+  Schedule narrow = *prefillMma(2, 33, 0, 18, DType::BF16, h200).schedule;
+  CHECK(narrow.workgroupMemory == 2 * (128 * 136 + 64 * 64 + 64 * 64) + 16);
+  CHECK(narrow.vector == 1);
+  // Past 128 query heads a KV head the warpgroup op declines and the warp's
+  // takes none either; past 64 the warp op would decline first.
+  CHECK(prefillMma(129, 64, 0, 64, DType::BF16, h200).reason ==
+        "not on m64nNk16.bf16: 129 query heads a KV head, more than its 128 rows; not on m16n8k16.bf16: 129 query "
+        "heads a KV head, more than its 64 rows; not on m16n8k8.tf32: 129 query heads a KV head, more than its 64 rows");
+  // Without the warpgroup ops, the warp's: q and keys 64 rows of 128 + 8
+  // elements, values 32 rows of two keys' 2 * (128 + 8).
+  std::erase_if(h200.matrix_ops, [](MatrixOp op) { return matrixShape(op).threads == 128; });
+  b = prefillMma(4, 128, 0, 128, DType::BF16, h200);
   CHECK(printSchedule(*b.schedule) == "prefill-mma lanes=128 splits=1 workgroup=128 memory=" +
                                           std::to_string(2 * (64 * 136 + 64 * 136 + 32 * 272) + 16) +
                                           " tile=64x64 vector=8 matrix=m16n8k16.bf16");
   CHECK(b.reason ==
         "16 query positions of 4 heads a workgroup, 16 rows a warp on m16n8k16.bf16 matrix multiplies (each weight a "
         "head and a remainder in its dtype), against tiles of 64 keys in workgroup memory");
-  CHECK(prefillMma(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m16n8k16.f16");
-  // Widths pad to 16 (key) and 8 (value); the weights' rows (64 heads and
-  // remainders, + 8) are wider than a narrow q's; single loads where 33
-  // allows no more.
-  Schedule narrow = *prefillMma(2, 33, 0, 18, DType::BF16, h200).schedule;
-  CHECK(narrow.workgroupMemory == 2 * (64 * 136 + 64 * 56 + 32 * 2 * 32) + 16);
-  CHECK(narrow.vector == 1);
+  CHECK(prefillMma(2, 33, 0, 18, DType::BF16, h200).schedule->workgroupMemory ==
+        2 * (64 * 136 + 64 * 56 + 32 * 2 * 32) + 16);
   // Without the two-byte op in the profile, tf32 (two-byte values are exact
   // in it).
   h200.matrix_ops = {MatrixOp::M16N8K8Tf32};

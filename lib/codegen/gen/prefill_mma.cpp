@@ -67,6 +67,7 @@
 // bound above. Two-byte inputs have no remainder and score as f32 does.
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -121,8 +122,9 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
   const Schedule& s = r.schedule;
   const MatrixOp op = *matrixOpNamed(s.matrix);
   // k16: the two-byte ops, q, k and v staged and multiplied as the dtype
-  // they are; else tf32 on f32 tiles.
-  const bool k16 = matrixShape(op).k == 16;
+  // they are; else tf32 on f32 tiles. group: a warpgroup's op, the tiles one
+  // swizzled array (schedule.h) and the products wgmma chains.
+  const bool k16 = matrixShape(op).k == 16, group = matrixShape(op).threads == 128;
   const kir::Scalar tt = k16 ? kir::mmaOperand(op) : kir::Scalar::F32;
   const int64_t BM = s.tileM, BN = s.tileN, W = s.vector, T = s.workgroupSize, RW = s.threadM;
   const int64_t Mq = BM / f.nrep, blocks = ceilDiv(f.Lq, Mq), count = f.B * f.Hkv * blocks;
@@ -135,10 +137,28 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
   Builder b(in.entry, T, in.grid[0]);
   declareOperands(b, r, f);
   int32_t out = b.buffer("out", r.results[0].dtype, f.B * f.Hq * f.Lq * f.Dv, true);
-  int32_t qs = b.shared("q_tile_or_weights", tt, BM * std::max(lay.qStride, lay.pStride));
-  int32_t ks = b.shared("k_tile", tt, BN * lay.kStride);
-  int32_t vs = b.shared("v_tile", tt, (k16 ? BN / 2 : BN) * lay.vStride);
+  int32_t qs, ks, vs;
+  if (group) {
+    qs = ks = vs = b.shared("q_weights_k_v_tiles", tt, lay.tileElems);
+  } else {
+    qs = b.shared("q_tile_or_weights", tt, BM * std::max(lay.qStride, lay.pStride));
+    ks = b.shared("k_tile", tt, BN * lay.kStride);
+    vs = b.shared("v_tile", tt, (k16 ? BN / 2 : BN) * lay.vStride);
+  }
   int32_t flag = b.shared("nonfinite_values", kir::Scalar::F32, 4);
+  // Element (r, col) of a swizzled tile of `rows` rows from `first`
+  // (schedule.h): column block col / 64, row r, the 16-byte run (col % 64)
+  // / 8 moved to run ((col % 64) / 8) ^ (r % 8) (kir.h's 128-byte swizzle).
+  auto swizzled = [&](int64_t first, int64_t rows, V r, V col) {
+    V block = b.mul(b.div(col, b.i32(64)), b.i32(rows * 64));
+    V inRow = b.binary(kir::Opc::Xor, b.rem(col, b.i32(64)), b.mul(b.rem(r, b.i32(8)), b.i32(8)));
+    return b.add(b.add(b.i32(first), block), b.add(b.mul(r, b.i32(64)), inRow));
+  };
+  // Where q's (row, col) and a key's (key, col) are staged.
+  auto qPlace = [&](V r, V col) { return group ? swizzled(0, BM, r, col) : b.add(b.mul(r, b.i32(lay.qStride)), col); };
+  auto kPlace = [&](V key, V col) {
+    return group ? swizzled(lay.kAt, BN, key, col) : b.add(b.mul(key, b.i32(lay.kStride)), col);
+  };
   const V zero = b.convert(b.f32(0), tt);
   // Runs of the operands as the tiles keep them.
   auto loadRun = [&](int32_t buffer, V at, int64_t w) {
@@ -171,14 +191,12 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                                  b.add(b.mul(rows[1], b.i32(lay.pStride)), b.mul(tq, b.i32(2 * ws)))};
 
     // Zeros in columns Dk .. DKS of `rowsOf` rows of an array.
-    auto zeroPad = [&](int32_t array, int64_t rowsOf, int64_t stride) {
+    auto zeroPad = [&](int32_t array, int64_t rowsOf, const std::function<V(V, V)>& at) {
       const int64_t pad = DKS - f.Dk;
       for (int64_t e0 = 0; e0 < rowsOf * pad; e0 += T) {
         V e = b.add(tid, b.i32(e0));
-        b.ifThen(b.lt(e, b.i32(rowsOf * pad)), [&] {
-          b.sharedStore(array, b.add(b.mul(b.div(e, b.i32(pad)), b.i32(stride)), b.add(b.i32(f.Dk), b.rem(e, b.i32(pad)))),
-                        zero);
-        });
+        b.ifThen(b.lt(e, b.i32(rowsOf * pad)),
+                 [&] { b.sharedStore(array, at(b.div(e, b.i32(pad)), b.add(b.i32(f.Dk), b.rem(e, b.i32(pad)))), zero); });
       }
     };
     // The q tile, row-major (run e of W elements is run e % (Dk / W) of row
@@ -191,13 +209,13 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         b.ifThen(b.lt(e, b.i32(BM * qRuns)), [&] {
           V rr = b.div(e, b.i32(qRuns)), d = b.mul(b.rem(e, b.i32(qRuns)), b.i32(W));
           std::vector<V> x = loadRun(f.q, b.add(b.mul(pb.resultRow(b, rr), b.i32(f.Dk)), d), W);
-          b.sharedStoreVec(qs, b.add(b.mul(rr, b.i32(lay.qStride)), d), x);
+          b.sharedStoreVec(qs, qPlace(rr, d), x);
         });
       }
-      if (DKS > f.Dk) zeroPad(qs, BM, lay.qStride);
+      if (DKS > f.Dk) zeroPad(qs, BM, qPlace);
     };
     stageQ();
-    if (DKS > f.Dk) zeroPad(ks, BN, lay.kStride);  // the copies write columns 0 .. Dk only
+    if (DKS > f.Dk) zeroPad(ks, BN, kPlace);  // the copies write columns 0 .. Dk only
 
     // The key and value tiles: each thread moves runs tid, tid + T, ... of
     // each segment (k, then k_shared, then v), run e being run e % per of key
@@ -211,7 +229,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     };
     std::vector<Run> runs;
     for (size_t si = 0; si < segs.size(); ++si) {
-      int64_t per = segs[si].width / W, total = (k16 && segs[si].value ? BN / 2 : BN) * per;
+      int64_t per = segs[si].width / W, total = (k16 && !group && segs[si].value ? BN / 2 : BN) * per;
       for (int64_t e0 = 0; e0 < total; e0 += T) {
         V e = b.add(tid, b.i32(e0));
         runs.push_back(Run{si, b.div(e, b.i32(per)), b.mul(b.rem(e, b.i32(per)), b.i32(W)),
@@ -227,7 +245,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         b.ifThen(run.active, [&] {
           std::vector<V> x;
           V at;
-          if (k16 && values) {
+          if (k16 && values && !group) {
             V t = b.add(t0, b.mul(run.key, b.i32(2)));
             std::vector<V> even = loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, b.min(t, last)), run.at), W);
             std::vector<V> odd =
@@ -237,7 +255,10 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
           } else {
             V t = b.min(b.add(t0, run.key), last);
             x = loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, t), run.at), W);
-            at = b.add(b.mul(run.key, b.i32(sg.value ? lay.vStride : lay.kStride)), b.add(run.at, b.i32(sg.offset)));
+            V col = b.add(run.at, b.i32(sg.offset));
+            at = !sg.value ? kPlace(run.key, col)
+                 : group   ? swizzled(lay.vAt, BN, run.key, col)
+                           : b.add(b.mul(run.key, b.i32(lay.vStride)), col);
           }
           for (size_t c = 0; c < x.size(); c += 8)
             b.sharedStoreVec(values ? vs : ks, b.add(at, b.i32(int64_t(c))),
@@ -265,7 +286,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     }
     std::vector<FragmentVars> ov(static_cast<size_t>(NV));
     for (auto& o : ov) o = zeroFragment(b);
-    std::vector<FragmentVars> acc(static_cast<size_t>(NS));
+    std::vector<FragmentVars> acc(group ? 0 : static_cast<size_t>(NS));
     for (auto& a : acc) a = zeroFragment(b);
 
     // The non-finite flag of tile number n is word n % 2: cleared a tile
@@ -278,38 +299,57 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
       stage(t0, false, parity);
       b.barrier();
       b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.sub(b.i32(1), parity), b.f32(0)); });
-      // 2. Scores, slice j of 8 keys at a time.
-      for (auto& a : acc)
-        for (int32_t x : a) b.set(x, b.f32(0));
-      b.forUnrolled(KS, kUnrollSteps, [&](V step) {
-        V d = b.mul(step, b.i32(KSTEP));
-        V kAt = b.add(kBase, d);
-        if (k16) {
-          // A's pairs (kir.h): rows g and g + 8 at columns 2t, then 2t + 8;
-          // B's: key 8j + g at columns 2t and 2t + 8.
-          auto pair = [&](int32_t array, V at, int64_t plus) { return b.sharedLoadVec(array, b.add(at, b.i32(plus)), 2); };
-          std::vector<V> qa;
-          for (auto [i, plus] : {std::pair{0, 0}, {1, 0}, {0, 8}, {1, 8}}) {
-            std::vector<V> x = pair(qs, b.add(qBase[size_t(i)], d), plus);
-            qa.insert(qa.end(), x.begin(), x.end());
+      // 2. Scores, slice j of 8 keys at a time (on a warpgroup's op one
+      // chain over the key width, warpgroup w's A rows 64w .. 64w + 63 of the
+      // q tile, B the key tile; the value tile staged while it runs).
+      std::vector<V> chained;  // its D: slice j's element 2i + e at 4j + 2i + e
+      if (group) {
+        V rowsOf = b.mul(b.div(tid, b.i32(128)), b.i32(8 * 512)), stride = b.i32(512);
+        V link = -1;
+        for (int64_t st = 0; st < KS; ++st) {
+          const int64_t d = st * 16, col = d % 64;
+          Builder::SharedTile at{b.add(rowsOf, b.i32((d / 64) * BM * 64 + col)), stride};
+          Builder::SharedTile bt{b.i32(lay.kAt + (d / 64) * BN * 64 + col), stride};
+          link = st == 0 ? b.mmaShared(op, qs, at, bt, std::vector<V>(size_t(BN / 2), b.f32(0)))
+                         : b.mmaShared(link, at, bt);
+        }
+        std::vector<V> d = b.mmaResult(link);
+        stage(t0, true, parity);
+        chained = b.mmaWait(0, d);
+      }
+      if (!group) {
+        for (auto& a : acc)
+          for (int32_t x : a) b.set(x, b.f32(0));
+        b.forUnrolled(KS, kUnrollSteps, [&](V step) {
+          V d = b.mul(step, b.i32(KSTEP));
+          V kAt = b.add(kBase, d);
+          if (k16) {
+            // A's pairs (kir.h): rows g and g + 8 at columns 2t, then 2t + 8;
+            // B's: key 8j + g at columns 2t and 2t + 8.
+            auto pair = [&](int32_t array, V at, int64_t plus) { return b.sharedLoadVec(array, b.add(at, b.i32(plus)), 2); };
+            std::vector<V> qa;
+            for (auto [i, plus] : {std::pair{0, 0}, {1, 0}, {0, 8}, {1, 8}}) {
+              std::vector<V> x = pair(qs, b.add(qBase[size_t(i)], d), plus);
+              qa.insert(qa.end(), x.begin(), x.end());
+            }
+            for (int64_t j = 0; j < NS; ++j) {
+              int64_t at = 8 * j * lay.kStride;
+              std::vector<V> kb = pair(ks, kAt, at), hi8 = pair(ks, kAt, at + 8);
+              kb.insert(kb.end(), hi8.begin(), hi8.end());
+              setFragment(b, acc[size_t(j)], b.mma(op, qa, kb, getFragment(b, acc[size_t(j)])));
+            }
+            return;
           }
+          auto qAt = [&](size_t i, int64_t plus) { return b.sharedLoad(qs, b.add(b.add(qBase[i], d), b.i32(plus))); };
+          Split<4> qa = split<4>(b, {qAt(0, 0), qAt(1, 0), qAt(0, 4), qAt(1, 4)}, twoByte);
           for (int64_t j = 0; j < NS; ++j) {
             int64_t at = 8 * j * lay.kStride;
-            std::vector<V> kb = pair(ks, kAt, at), hi8 = pair(ks, kAt, at + 8);
-            kb.insert(kb.end(), hi8.begin(), hi8.end());
-            setFragment(b, acc[size_t(j)], b.mma(op, qa, kb, getFragment(b, acc[size_t(j)])));
+            Split<2> kb = split<2>(
+                b, {b.sharedLoad(ks, b.add(kAt, b.i32(at))), b.sharedLoad(ks, b.add(kAt, b.i32(at + 4)))}, twoByte);
+            setFragment(b, acc[size_t(j)], mma3(b, qa, kb, getFragment(b, acc[size_t(j)])));
           }
-          return;
-        }
-        auto qAt = [&](size_t i, int64_t plus) { return b.sharedLoad(qs, b.add(b.add(qBase[i], d), b.i32(plus))); };
-        Split<4> qa = split<4>(b, {qAt(0, 0), qAt(1, 0), qAt(0, 4), qAt(1, 4)}, twoByte);
-        for (int64_t j = 0; j < NS; ++j) {
-          int64_t at = 8 * j * lay.kStride;
-          Split<2> kb = split<2>(
-              b, {b.sharedLoad(ks, b.add(kAt, b.i32(at))), b.sharedLoad(ks, b.add(kAt, b.i32(at + 4)))}, twoByte);
-          setFragment(b, acc[size_t(j)], mma3(b, qa, kb, getFragment(b, acc[size_t(j)])));
-        }
-      });
+        });
+      }
       // The weights of row i, slice j, key 2t + e: p[i][j * 2 + e].
       std::array<std::vector<V>, 2> p;
       for (size_t i = 0; i < 2; ++i) {
@@ -318,7 +358,8 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         for (int64_t j = 0; j < NS; ++j)
           for (int64_t e = 0; e < 2; ++e) {
             V t = b.add(t0, b.add(b.mul(tq, b.i32(2)), b.i32(8 * j + e)));
-            V x = transformScore(b, r, b.get(acc[size_t(j)][i * 2 + size_t(e)]));
+            V x = group ? chained[size_t(4 * j) + i * 2 + size_t(e)] : b.get(acc[size_t(j)][i * 2 + size_t(e)]);
+            x = transformScore(b, r, x);
             if (f.masked || f.causal) x = maskedScore(b, f, masks[i], x, b.min(t, last));
             x = b.select(b.lt(t, hi), x, b.f32(-kInf));
             sc.push_back(x);
@@ -329,7 +370,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
           for (size_t e = 0; e < 2; ++e) b.set(o[i * 2 + e], b.mul(b.get(o[i * 2 + e]), rescale));
       }
       // 3. The value tile, flagged where one is not finite.
-      stage(t0, true, parity);
+      if (!group) stage(t0, true, parity);
       b.barrier();
       V nonfinite = b.ne(b.sharedLoad(flag, parity), b.f32(0));
       // 4. weights x values.
@@ -354,10 +395,12 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             // k * vStride + 2t + 8n + e (two-byte: at (k / 2) * vStride +
             // k % 2 + 2 (2t + 8n + e)).
             b.forRange(b.i32(0), b.i32(BN), 1, [&](V key) {
-              V vAt = k16 ? b.add(b.add(b.mul(b.div(key, b.i32(2)), b.i32(lay.vStride)), b.rem(key, b.i32(2))),
-                                  b.mul(tq, b.i32(4)))
-                          : b.add(b.mul(key, b.i32(lay.vStride)), b.mul(tq, b.i32(2)));
-              const int64_t colStep = k16 ? 2 : 1;
+              auto valueAt = [&](V col) {
+                if (group) return swizzled(lay.vAt, BN, key, col);
+                if (!k16) return b.add(b.mul(key, b.i32(lay.vStride)), col);
+                V pair = b.add(b.mul(b.div(key, b.i32(2)), b.i32(lay.vStride)), b.rem(key, b.i32(2)));
+                return b.add(pair, b.mul(col, b.i32(2)));
+              };
               for (size_t i = 0; i < 2; ++i) {
                 V at = b.add(b.sub(pBase[i], b.mul(tq, b.i32(2 * ws))), b.mul(key, b.i32(ws)));
                 V w = b.convert(b.sharedLoad(qs, at), kir::Scalar::F32);
@@ -365,7 +408,8 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                 if (k16) w = b.add(w, b.convert(b.sharedLoad(qs, b.add(at, b.i32(1))), kir::Scalar::F32));
                 for (int64_t n = 0; n < NV; ++n)
                   for (int64_t e = 0; e < 2; ++e) {
-                    V v = b.convert(b.sharedLoad(vs, b.add(vAt, b.i32(colStep * (8 * n + e)))), kir::Scalar::F32);
+                    V col = b.add(b.mul(tq, b.i32(2)), b.i32(8 * n + e));
+                    V v = b.convert(b.sharedLoad(vs, valueAt(col)), kir::Scalar::F32);
                     v = b.select(dropped, b.f32(0), v);
                     int32_t o = ov[size_t(n)][i * 2 + size_t(e)];
                     b.set(o, b.fma(w, v, b.get(o)));
@@ -376,6 +420,32 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             stageQ();
           },
           [&] {
+            if (group) {
+              // One chain over the tile's keys, 16 at a time: A the weights'
+              // remainders, then their heads, as below; B the value tile's
+              // keys 16jj .. 16jj + 15 (N-major: a row a key); C the output.
+              std::vector<std::array<std::vector<V>, 2>> parts(size_t(NS / 2));
+              for (int64_t jj = 0; jj < NS / 2; ++jj)
+                for (size_t e = 0; e < 8; ++e) {
+                  size_t row = (e / 2) % 2, key = size_t(4 * jj) + e % 2 + 2 * (e / 4);
+                  auto [h, rest] = headAndRest(b, p[row][key], tt);
+                  parts[size_t(jj)][0].push_back(rest);
+                  parts[size_t(jj)][1].push_back(h);
+                }
+              std::vector<V> c;
+              for (const FragmentVars& o : ov)
+                for (int32_t x : o) c.push_back(b.get(x));
+              V link = -1;
+              for (int64_t jj = 0; jj < NS / 2; ++jj)
+                for (const std::vector<V>& a : parts[size_t(jj)]) {
+                  Builder::NMajorTile bt{b.i32(lay.vAt + jj * 1024), b.i32(512), b.i32(BN * 64)};
+                  link = link < 0 ? b.mmaSharedB(op, vs, a, bt, c) : b.mmaSharedB(link, a, bt);
+                }
+              std::vector<V> o = b.mmaWait(0, b.mmaResult(link));
+              for (size_t n = 0; n < ov.size(); ++n)
+                for (size_t e = 0; e < 4; ++e) b.set(ov[n][e], o[4 * n + e]);
+              return;
+            }
             if (k16) {
               // Keys 16jj .. 16jj + 15 at once: the A fragment's pairs
               // (kir.h) are rows g and g + 8 at keys 2t, 2t + 1 (slice 2jj's
