@@ -81,7 +81,8 @@ PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv) {
   if (matrixShape(*matrixOpNamed(s.matrix)).threads == 128) {
     int64_t qElems = ceilDiv(std::max(s.tileM * ceilDiv(dk16, 64) * 64, s.tileM * (2 * s.tileN + 8)), 512) * 512;
     int64_t kAt = qElems, vAt = kAt + s.tileN * ceilDiv(dk16, 64) * 64;
-    return {64, 64, 64, 2 * s.tileN + 8, 2, dk16, kAt, vAt, vAt + s.tileN * ceilDiv(dv, 64) * 64};
+    int64_t stage = vAt + s.tileN * ceilDiv(dv, 64) * 64 - kAt;
+    return {64, 64, 64, 2 * s.tileN + 8, 2, dk16, kAt, vAt, stage, kAt + 2 * stage};
   }
   return {dk16 + 8, dk16 + 8, 2 * (ceilDiv(dv, 8) * 8 + 8), 2 * s.tileN + 8, 2, dk16};
 }
@@ -109,6 +110,9 @@ Choice prefillMma(int64_t nrep, int64_t dh, int64_t ds, int64_t dv, DType operan
     else if (dh + ds > kMaxMmaHeadWidth || dv > kMaxMmaHeadWidth)
       why = no + "a " + str(dh + ds) + "-wide key or " + str(dv) + "-wide value, past its " + str(kMaxMmaHeadWidth) +
             " in registers";
+    else if (group && s.vector != 8)
+      why = no + "a " + str(dh) + "-wide key, " + str(ds) + "-wide shared key or " + str(dv) +
+            "-wide value is no multiple of 8 (its copies move 16 bytes)";
     else if (s.workgroupSize > d.max_workgroup_size || s.workgroupMemory > d.workgroup_memory_bytes)
       why = no + "its workgroup does not fit the device";
     if (!why.empty()) {

@@ -187,18 +187,18 @@ int64_t prefillWords(const Schedule& s, int64_t dk, int64_t dv);
 // loads off shared banks: docs/codegen.md.) Bytes: the q tile (or the
 // weights, the larger), the key tile, the value tile and 16 bytes of flag
 // words.
-// On a warpgroup's op (m64nNk16) the three tiles are one array in the
-// 128-byte swizzle (kir.h, MmaShared): each tile a row a query row or key,
-// its columns in blocks of 64 (128 bytes a row), the blocks one after the
+// On a warpgroup's op (m64nNk16) the tiles are one array in the 128-byte
+// swizzle (kir.h, MmaShared): each tile a row a query row or key, its
+// columns in blocks of 64 (128 bytes a row), the blocks one after the
 // other, each block's rows one after the other: q (the weights spilled over
-// it as above), then the keys from kAt, then the values from vAt (a row a
-// key, the value width rounded up to 8), each start a multiple of 512
+// it as above), then two stages of stageElems, each the keys (from kAt) and
+// then the values (from vAt; a row a key), each start a multiple of 512
 // elements (1024 bytes); row strides 64.
 struct PrefillMmaLayout {
   int64_t qStride, kStride, vStride, pStride;
   int64_t elemBytes;  // 4 or 2
   int64_t dkStep;     // the key width rounded up to the op's k: 8 or 16
-  int64_t kAt = 0, vAt = 0, tileElems = 0;  // warpgroup op: the one array's tiles, and its elements
+  int64_t kAt = 0, vAt = 0, stageElems = 0, tileElems = 0;  // warpgroup op: the one array's tiles
 };
 PrefillMmaLayout prefillMmaLayout(const Schedule& s, int64_t dk, int64_t dv);
 int64_t prefillMmaBytes(const Schedule& s, int64_t dk, int64_t dv);

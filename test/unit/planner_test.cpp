@@ -307,22 +307,26 @@ TEST_CASE("plan: a two-byte prefill takes the profile's first matrix op of its d
   DeviceProfile h200 = target("nvidia-h200");
   // bf16 q, keys and values on the H200: its warpgroup op, 128 rows in two
   // warpgroups. One swizzled array: q (or the weights, 128 rows of 2 * 64 +
-  // 8, the larger, rounded up to 512 elements), then keys and values 64 rows
-  // of 128 each; 16 flag bytes.
+  // 8, the larger, rounded up to 512 elements), then two stages of keys and
+  // values, 64 rows of 128 each; 16 flag bytes.
   Choice b = prefillMma(4, 128, 0, 128, DType::BF16, h200);
   REQUIRE(b.schedule);
   CHECK(printSchedule(*b.schedule) == "prefill-mma lanes=256 splits=1 workgroup=256 memory=" +
-                                          std::to_string(2 * (128 * 136 + 64 * 128 + 64 * 128) + 16) +
+                                          std::to_string(2 * (128 * 136 + 2 * (64 * 128 + 64 * 128)) + 16) +
                                           " tile=128x64 vector=8 matrix=m64nNk16.bf16");
   CHECK(b.reason ==
         "32 query positions of 4 heads a workgroup, 64 rows a warpgroup on m64nNk16.bf16 matrix multiplies (each "
         "weight a head and a remainder in its dtype), against tiles of 64 keys in workgroup memory");
   CHECK(prefillMma(4, 128, 0, 128, DType::F16, h200).schedule->matrix == "m64nNk16.f16");
-  // Widths pad to 16 (key) and to whole blocks of 64 columns; single loads
-  // where 33 allows no more.
-  Schedule narrow = *prefillMma(2, 33, 0, 18, DType::BF16, h200).schedule;
-  CHECK(narrow.workgroupMemory == 2 * (128 * 136 + 64 * 64 + 64 * 64) + 16);
-  CHECK(narrow.vector == 1);
+  // Widths pad to 16 (key) and to whole blocks of 64 columns: a 40-wide key
+  // and 24-wide value take a block each.
+  CHECK(prefillMma(2, 40, 0, 24, DType::BF16, h200).schedule->workgroupMemory ==
+        2 * (128 * 136 + 2 * (64 * 64 + 64 * 64)) + 16);
+  // Its copies move 16 bytes: a width that is no multiple of 8 takes the
+  // warp's op, single loads where 33 allows no more.
+  Choice narrow = prefillMma(2, 33, 0, 18, DType::BF16, h200);
+  CHECK(narrow.schedule->matrix == "m16n8k16.bf16");
+  CHECK(narrow.schedule->vector == 1);
   // Past 128 query heads a KV head the warpgroup op declines and the warp's
   // takes none either; past 64 the warp op would decline first.
   CHECK(prefillMma(129, 64, 0, 64, DType::BF16, h200).reason ==

@@ -215,7 +215,10 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
       if (DKS > f.Dk) zeroPad(qs, BM, qPlace);
     };
     stageQ();
-    if (DKS > f.Dk) zeroPad(ks, BN, kPlace);  // the copies write columns 0 .. Dk only
+    if (DKS > f.Dk) {  // the copies write columns 0 .. Dk only
+      zeroPad(ks, BN, kPlace);
+      if (group) zeroPad(ks, BN, [&](V key, V col) { return b.add(kPlace(key, col), b.i32(lay.stageElems)); });
+    }
 
     // The key and value tiles: each thread moves runs tid, tid + T, ... of
     // each segment (k, then k_shared, then v), run e being run e % per of key
@@ -236,6 +239,42 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
                            e0 + T <= total ? b.boolean(true) : b.lt(e, b.i32(total))});
       }
     }
+    // Where a run of the value tile is staged (on a warpgroup's op, in the
+    // stage at element `stage`).
+    auto vPlace = [&](const Run& run, V col, V stage) {
+      return group ? b.add(swizzled(lay.vAt, BN, run.key, col), stage) : b.add(b.mul(run.key, b.i32(lay.vStride)), col);
+    };
+    // Raises flag word `flagAt` where one of x (a value run) is not finite.
+    auto flagNonFinite = [&](const std::vector<V>& x, V flagAt) {
+      V bad = b.boolean(false);
+      for (V v : x) {
+        V w = b.convert(v, kir::Scalar::F32);
+        bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(w, w), b.f32(0)));
+      }
+      b.ifThen(bad, [&] { b.sharedStore(flag, flagAt, b.f32(1)); });
+    };
+    // On a warpgroup's op: tile t0's keys and values copied asynchronously
+    // into the stage at element `stage`, one group; and the value runs read
+    // back from it, flagged where one is not finite.
+    auto copyTile = [&](V t0, V stage) {
+      for (const Run& run : runs) {
+        const TileSegment& sg = segs[run.seg];
+        b.ifThen(run.active, [&] {
+          V t = b.min(b.add(t0, run.key), last), col = b.add(run.at, b.i32(sg.offset));
+          V at = sg.value ? vPlace(run, col, stage) : b.add(kPlace(run.key, col), stage);
+          b.copyAsync(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, t), run.at), ks, at, b.boolean(true));
+        });
+      }
+      b.asyncCommit();
+    };
+    auto checkValues = [&](V stage, V flagAt) {
+      for (const Run& run : runs)
+        if (segs[run.seg].value)
+          b.ifThen(run.active, [&] {
+            V col = b.add(run.at, b.i32(segs[run.seg].offset));
+            flagNonFinite(b.sharedLoadVec(vs, vPlace(run, col, stage), W), flagAt);
+          });
+    };
     // Tile t0's keys (values false) or values (true) into their array; a
     // value run with a non-finite element raises flag word `flagAt`.
     auto stage = [&](V t0, bool values, V flagAt) {
@@ -256,20 +295,12 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             V t = b.min(b.add(t0, run.key), last);
             x = loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, t), run.at), W);
             V col = b.add(run.at, b.i32(sg.offset));
-            at = !sg.value ? kPlace(run.key, col)
-                 : group   ? swizzled(lay.vAt, BN, run.key, col)
-                           : b.add(b.mul(run.key, b.i32(lay.vStride)), col);
+            at = sg.value ? vPlace(run, col, b.i32(0)) : kPlace(run.key, col);
           }
           for (size_t c = 0; c < x.size(); c += 8)
             b.sharedStoreVec(values ? vs : ks, b.add(at, b.i32(int64_t(c))),
                              {x.begin() + ptrdiff_t(c), x.begin() + ptrdiff_t(std::min(x.size(), c + 8))});
-          if (!values) return;
-          V bad = b.boolean(false);
-          for (V v : x) {
-            V w = b.convert(v, kir::Scalar::F32);
-            bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(w, w), b.f32(0)));
-          }
-          b.ifThen(bad, [&] { b.sharedStore(flag, flagAt, b.f32(1)); });
+          if (values) flagNonFinite(x, flagAt);
         });
       }
     };
@@ -292,13 +323,27 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     // The non-finite flag of tile number n is word n % 2: cleared a tile
     // ahead, once every warp has read the word's last use.
     b.ifThen(b.lt(tid, b.i32(2)), [&] { b.sharedStore(flag, tid, b.f32(0)); });
+    // On a warpgroup's op tile n is copied into stage n % 2 while tile n - 1
+    // is computed: the first before the loop.
+    if (group) copyTile(lo, b.i32(0));
     b.forRange(lo, hi, BN, [&](V t0) {
       V parity = b.rem(b.div(b.sub(t0, lo), b.i32(BN)), b.i32(2));
+      V here = group ? b.mul(parity, b.i32(lay.stageElems)) : b.i32(0);  // the tile's stage
       // 1. The key tile (every warp has read the last one's values, and
-      // with them its keys, at the barrier that ended it).
-      stage(t0, false, parity);
+      // with them its keys, at the barrier that ended it). On a warpgroup's
+      // op the tile's copies are waited for, and after the barrier (every
+      // warp past the last tile, which read the other stage) the next tile's
+      // are issued.
+      if (group) {
+        b.asyncWait(0);
+      } else {
+        stage(t0, false, parity);
+      }
       b.barrier();
       b.ifThen(b.eq(tid, b.i32(0)), [&] { b.sharedStore(flag, b.sub(b.i32(1), parity), b.f32(0)); });
+      if (group)
+        b.ifThen(b.lt(b.add(t0, b.i32(BN)), hi),
+                 [&] { copyTile(b.add(t0, b.i32(BN)), b.sub(b.i32(lay.stageElems), here)); });
       // 2. Scores, slice j of 8 keys at a time (on a warpgroup's op one
       // chain over the key width, warpgroup w's A rows 64w .. 64w + 63 of the
       // q tile, B the key tile; the value tile staged while it runs).
@@ -309,12 +354,12 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         for (int64_t st = 0; st < KS; ++st) {
           const int64_t d = st * 16, col = d % 64;
           Builder::SharedTile at{b.add(rowsOf, b.i32((d / 64) * BM * 64 + col)), stride};
-          Builder::SharedTile bt{b.i32(lay.kAt + (d / 64) * BN * 64 + col), stride};
+          Builder::SharedTile bt{b.add(here, b.i32(lay.kAt + (d / 64) * BN * 64 + col)), stride};
           link = st == 0 ? b.mmaShared(op, qs, at, bt, std::vector<V>(size_t(BN / 2), b.f32(0)))
                          : b.mmaShared(link, at, bt);
         }
         std::vector<V> d = b.mmaResult(link);
-        stage(t0, true, parity);
+        checkValues(here, parity);
         chained = b.mmaWait(0, d);
       }
       if (!group) {
@@ -396,7 +441,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             // k % 2 + 2 (2t + 8n + e)).
             b.forRange(b.i32(0), b.i32(BN), 1, [&](V key) {
               auto valueAt = [&](V col) {
-                if (group) return swizzled(lay.vAt, BN, key, col);
+                if (group) return b.add(here, swizzled(lay.vAt, BN, key, col));
                 if (!k16) return b.add(b.mul(key, b.i32(lay.vStride)), col);
                 V pair = b.add(b.mul(b.div(key, b.i32(2)), b.i32(lay.vStride)), b.rem(key, b.i32(2)));
                 return b.add(pair, b.mul(col, b.i32(2)));
@@ -438,7 +483,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
               V link = -1;
               for (int64_t jj = 0; jj < NS / 2; ++jj)
                 for (const std::vector<V>& a : parts[size_t(jj)]) {
-                  Builder::NMajorTile bt{b.i32(lay.vAt + jj * 1024), b.i32(512), b.i32(BN * 64)};
+                  Builder::NMajorTile bt{b.add(here, b.i32(lay.vAt + jj * 1024)), b.i32(512), b.i32(BN * 64)};
                   link = link < 0 ? b.mmaSharedB(op, vs, a, bt, c) : b.mmaSharedB(link, a, bt);
                 }
               std::vector<V> o = b.mmaWait(0, b.mmaResult(link));
@@ -490,6 +535,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             }
           });
     });
+    if (group) b.asyncWait(0);  // the first tile's copies where the block has no key
 
     // The rows' denominators over their 4 lanes, then the outputs.
     for (size_t i = 0; i < 2; ++i) {

@@ -29,6 +29,7 @@
 #include <llvm/IR/MDBuilder.h>
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codegen/llvm/math.h"
@@ -48,9 +49,9 @@ class Writer {
  public:
   Writer(const kir::Kernel& k, Target target, bool waitForPrevious, llvm::Module& m)
       : k_(k), target_(target), waitForPrevious_(waitForPrevious), m_(m), ctx_(m.getContext()), b_(ctx_),
-        math_(b_, target), vals_(k.insts.size(), nullptr), chainedOnto_(k.insts.size(), 0) {
-    for (const kir::Inst& in : k.insts)
-      if (kir::V onto = kir::chainedOnto(k, in); onto >= 0) chainedOnto_[size_t(onto)] = 1;
+        math_(b_, target), vals_(k.insts.size(), nullptr), nextLink_(k.insts.size(), -1) {
+    for (size_t v = 0; v < k.insts.size(); ++v)
+      if (kir::V onto = kir::chainedOnto(k, k.insts[v]); onto >= 0) nextLink_[size_t(onto)] = kir::V(v);
   }
 
   Status write();
@@ -96,7 +97,8 @@ class Writer {
   // The workgroup-memory object, and each array's byte offset in it.
   llvm::GlobalVariable* shared_ = nullptr;
   std::vector<int64_t> sharedOffsets_;
-  std::vector<uint8_t> chainedOnto_;  // an MmaShared a later link accumulates onto
+  std::vector<kir::V> nextLink_;  // the warpgroup product that accumulates onto each one, or -1
+  std::unordered_map<kir::V, std::vector<Value*>> packedA_;  // each MmaSharedB link's A registers
 };
 
 llvm::Type* Writer::type(Scalar s) {
@@ -524,7 +526,20 @@ Value* Writer::mmaShared(kir::V v) {
     ties += "," + std::to_string(i);
     list += std::string(i ? ", " : "") + "$" + std::to_string(i);
   }
-  if (!chain) inlineAsm("fence.proxy.async.shared::cta;\n\twgmma.fence.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
+  if (!chain) {
+    // Every link's A registers, packed before the fence: a register written
+    // between two links would make ptxas fence again before the second.
+    for (kir::V l = regsA ? v : -1; l >= 0; l = nextLink_[size_t(l)]) {
+      const kir::Inst& link = k_.insts[size_t(l)];
+      for (size_t i = 0; i < 8; i += 2) {
+        Value *x = vals_[size_t(link.args[i])], *y = vals_[size_t(link.args[i + 1])];
+        Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(x->getType(), 2));
+        pair = b_.CreateInsertElement(b_.CreateInsertElement(pair, x, uint64_t(0)), y, uint64_t(1));
+        packedA_[l].push_back(b_.CreateBitCast(pair, b_.getInt32Ty()));
+      }
+    }
+    inlineAsm("fence.proxy.async.shared::cta;\n\twgmma.fence.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
+  }
   std::vector<Value*> ops;
   for (unsigned i = 0; i < regs; ++i) ops.push_back(chain ? b_.CreateExtractValue(arg(c0), {i}) : arg(c0 + i));
   auto field = [&](Value* bytes, unsigned at) {
@@ -540,10 +555,8 @@ Value* Writer::mmaShared(kir::V v) {
   std::string a, constraints = outs + ties;
   unsigned next = 2 * regs;
   if (regsA) {
-    for (unsigned i = 0; i < 8; i += 2) {
-      Value* pair = llvm::PoisonValue::get(llvm::FixedVectorType::get(arg(i)->getType(), 2));
-      pair = b_.CreateInsertElement(b_.CreateInsertElement(pair, arg(i), uint64_t(0)), arg(i + 1), uint64_t(1));
-      ops.push_back(b_.CreateBitCast(pair, b_.getInt32Ty()));
+    for (size_t i = 0; i < 4; ++i) {
+      ops.push_back(packedA_.at(v)[i]);
       a += std::string(i ? ", " : "{") + "$" + std::to_string(next++);
       constraints += ",r";
     }
@@ -563,7 +576,7 @@ Value* Writer::mmaShared(kir::V v) {
                      "\n\t}";
   ops.push_back(b_.getInt32(1));
   Value* d = inlineAsm(text, result, constraints + ",l,r,~{memory}", ops);
-  if (!chainedOnto_[size_t(v)]) inlineAsm("wgmma.commit_group.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
+  if (nextLink_[size_t(v)] < 0) inlineAsm("wgmma.commit_group.sync.aligned;", b_.getVoidTy(), "~{memory}", {});
   return d;
 }
 
