@@ -312,12 +312,11 @@ TEST_CASE("llvm: a chain of mma.shared.b is wgmma with A in registers and B read
   V f = b.convert(b.local(), kir::Scalar::F32), h = b.convert(f, kir::Scalar::BF16);
   b.sharedStore(tiles, b.local(), h);
   b.barrier();
-  std::vector<V> a(8, h);
+  std::vector<V> a(8, h), a2(8, h);
   a[7] = b.convert(b.add(f, f), kir::Scalar::BF16);
+  a2[0] = b.convert(b.mul(f, f), kir::Scalar::BF16);
   V rows = b.i32(512), blocks = b.i32(2048);
   V d = b.mmaSharedB(MatrixOp::M64NK16Bf16, tiles, a, {b.i32(0), rows, blocks}, std::vector<V>(64, f));
-  std::vector<V> a2 = a;
-  a2[0] = b.convert(b.mul(f, f), kir::Scalar::BF16);
   d = b.mmaSharedB(d, a2, {b.i32(1024), rows, blocks});
   std::vector<V> r = b.mmaWait(0, b.mmaResult(d));
   for (int64_t e = 0; e < 64; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(64)), b.i32(e)), r[size_t(e)]);
