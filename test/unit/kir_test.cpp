@@ -93,7 +93,7 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
   std::mt19937_64 rng(seed);
   std::vector<float> a = randomFloats(rng, kN), b = randomFloats(rng, kN);
   const Opc binary[] = {Opc::Add, Opc::Sub, Opc::Mul, Opc::Div, Opc::Rem, Opc::Min, Opc::Max, Opc::Pow};
-  const Opc unary[] = {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Log, Opc::Sqrt, Opc::Rsqrt,
+  const Opc unary[] = {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Exp2, Opc::Log, Opc::Sqrt, Opc::Rsqrt,
                        Opc::Tanh, Opc::Sin, Opc::Cos, Opc::Floor};
   const Opc compares[] = {Opc::Lt, Opc::Le, Opc::Gt, Opc::Ge, Opc::Eq, Opc::Ne};
   const int64_t nb = int64_t(std::size(binary)), nu = int64_t(std::size(unary));
@@ -113,7 +113,7 @@ TEST_CASE("kir interpret: f32 arithmetic, functions and compares") {
   for (size_t i = 0; i < size_t(kN); ++i) {
     float x = a[i], y = b[i];
     const float want[] = {x + y, x - y, x * y, x / y, std::fmod(x, y), std::fmin(x, y), std::fmax(x, y), std::pow(x, y),
-                          -x, std::fabs(x), std::exp(x), std::log(x), std::sqrt(x), 1.0f / std::sqrt(x),
+                          -x, std::fabs(x), std::exp(x), std::exp2(x), std::log(x), std::sqrt(x), 1.0f / std::sqrt(x),
                           std::tanh(x), std::sin(x), std::cos(x), std::floor(x), x < y ? x : y};
     for (size_t j = 0; j < std::size(want); ++j) {
       CAPTURE(j);

@@ -68,7 +68,7 @@ kir::Kernel allOps(int64_t wg) {
   V f = b.add(x, b.load(xh, gid));
   for (Opc op : {Opc::Add, Opc::Sub, Opc::Mul, Opc::Div, Opc::Rem, Opc::Min, Opc::Max, Opc::Pow})
     f = b.binary(op, f, b.f32(1.5));
-  for (Opc op : {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Log, Opc::Sqrt, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos,
+  for (Opc op : {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Exp2, Opc::Log, Opc::Sqrt, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos,
                  Opc::Floor})
     f = b.add(f, b.unary(op, x));
   V i = b.load(xi, gid);

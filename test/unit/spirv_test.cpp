@@ -170,7 +170,7 @@ TEST_CASE("spirv: every scalar opcode on every type it takes") {
     b.store(lo, t, b.binary(op, l, m));
   }
   for (Opc op : {Opc::And, Opc::Or, Opc::Xor}) b.store(bo, t, b.binary(op, c, d));
-  for (Opc op : {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Log, Opc::Sqrt, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos,
+  for (Opc op : {Opc::Neg, Opc::Abs, Opc::Exp, Opc::Exp2, Opc::Log, Opc::Sqrt, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos,
                  Opc::Floor})
     b.store(fo, t, b.unary(op, f));
   for (Opc op : {Opc::Neg, Opc::Not, Opc::Abs}) {
@@ -202,7 +202,7 @@ TEST_CASE("spirv: every scalar opcode on every type it takes") {
        {"OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "NMin", "NMax", "Pow", "OpIAdd %long", "OpISub", "OpIMul", "OpSDiv",
         "OpSRem", "SMin", "SMax", "OpBitwiseAnd", "OpBitwiseOr", "OpBitwiseXor", "OpShiftLeftLogical",
         "OpShiftRightArithmetic", "OpShiftRightLogical", "OpLogicalAnd", "OpLogicalOr", "OpLogicalNotEqual",
-        "OpFNegate", "FAbs", "Exp", "Log", "Sqrt", "InverseSqrt", "Tanh", "Sin", "Cos", "Floor", "OpSNegate",
+        "OpFNegate", "FAbs", "Exp", "Exp2", "Log", "Sqrt", "InverseSqrt", "Tanh", "Sin", "Cos", "Floor", "OpSNegate",
         "OpNot %int", "OpNot %long", "SAbs", "OpLogicalNot", "OpFOrdLessThan", "OpFOrdLessThanEqual",
         "OpFOrdGreaterThan", "OpFOrdGreaterThanEqual", "OpFOrdEqual", "OpFUnordNotEqual", "OpSLessThan",
         "OpSLessThanEqual", "OpSGreaterThan", "OpSGreaterThanEqual", "OpIEqual", "OpINotEqual", "OpLogicalEqual",
@@ -503,7 +503,7 @@ TEST_CASE("spirv on lavapipe: float results, storage conversions and control flo
   oi.put(b.convert(b.convert(f, Scalar::Bool), Scalar::I32));
   of.put(b.select(b.isNan(f), g, f));
   V pos = b.add(b.unary(Opc::Abs, g), b.f32(0.25));
-  for (Opc op : {Opc::Exp, Opc::Log, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos}) otr.put(b.unary(op, b.min(pos, b.f32(20))));
+  for (Opc op : {Opc::Exp, Opc::Exp2, Opc::Log, Opc::Rsqrt, Opc::Tanh, Opc::Sin, Opc::Cos}) otr.put(b.unary(op, b.min(pos, b.f32(20))));
   otr.put(b.binary(Opc::Pow, b.min(pos, b.f32(20)), b.f32(1.7)));  // no NaN: Vulkan's pow need not keep it
   otr.put(b.erf(g));
   // Storage: f16 and bf16 in and out, f32 narrowed to both.

@@ -244,14 +244,13 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     auto vPlace = [&](const Run& run, V col, V stage) {
       return group ? b.add(swizzled(lay.vAt, BN, run.key, col), stage) : b.add(b.mul(run.key, b.i32(lay.vStride)), col);
     };
-    // Raises flag word `flagAt` where one of x (a value run) is not finite.
+    // Raises flag word `flagAt` where one of x (a value run) is not finite:
+    // then their sum is not either (it may also overflow, which only sends a
+    // tile of finite values down the exact path).
     auto flagNonFinite = [&](const std::vector<V>& x, V flagAt) {
-      V bad = b.boolean(false);
-      for (V v : x) {
-        V w = b.convert(v, kir::Scalar::F32);
-        bad = b.binary(kir::Opc::Or, bad, b.ne(b.sub(w, w), b.f32(0)));
-      }
-      b.ifThen(bad, [&] { b.sharedStore(flag, flagAt, b.f32(1)); });
+      V sum = b.convert(x[0], kir::Scalar::F32);
+      for (size_t i = 1; i < x.size(); ++i) sum = b.add(sum, b.convert(x[i], kir::Scalar::F32));
+      b.ifThen(b.ne(b.sub(sum, sum), b.f32(0)), [&] { b.sharedStore(flag, flagAt, b.f32(1)); });
     };
     // On a warpgroup's op: tile t0's keys and values copied asynchronously
     // into the stage at element `stage`, one group; and the value runs read

@@ -53,6 +53,7 @@ class Builder {
   V min(V a, V b) { return binary(Opc::Min, a, b); }
   V max(V a, V b) { return binary(Opc::Max, a, b); }
   V exp(V a) { return unary(Opc::Exp, a); }
+  V exp2(V a) { return unary(Opc::Exp2, a); }
   V log(V a) { return unary(Opc::Log, a); }
   V sqrt(V a) { return unary(Opc::Sqrt, a); }
   V tanh(V a) { return unary(Opc::Tanh, a); }

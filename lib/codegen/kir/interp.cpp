@@ -216,6 +216,7 @@ class Machine {
       case Opc::Neg: map1<F>(m, v, in, [](F x) { return -x; }); return true;
       case Opc::Abs: map1<F>(m, v, in, [](F x) { return std::fabs(x); }); return true;
       case Opc::Exp: map1<F>(m, v, in, [](F x) { return std::exp(x); }); return true;
+      case Opc::Exp2: map1<F>(m, v, in, [](F x) { return std::exp2(x); }); return true;
       case Opc::Log: map1<F>(m, v, in, [](F x) { return std::log(x); }); return true;
       case Opc::Sqrt: map1<F>(m, v, in, [](F x) { return std::sqrt(x); }); return true;
       case Opc::Rsqrt: map1<F>(m, v, in, [](F x) { return 1.0f / std::sqrt(x); }); return true;

@@ -92,6 +92,7 @@ const OpInfo& opInfo(Opc o) {
       {"not", D::Value, S::Thread, false, F::Unary, kBitTypes},
       {"abs", D::Value, S::Thread, false, F::Unary, kNumberTypes},
       {"exp", D::Value, S::Thread, false, F::Unary, f32},
+      {"exp2", D::Value, S::Thread, false, F::Unary, f32},
       {"log", D::Value, S::Thread, false, F::Unary, f32},
       {"sqrt", D::Value, S::Thread, false, F::Unary, f32},
       {"rsqrt", D::Value, S::Thread, false, F::Unary, f32},

@@ -32,8 +32,9 @@
 //    ShrA, ShrL take a shift amount in [0, bits).
 //  - Float arithmetic is IEEE f32 with round to nearest even; Min and Max on
 //    floats return the other operand when one is NaN (generators that must
-//    propagate NaN test for it), and either zero for +0 and -0; Exp, Log, Tanh, Sin, Cos, Pow, Sqrt and
-//    Rsqrt may be the device's approximations (a few ulp).
+//    propagate NaN test for it), and either zero for +0 and -0; Exp, Exp2
+//    (2^x), Log, Tanh, Sin, Cos, Pow, Sqrt and Rsqrt may be the device's
+//    approximations (a few ulp); Exp2 of -inf is +0.
 //  - Fma(a, b, c) is a * b + c on f32, rounded once where the target fuses
 //    it (the interpreter and LLVM do) and possibly as a rounded product then
 //    a rounded sum where it may not (SPIR-V's Fma leaves that to the
@@ -192,7 +193,7 @@ enum class Opc : uint8_t {
   // binary, operands and result of one type
   Add, Sub, Mul, Div, Rem, Min, Max, Pow, And, Or, Xor, Shl, ShrA, ShrL,
   // unary, operand and result of one type (Not: bool or int)
-  Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sin, Cos, Floor,
+  Neg, Not, Abs, Exp, Exp2, Log, Sqrt, Rsqrt, Tanh, Sin, Cos, Floor,
   // compares: two operands of one type, bool result
   Lt, Le, Gt, Ge, Eq, Ne,
   Select,                         // (bool, a, b) -> a's type

@@ -1,5 +1,5 @@
 // The f32 functions KIR has and the targets' backends do not all lower, as
-// LLVM IR built in place: exp, log, sin, cos, tanh, pow, sqrt and rsqrt.
+// LLVM IR built in place: exp, exp2, log, sin, cos, tanh, pow, sqrt and rsqrt.
 // NVPTX has no libdevice here, so its functions are built on the PTX
 // approximations (ex2, lg2, sin, cos); AMDGPU's backend lowers exp, log, sin
 // and cos itself. tanh and pow are one expansion for both targets, over each
@@ -17,6 +17,7 @@ class Math {
   Math(llvm::IRBuilder<>& b, Target target) : b_(b), target_(target) {}
 
   llvm::Value* exp(llvm::Value* x);
+  llvm::Value* exp2(llvm::Value* x);  // PTX's ex2.approx: 2^-inf is +0
   llvm::Value* log(llvm::Value* x);
   llvm::Value* sin(llvm::Value* x);
   llvm::Value* cos(llvm::Value* x);
@@ -26,7 +27,6 @@ class Math {
   llvm::Value* rsqrt(llvm::Value* x);
 
  private:
-  llvm::Value* exp2(llvm::Value* x);
   llvm::Value* log2(llvm::Value* x);
   llvm::Value* reduceTurn(llvm::Value* x);  // x - 2*pi*round(x / (2*pi)), in [-pi, pi]
   llvm::Value* unary(llvm::Intrinsic::ID id, llvm::Value* x);

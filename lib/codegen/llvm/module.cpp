@@ -237,7 +237,7 @@ Status Writer::inst(kir::V v) {
       r = call;
       break;
     }
-    case Opc::Neg: case Opc::Not: case Opc::Abs: case Opc::Exp: case Opc::Log: case Opc::Sqrt:
+    case Opc::Neg: case Opc::Not: case Opc::Abs: case Opc::Exp: case Opc::Exp2: case Opc::Log: case Opc::Sqrt:
     case Opc::Rsqrt: case Opc::Tanh: case Opc::Sin: case Opc::Cos: case Opc::Floor: {
       auto x = unary(v, arg(0));
       if (!x) return x.error();
@@ -361,6 +361,7 @@ Expected<Value*> Writer::unary(kir::V v, Value* a) {
   if (!fp) return unsupported(v);
   switch (in.op) {
     case Opc::Exp: return math_.exp(a);
+    case Opc::Exp2: return math_.exp2(a);
     case Opc::Log: return math_.log(a);
     case Opc::Sqrt: return math_.sqrt(a);
     case Opc::Rsqrt: return math_.rsqrt(a);

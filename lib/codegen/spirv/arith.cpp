@@ -88,6 +88,7 @@ Id Emitter::unary(const kir::Inst& in) {
     case Opc::Neg: return op(SpvOpFNegate, t, {a});
     case Opc::Abs: return ext(GLSLstd450FAbs, t, {a});
     case Opc::Exp: return ext(GLSLstd450Exp, t, {a});
+    case Opc::Exp2: return ext(GLSLstd450Exp2, t, {a});
     case Opc::Log: return ext(GLSLstd450Log, t, {a});
     case Opc::Sqrt: return ext(GLSLstd450Sqrt, t, {a});
     case Opc::Rsqrt: return ext(GLSLstd450InverseSqrt, t, {a});
