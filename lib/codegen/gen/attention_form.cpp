@@ -86,14 +86,18 @@ PrefillBlock prefillBlock(Builder& b, const Form& f, V wg, int64_t Mq) {
   p.bi = b.div(grp, b.i32(f.Hkv)), p.g = b.rem(grp, b.i32(f.Hkv));
   p.i0 = b.mul(b.rem(wg, b.i32(blocks)), b.i32(Mq));
   p.hi = keyBound(b, f, p.bi), p.lo = b.i32(0);
+  p.allLo = p.lo, p.allHi = p.hi;
   if (f.causal) {
     int32_t loV = b.var(kir::Scalar::I32, p.hi), hiV = b.var(kir::Scalar::I32, b.i32(0));
+    int32_t allLoV = b.var(kir::Scalar::I32, b.i32(0)), allHiV = b.var(kir::Scalar::I32, p.hi);
     b.forRange(p.i0, b.min(b.add(p.i0, b.i32(Mq)), b.i32(f.Lq)), 1, [&](V pos) {
       KeyRange seen = visibleKeys(b, f, maskRow(b, f, p.bi, b.i32(0), pos), b.i32(0), p.hi);
       b.set(loV, b.min(b.get(loV), seen.lo));
       b.set(hiV, b.max(b.get(hiV), seen.hi));
+      b.set(allLoV, b.max(b.get(allLoV), seen.lo));
+      b.set(allHiV, b.min(b.get(allHiV), seen.hi));
     });
-    p.lo = b.get(loV), p.hi = b.get(hiV);
+    p.lo = b.get(loV), p.hi = b.get(hiV), p.allLo = b.get(allLoV), p.allHi = b.get(allHiV);
   }
   p.last = b.max(b.sub(p.hi, b.i32(1)), b.i32(0));
   return p;

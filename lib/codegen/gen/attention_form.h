@@ -83,11 +83,13 @@ KeyRange visibleKeys(Builder& b, const Form& f, const MaskRow& row, V lo, V hi);
 // rows are computed on the last position and never stored). It visits the
 // keys [lo, hi): the bound's, narrowed under a causal mask to the union of
 // what its positions see, so tiles wholly past the causal edge (or before
-// every row's window) are never loaded; last = max(hi - 1, 0).
+// every row's window) are never loaded; last = max(hi - 1, 0). Every row
+// sees (before an additive mask) the keys [allLo, allHi): the bound's, under
+// a causal mask what all its positions see (empty when allLo >= allHi).
 struct PrefillBlock {
   const Form* f = nullptr;
   int64_t Mq = 0;
-  V bi = -1, g = -1, i0 = -1, lo = -1, hi = -1, last = -1;
+  V bi = -1, g = -1, i0 = -1, lo = -1, hi = -1, last = -1, allLo = -1, allHi = -1;
 
   V head(Builder& b, V rr) const;
   V pos(Builder& b, V rr) const;

@@ -319,6 +319,13 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
     std::vector<FragmentVars> acc(group ? 0 : static_cast<size_t>(NS));
     for (auto& a : acc) a = zeroFragment(b);
 
+    // A whole tile's weights (no additive mask), row i's key 2t + e of
+    // slice j in weights[i][j * 2 + e].
+    std::array<std::vector<int32_t>, 2> weights;
+    if (!f.masked)
+      for (auto& w : weights)
+        for (int64_t k = 0; k < 2 * NS; ++k) w.push_back(b.var(kir::Scalar::F32, b.f32(0)));
+
     // The non-finite flag of tile number n is word n % 2: cleared a tile
     // ahead, once every warp has read the word's last use.
     b.ifThen(b.lt(tid, b.i32(2)), [&] { b.sharedStore(flag, tid, b.f32(0)); });
@@ -394,24 +401,46 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
           }
         });
       }
-      // The weights of row i, slice j, key 2t + e: p[i][j * 2 + e].
+      // The weights of row i, slice j, key 2t + e: p[i][j * 2 + e]; the
+      // mask and the bound applied key by key unless `whole`.
+      auto weigh = [&](bool whole, std::array<std::vector<V>, 2>& p) {
+        for (size_t i = 0; i < 2; ++i) {
+          std::vector<V> sc;
+          V most = b.f32(-kInf);
+          for (int64_t j = 0; j < NS; ++j)
+            for (int64_t e = 0; e < 2; ++e) {
+              V x = group ? chained[size_t(4 * j) + i * 2 + size_t(e)] : b.get(acc[size_t(j)][i * 2 + size_t(e)]);
+              x = transformScore(b, r, x);
+              if (!whole) {
+                V t = b.add(t0, b.add(b.mul(tq, b.i32(2)), b.i32(8 * j + e)));
+                if (f.masked || f.causal) x = maskedScore(b, f, masks[i], x, b.min(t, last));
+                x = b.select(b.lt(t, hi), x, b.f32(-kInf));
+              }
+              sc.push_back(x);
+              most = b.max(most, x);
+            }
+          V rescale = softmaxStep(b, most, sc, mv[i], lv[i], -0.0, p[i]);
+          for (auto& o : ov)
+            for (size_t e = 0; e < 2; ++e) b.set(o[i * 2 + e], b.mul(b.get(o[i * 2 + e]), rescale));
+        }
+      };
+      // Without an additive mask, a tile that every row sees whole (inside
+      // the bound and every row's causal range: most of a long prefill's)
+      // takes its scores as they are, its weights through variables.
       std::array<std::vector<V>, 2> p;
-      for (size_t i = 0; i < 2; ++i) {
-        std::vector<V> sc;
-        V most = b.f32(-kInf);
-        for (int64_t j = 0; j < NS; ++j)
-          for (int64_t e = 0; e < 2; ++e) {
-            V t = b.add(t0, b.add(b.mul(tq, b.i32(2)), b.i32(8 * j + e)));
-            V x = group ? chained[size_t(4 * j) + i * 2 + size_t(e)] : b.get(acc[size_t(j)][i * 2 + size_t(e)]);
-            x = transformScore(b, r, x);
-            if (f.masked || f.causal) x = maskedScore(b, f, masks[i], x, b.min(t, last));
-            x = b.select(b.lt(t, hi), x, b.f32(-kInf));
-            sc.push_back(x);
-            most = b.max(most, x);
-          }
-        V rescale = softmaxStep(b, most, sc, mv[i], lv[i], -0.0, p[i]);
-        for (auto& o : ov)
-          for (size_t e = 0; e < 2; ++e) b.set(o[i * 2 + e], b.mul(b.get(o[i * 2 + e]), rescale));
+      if (f.masked) {
+        weigh(false, p);
+      } else {
+        auto into = [&](bool whole) {
+          std::array<std::vector<V>, 2> q;
+          weigh(whole, q);
+          for (size_t i = 0; i < 2; ++i)
+            for (size_t k = 0; k < q[i].size(); ++k) b.set(weights[i][k], q[i][k]);
+        };
+        V whole = b.binary(kir::Opc::And, b.ge(t0, pb.allLo), b.le(b.add(t0, b.i32(BN)), pb.allHi));
+        b.ifElse(whole, [&] { into(true); }, [&] { into(false); });
+        for (size_t i = 0; i < 2; ++i)
+          for (int32_t w : weights[i]) p[i].push_back(b.get(w));
       }
       // 3. The value tile, flagged where one is not finite.
       if (!group) stage(t0, true, parity);
