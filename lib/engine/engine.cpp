@@ -3,10 +3,11 @@
 // that identity if they hold another (only the weights either identity
 // changes), the step's maps become the plan's tokens, pos (each row's
 // own, or each token's in a mixed step, with its row and sample), read and
-// write, the plan runs with its logits left on the device,
-// and the rows that sample read their logits back (a decode or mixed
-// step's rows in one read, a prefill's one position a row), each sampled by
-// its request's own Sampler; then the batcher commits and the sink hears every token. Both Sessions
+// write, the plan runs with its logits left on the device; a plan that
+// samples takes each row's draw and penalties and only its token ids come
+// back, else (or where a row wants logprobs) the rows that sample read
+// their logits back (a decode or mixed step's rows in one read, a
+// prefill's one position a row), each sampled by its request's own Sampler; then the batcher commits and the sink hears every token. Both Sessions
 // share the weight and pool buffers (SessionOptions::shared), so a change
 // of plan moves nothing.
 #include "engine/engine.h"
@@ -140,32 +141,37 @@ Expected<std::optional<StepReport>> Engine::step() {
   }
   inputs["read"] = i32({m.rows, m.capacity}, m.read);
   // A plan with the output `next` picks each row's token itself: where no
-  // row wants logprobs or penalties, it takes each sampled position's
-  // parameters and draw, and only the ids come back.
+  // row wants logprobs, it takes each sampled position's parameters and
+  // draw and each row's penalties, and only the ids come back.
   bool onDevice = shape.next;
   for (int32_t r = 0; r < m.rows && onDevice; ++r)
-    if (step.sampleAt[r] >= 0) {
-      const Sampler& sampler = samplers_.at(step.requests[r]);
-      onDevice = sampler.options().logprobs < 0 && !sampler.penalized();
-    }
+    if (step.sampleAt[r] >= 0) onDevice = samplers_.at(step.requests[r]).options().logprobs < 0;
   std::map<int64_t, Sampler> drawn;  // the samplers as they will be once the step is committed
   const int64_t perRow = m.ragged ? 1 : m.tokens;
-  if (shape.next) {  // bound in every step; greedy rows where the logits are read
-    const std::vector<int64_t> rows = {m.rows, perRow};
+  if (shape.next) {  // bound in every step; greedy rows without penalties where the logits are read
+    const std::vector<int64_t> rows = {m.rows, perRow}, lists = {m.rows, m.capacity};
     std::vector<float> temperature(size_t(m.rows * perRow)), topP(temperature.size(), 1.0f), minP(temperature.size()),
-        uniform(temperature.size());
-    std::vector<int32_t> topK(temperature.size());
+        uniform(temperature.size()), repetition(size_t(m.rows), 1.0f), amounts(size_t(m.rows) * size_t(m.capacity));
+    std::vector<int32_t> topK(temperature.size()), seen(amounts.size(), -1);
     for (int32_t r = 0; r < m.rows && onDevice; ++r) {
       if (step.sampleAt[r] < 0) continue;
-      SampleParams p = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second.draw();
-      size_t at = size_t(r * perRow + (m.ragged ? 0 : step.sampleAt[r]));
+      Sampler& sampler = drawn.emplace(step.requests[r], samplers_.at(step.requests[r])).first->second;
+      SampleParams p = sampler.draw();
+      size_t at = size_t(r * perRow + (m.ragged ? 0 : step.sampleAt[r])), list = size_t(r) * size_t(m.capacity);
       temperature[at] = p.temperature, topK[at] = p.topK, topP[at] = p.topP, minP[at] = p.minP, uniform[at] = p.uniform;
+      auto penalty = sampler.penalties(std::span(seen).subspan(list, size_t(m.capacity)),
+                                       std::span(amounts).subspan(list, size_t(m.capacity)));
+      if (!penalty) return penalty.error();
+      repetition[size_t(r)] = *penalty;
     }
     inputs["temperature"] = f32(rows, temperature);
     inputs["top_k"] = i32(rows, topK);
     inputs["top_p"] = f32(rows, topP);
     inputs["min_p"] = f32(rows, minP);
     inputs["uniform"] = f32(rows, uniform);
+    inputs["repetition_penalty"] = f32({m.rows}, repetition);
+    inputs["seen"] = i32(lists, seen);
+    inputs["seen_penalty"] = f32(lists, amounts);
   }
   auto result = s.step(inputs, false);  // the logits stay on the device: one row a sequence is read
   if (!result) return result.error();
@@ -182,6 +188,7 @@ Expected<std::optional<StepReport>> Engine::step() {
         return makeError(ErrorKind::Range, {}, "the plan's next token for row " + std::to_string(r) + " is " +
                                                    std::to_string(sampled[r]) + ", outside the vocabulary [0, " +
                                                    std::to_string(prefillShape_.vocab) + ")");
+      drawn.at(step.requests[r]).took(sampled[r]);
     }
   } else {
     // The logits of the positions sampled (f32: ModelPlans checked it),

@@ -74,8 +74,10 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
   // A plan with next tokens (pootc trace --next-token) takes their sampling
   // parameters, one a row of logits (checked below).
   s.next = param(g, "uniform") != nullptr;
-  if (s.next)
+  if (s.next) {
     for (const SampleParam& p : kSampleParams) slots.push_back(p.name);
+    for (const SampleParam& p : kSamplePenalties) slots.push_back(p.name);
+  }
   for (ValueId id : g.params) {
     const Value& v = g.value(id);
     if (v.storage == Storage::Weight) s.weights[v.name] = v.type;
@@ -83,7 +85,8 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
     else if (std::find(slots.begin(), slots.end(), v.name) == slots.end())
       return planError(plan, "its " + std::string(storageName(v.storage)) + " %" + v.name +
                                  " is not one the engine binds (tokens, pos, read, write; a mixed plan's row and "
-                                 "sample; next tokens' temperature, top_k, top_p, min_p and uniform)");
+                                 "sample; next tokens' temperature, top_k, top_p, min_p, uniform, repetition_penalty, seen "
+                                 "and seen_penalty)");
   }
   for (const auto& [name, t] : s.states)
     if (t.rank() < 1 || t.shape[0] != s.poolSlots)
@@ -110,6 +113,15 @@ Expected<PagedShape> pagedShape(const Graph& g, const std::string& plan) {
     if (!in || in->storage != Storage::Input || in->type != want)
       return planError(plan, std::string("its next tokens want the input %") + p.name + " : " + want.str() +
                                  " (trace it with --next-token)");
+  }
+  // The penalties: a list a sequence, wide enough for every token a
+  // sequence of the capacity can hold, so no request outgrows it.
+  for (const SampleParam& p : kSamplePenalties) {
+    Type want{p.dtype, &p == &kSamplePenalties[0] ? Shape{logitRows} : Shape{logitRows, s.capacity}};
+    const Value* in = param(g, p.name);
+    if (!in || in->storage != Storage::Input || in->type != want)
+      return planError(plan, std::string("its next tokens want the input %") + p.name + " : " + want.str() +
+                                 " (a list a sequence of its capacity; trace it with --next-token)");
   }
   return s;
 }

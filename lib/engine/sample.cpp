@@ -49,19 +49,34 @@ SampleParams Sampler::draw() {
   return p;
 }
 
+Expected<float> Sampler::penalties(std::span<int32_t> seen, std::span<float> amounts) const {
+  if (seen_.size() > seen.size())
+    return makeError(ErrorKind::Range, {}, "the request has seen " + std::to_string(seen_.size()) +
+                                               " distinct tokens, more than a penalty list of " +
+                                               std::to_string(seen.size()) + " holds");
+  std::fill(seen.begin(), seen.end(), -1);
+  std::fill(amounts.begin(), amounts.end(), 0.0f);
+  size_t j = 0;
+  for (const auto& [token, outputs] : seen_) {  // a std::map: ascending
+    seen[j] = token;
+    if (outputs > 0) amounts[j] = float(opts_.frequencyPenalty * outputs + opts_.presencePenalty);
+    ++j;
+  }
+  return float(opts_.repetitionPenalty);
+}
+
+void Sampler::took(int32_t token) {
+  if (penalized()) ++seen_[token];
+}
+
 int32_t Sampler::next(std::span<const float> logits) {
   if (!penalized()) return sampleToken(logits, draw());
   adjusted_.assign(logits.begin(), logits.end());
-  const double r = opts_.repetitionPenalty;
-  for (const auto& [token, outputs] : seen_) {
-    if (token < 0 || size_t(token) >= adjusted_.size()) continue;
-    double x = adjusted_[size_t(token)];
-    if (r != 1) x = x > 0 ? x / r : x * r;
-    if (outputs > 0) x -= opts_.frequencyPenalty * outputs + opts_.presencePenalty;
-    adjusted_[size_t(token)] = float(x);
-  }
+  listed_.resize(seen_.size());
+  amounts_.resize(seen_.size());
+  applyPenalties(adjusted_, *penalties(listed_, amounts_), listed_, amounts_);  // sized to fit
   int32_t token = sampleToken(adjusted_, draw());
-  ++seen_[token];
+  took(token);
   return token;
 }
 

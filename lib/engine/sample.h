@@ -1,11 +1,11 @@
-// How the engine (engine.h) picks a token from one row of logits: the rule
-// of oracle/sample.h (greedy at temperature 0; else temperature, min_p,
-// top_k and top_p, then one draw), which a plan traced with --next-token
-// also runs on the device, so either side gives the same token for the same
-// draw. Each request has its own generator, seeded from the seed and the
-// request's index (or SampleOptions::stream), so a request's tokens do not
-// depend on which others share its steps; it draws once a sampled token,
-// wherever the token is picked.
+// How the engine (engine.h) picks a token from one row of logits: the
+// penalties and the rule of oracle/sample.h (greedy at temperature 0; else
+// temperature, min_p, top_k and top_p, then one draw), which a plan traced
+// with --next-token also runs on the device, so either side gives the same
+// token for the same draw. Each request has its own generator, seeded from
+// the seed and the request's index (or SampleOptions::stream), so a
+// request's tokens do not depend on which others share its steps; it draws
+// once a sampled token, wherever the token is picked.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/diag.h"
 #include "oracle/sample.h"
 
 namespace poot {
@@ -63,9 +64,19 @@ class Sampler {
   int32_t next(std::span<const float> logits);
   // A token's parameters for the rule with this generator's next draw (none
   // when greedy: the uniform is then 0), for a plan that samples on the
-  // device; a plan cannot apply penalties, so a penalized request's rows
-  // are sampled here (penalized()).
+  // device.
   SampleParams draw();
+  // The penalties of the next token as a plan takes them (oracle/sample.h,
+  // applyPenalties): the repetition penalty, and into `seen` and `amounts`
+  // the tokens whose logits change, ascending, each with what it loses
+  // after the repetition penalty (frequencyPenalty * c + presencePenalty
+  // for a token the output holds c times, 0 for one only the prompt holds),
+  // the rest -1 and 0. Without penalties the list is empty. A list too
+  // short for the tokens seen is a Range error (a plan's list is as wide as
+  // its capacity, which bounds them).
+  Expected<float> penalties(std::span<int32_t> seen, std::span<float> amounts) const;
+  // The output holds `token`, which a plan picked after draw().
+  void took(int32_t token);
   bool penalized() const {
     return opts_.repetitionPenalty != 1 || opts_.frequencyPenalty != 0 || opts_.presencePenalty != 0;
   }
@@ -77,7 +88,9 @@ class Sampler {
   // Every token of the prompt or the output, with its count in the output;
   // kept only when penalized().
   std::map<int32_t, int32_t> seen_;
-  std::vector<float> adjusted_;   // the penalized row, kept across tokens
+  // The penalized row and its list, kept across tokens.
+  std::vector<float> adjusted_, amounts_;
+  std::vector<int32_t> listed_;
 };
 
 }  // namespace poot

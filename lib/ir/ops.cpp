@@ -315,8 +315,10 @@ TypeResult ruleTopK(const TypeQuery& q) {
 }
 
 // Sample(logits [R..., V], temperature f32[R...], top_k i32[R...], top_p
-// f32[R...], min_p f32[R...], uniform f32[R...]) -> i32[R...]: one token a
-// row of logits, under that row's parameters (oracle/sample.h).
+// f32[R...], min_p f32[R...], uniform f32[R...], repetition_penalty f32[P],
+// seen i32[P, S], seen_penalty f32[P, S]) -> i32[R...]: one token a row of
+// logits, under that row's parameters and its run's penalties
+// (oracle/sample.h); P divides the rows' count, S is at least 1.
 TypeResult ruleSample(const TypeQuery& q) {
   const Type& x = q.operands[0];
   if (x.rank() < 1 || !isFloat(x.dtype) || x.shape.back() < 1)
@@ -328,6 +330,18 @@ TypeResult ruleSample(const TypeQuery& q) {
       return fail(operandStr(q, i) + ", the " + p.name + ", must be " + Type{p.dtype, rows}.str() +
                   ": one a row of the logits");
   }
+  const Type& rep = q.operands[6];
+  const int64_t count = numel(rows);
+  if (rep.dtype != DType::F32 || rep.rank() != 1 || rep.shape[0] < 1 || count % rep.shape[0] != 0)
+    return fail(operandStr(q, 6) + ", the repetition_penalty, must be f32[P] with P dividing the " +
+                std::to_string(count) + " rows of the logits: one a run of rows");
+  const Type& seen = q.operands[7];
+  if (seen.dtype != DType::I32 || seen.rank() != 2 || seen.shape[0] != rep.shape[0] || seen.shape[1] < 1)
+    return fail(operandStr(q, 7) + ", the seen tokens, must be i32[" + std::to_string(rep.shape[0]) +
+                ", S] with S at least 1: a list a run of rows");
+  if (q.operands[8] != Type{DType::F32, seen.shape})
+    return fail(operandStr(q, 8) + ", the seen_penalty, must be " + Type{DType::F32, seen.shape}.str() +
+                ": one a seen token");
   return one(Type{DType::I32, rows});
 }
 
@@ -569,7 +583,7 @@ std::vector<OpInfo> buildTable() {
   t.push_back({Op::SelectedAttention, "SelectedAttention", OpClass::Formed, 5, 5, 1,
                {{"scale", K::Float}, {"softcap", K::Float, true}, {"n_rep", K::Int}, {"block", K::Int}},
                ruleSelectedAttention});
-  t.push_back({Op::Sample, "Sample", OpClass::Contract, 6, 6, 1, {}, ruleSample});
+  t.push_back({Op::Sample, "Sample", OpClass::Contract, 9, 9, 1, {}, ruleSample});
   t.push_back({Op::RoutedExperts, "RoutedExperts", OpClass::Formed, 5, -1, 1,
                {{"experts", K::Int},
                 {"k", K::Int},

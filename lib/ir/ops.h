@@ -107,6 +107,12 @@ struct SampleParam {
 };
 inline constexpr SampleParam kSampleParams[] = {
     {"temperature", DType::F32}, {"top_k", DType::I32}, {"top_p", DType::F32}, {"min_p", DType::F32}, {"uniform", DType::F32}};
+// Then its penalties (oracle/sample.h, applyPenalties), one list for each
+// of P equal runs of the rows in row-major order: the repetition penalty
+// f32[P], and seen i32[P, S] and seen_penalty f32[P, S], the tokens whose
+// logits change, ascending, and what each loses.
+inline constexpr SampleParam kSamplePenalties[] = {
+    {"repetition_penalty", DType::F32}, {"seen", DType::I32}, {"seen_penalty", DType::F32}};
 // RoutedExperts' operands: h, the router weight, then each expert's gate,
 // up and down weights in expert order (kRoutedFirstExpert + 3 e + j).
 inline constexpr size_t kRoutedFirstExpert = 2;

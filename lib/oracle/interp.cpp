@@ -553,17 +553,25 @@ Status evalTopK(Ctx& c) {
   return ok();
 }
 
-// Each row of logits' token under its row's parameters (oracle/sample.h).
+// Each row of logits' token under its row's parameters, after its run's
+// penalties (oracle/sample.h).
 Status evalSample(Ctx& c) {
   const Tensor& x = c.x(0);
   const int64_t n = x.shape().back(), rows = x.size() / n;
   std::vector<float> logits = asF32(x), temperature = asF32(c.x(1)), topP = asF32(c.x(3)), minP = asF32(c.x(4)),
-                     uniform = asF32(c.x(5));
-  std::vector<int64_t> topK = asI64(c.x(2));
+                     uniform = asF32(c.x(5)), repetition = asF32(c.x(6)), amounts = asF32(c.x(8));
+  std::vector<int64_t> topK = asI64(c.x(2)), seenWide = asI64(c.x(7));
+  std::vector<int32_t> seen(seenWide.begin(), seenWide.end());
+  const int64_t runs = c.x(6).size(), width = c.x(7).shape().back(), perRun = rows / runs;
   Tensor out(c.types[0]);
+  std::vector<float> row(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
+    const size_t list = size_t(r / perRun), at = list * size_t(width);
+    std::copy(logits.begin() + r * n, logits.begin() + (r + 1) * n, row.begin());
+    applyPenalties(row, repetition[list], std::span<const int32_t>(seen).subspan(at, size_t(width)),
+                   std::span<const float>(amounts).subspan(at, size_t(width)));
     SampleParams p{temperature[size_t(r)], int32_t(topK[size_t(r)]), topP[size_t(r)], minP[size_t(r)], uniform[size_t(r)]};
-    storeI(out, r, sampleToken(std::span<const float>(logits).subspan(size_t(r * n), size_t(n)), p));
+    storeI(out, r, sampleToken(row, p));
   }
   c.out = {std::move(out)};
   return ok();

@@ -80,4 +80,18 @@ int32_t sampleToken(std::span<const float> x, const SampleParams& p) {
   return last;
 }
 
+float penalize(float x, float repetition, float amount) { return (x > 0 ? x / repetition : x * repetition) - amount; }
+
+size_t seenLength(std::span<const int32_t> seen, size_t vocab) {
+  size_t n = 0;
+  while (n < seen.size() && seen[n] >= 0 && size_t(seen[n]) < vocab && (n == 0 || seen[n] > seen[n - 1])) ++n;
+  return n;
+}
+
+void applyPenalties(std::span<float> logits, float repetition, std::span<const int32_t> seen,
+                    std::span<const float> amounts) {
+  for (size_t j = 0, n = seenLength(seen, logits.size()); j < n; ++j)
+    logits[size_t(seen[j])] = penalize(logits[size_t(seen[j])], repetition, amounts[j]);
+}
+
 }  // namespace poot

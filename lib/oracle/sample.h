@@ -20,6 +20,7 @@
 // or more).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -39,5 +40,17 @@ struct SampleParams {
 };
 
 int32_t sampleToken(std::span<const float> logits, const SampleParams& p);
+
+// Penalties, applied to a row of logits before the rule (greedy rows
+// included), in f32 so that a kernel computes the same bits: the logit x of
+// each token of `seen` becomes penalize(x, repetition, its amount). `seen`
+// counts up to its first entry that is outside [0, V) or not above the one
+// before it (a list is ascending token ids, then -1s); the rest is read as
+// absent. The engine lists the tokens a request's prompt or output holds
+// (engine/sample.h, Sampler::penalties).
+float penalize(float x, float repetition, float amount);  // (x > 0 ? x / repetition : x * repetition) - amount
+size_t seenLength(std::span<const int32_t> seen, size_t vocab);
+void applyPenalties(std::span<float> logits, float repetition, std::span<const int32_t> seen,
+                    std::span<const float> amounts);
 
 }  // namespace poot

@@ -96,7 +96,8 @@ class Builder {
   // contraction and selection
   ValueId matmul(ValueId a, ValueId b) { return op(Op::MatMul, {a, b}); }
   std::vector<ValueId> topk(ValueId x, int64_t k);  // {values, indices}
-  // Sample(logits, temperature, top_k, top_p, min_p, uniform): a token a row (oracle/sample.h).
+  // Sample(logits, temperature, top_k, top_p, min_p, uniform, repetition_penalty, seen,
+  // seen_penalty): a token a row (oracle/sample.h).
   ValueId sample(ValueId logits, const std::vector<ValueId>& params);
   // {clamped x, witness}; the witness still has to be declared a validation
   std::vector<ValueId> indexGuard(ValueId x, int64_t lo, int64_t hi);

@@ -507,6 +507,12 @@ ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional
     Shape rows(b.shape(y).begin(), b.shape(y).end() - 1);
     std::vector<ValueId> params;
     for (const SampleParam& p : kSampleParams) params.push_back(b.input(p.name, Type{p.dtype, rows}));
+    // The penalties, a list a sequence (the logits' first axis): the
+    // repetition penalty, then the seen tokens and their penalties, S =
+    // capacity entries, as many distinct tokens as a sequence can hold.
+    const Shape sequences = {b.shape(y)[0]}, lists = {b.shape(y)[0], s.spec.capacity};
+    for (const SampleParam& p : kSamplePenalties)
+      params.push_back(b.input(p.name, Type{p.dtype, &p == &kSamplePenalties[0] ? sequences : lists}));
     b.output(b.nameExact(b.sample(y, params), "next"));
   }
   return y;

@@ -250,7 +250,10 @@ ValueId merge_heads(Builder& b, ValueId x);
 // its logits are [R, 1, V]: one token a sequence. With StepSpec::nextToken
 // the output `next` i32[B, L] follows: Sample of the logits under the inputs
 // temperature, top_k, top_p, min_p and uniform (each [B, L], one a row of
-// logits; oracle/sample.h), so a caller reads B * L ids, not B * L * V logits.
+// logits; oracle/sample.h) after the penalties repetition_penalty f32[B],
+// seen i32[B, capacity] and seen_penalty f32[B, capacity] (a list a
+// sequence, ir/ops.h kSamplePenalties), so a caller reads B * L ids, not
+// B * L * V logits.
 ValueId logits(Builder& b, const Step& s, ValueId x, ValueId head, std::optional<double> finalSoftcap = {});
 
 }  // namespace poot::trace::ops

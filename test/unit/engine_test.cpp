@@ -330,7 +330,7 @@ TEST_CASE("engine: a plan with next tokens reads back ids, and logits only where
   // The tiny Llama traced with --next-token: prefill 2 rows of 8, decode 2
   // rows, capacity 64 over 8 blocks. A row of logits is 256 f32 (1024
   // bytes); the ids of a whole step are at most 2 * 8 i32 (64 bytes).
-  auto traced = [](trace::Phase phase) {
+  auto traced = [](trace::Phase phase, int64_t listWidth = 64) {
     trace::TraceOptions o;
     o.phase = phase;
     o.kv = trace::ops::KvLayout::Paged;
@@ -342,8 +342,16 @@ TEST_CASE("engine: a plan with next tokens reads back ids, and logits only where
     o.poolSlots = 128;
     auto g = trace::traceModel(testing::loadExampleConfig("tiny-llama.json"), o);
     REQUIRE_MESSAGE(bool(g), (g ? "" : g.error().str()));
+    for (ValueId id : g->params)  // penalty lists of another width than the capacity's
+      if (g->value(id).name == "seen" || g->value(id).name == "seen_penalty") g->value(id).type.shape[1] = listWidth;
     return testing::withPlaceholderCode(testing::compilePlan(printGraph(*g)));
   };
+  // Lists narrower than the capacity could not hold what a sequence sees: refused.
+  auto narrow = engine::ModelPlans::check(traced(trace::Phase::Prefill), "p.plan", traced(trace::Phase::Decode, 32),
+                                          "d.plan");
+  REQUIRE_FALSE(narrow);
+  CHECK(narrow.error().message.find("its next tokens want the input %seen : i32[2,64] (a list a sequence of its "
+                                    "capacity") != std::string::npos);
   Calls calls;
   auto start = [&] {
     auto p = engine::ModelPlans::check(traced(trace::Phase::Prefill), "p.plan", traced(trace::Phase::Decode), "d.plan");
@@ -362,16 +370,22 @@ TEST_CASE("engine: a plan with next tokens reads back ids, and logits only where
     for (size_t i = from; i < calls.downloaded.size(); ++i) most = std::max(most, calls.downloaded[i].second);
     return most;
   };
-  // Greedy and sampling rows read the ids alone (the plan samples). The
-  // fake device's memory holds 0x01 bytes, so its ids are 16843009:
-  // refused, the step not committed. Row 1 holds the prompt that fits one
-  // window, the first to sample.
+  // Greedy, sampling and penalized rows read the ids alone (the plan
+  // samples, penalties applied). The fake device's memory holds 0x01
+  // bytes, so its ids are 16843009: refused, the step not committed. Row 1
+  // holds the prompt that fits one window, the first to sample.
   size_t before = 0;
-  for (double temperature : {0.0, 0.7}) {
-    CAPTURE(temperature);
+  using Change = std::function<void(engine::Request&)>;
+  for (const Change& change : {Change([](auto&) {}), Change([](auto& q) { q.sampling.temperature = 0.7; }),
+                               Change([](auto& q) { q.sampling.repetitionPenalty = 1.2; }),
+                               Change([](auto& q) {
+                                 q.sampling.temperature = 0.7;
+                                 q.sampling.frequencyPenalty = 0.4;
+                                 q.sampling.presencePenalty = 0.5;
+                               })}) {
     auto e = start();
     engine::Request q = request(5, 3);
-    q.sampling.temperature = temperature;
+    change(q);
     REQUIRE(e->submit(request(11, 3)));
     REQUIRE(e->submit(q));
     before = calls.downloaded.size();
@@ -383,14 +397,14 @@ TEST_CASE("engine: a plan with next tokens reads back ids, and logits only where
     CHECK(largestRead(before) == 2 * 8 * 4);
     CHECK(e->stats().prefillSteps == 0);
   }
-  // A row that wants its logprobs, or penalties (which a plan cannot
-  // apply), reads its row of logits (the fake's logits are all equal:
-  // token 0 every time).
-  for (auto change : {std::function<void(engine::Request&)>([](auto& q) { q.sampling.logprobs = 2; }),
-                      std::function<void(engine::Request&)>([](auto& q) { q.sampling.presencePenalty = 0.5; })}) {
+  // A row that wants its logprobs reads its row of logits (the fake's
+  // logits are all equal: token 0 every time), penalties or not.
+  for (double presence : {0.0, 0.5}) {
+    CAPTURE(presence);
     auto e = start();
     engine::Request q = request(5, 2);
-    change(q);
+    q.sampling.logprobs = 2;
+    q.sampling.presencePenalty = presence;
     REQUIRE(e->submit(q));
     before = calls.downloaded.size();
     runAll(*e);

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "codegen/gen/generators.h"
+#include "engine/sample.h"
 #include "kir_plan.h"
 #include "vulkan_plan.h"
 #include "passes/pass.h"
@@ -519,6 +520,15 @@ TEST_CASE("gen: topk and block topk") {
         {{"s", tensorOf("f32[1,2,5]", {1, kNaN, 1, 0, 5, 2, 2, 2, 2, 2})}, {"q", tensorOf("i64[1,2]", {4, 5})}});
 }
 
+// Sample of `rows` rows of n logits, with a penalty list of `width` entries a row.
+std::string sampleGraph(int64_t rows, int64_t n, int64_t width) {
+  const std::string r = "[" + std::to_string(rows) + "]", l = "[" + std::to_string(rows) + "," + std::to_string(width) + "]";
+  return "graph g\ninput %x : f32[" + std::to_string(rows) + "," + std::to_string(n) + "]\ninput %t : f32" + r +
+         "\ninput %k : i32" + r + "\ninput %p : f32" + r + "\ninput %m : f32" + r + "\ninput %u : f32" + r +
+         "\ninput %rp : f32" + r + "\ninput %sn : i32" + l + "\ninput %sa : f32" + l +
+         "\n%s = Sample(%x, %t, %k, %p, %m, %u, %rp, %sn, %sa) : i32" + r + "\noutput %s\n";
+}
+
 TEST_CASE("gen: sample") {
   // The rule's cases by hand (sample_test) as rows: weights 1, 1/2, 1/4, 1/4
   // under each filter, greedy rows, NaN, infinities and ties.
@@ -539,24 +549,24 @@ TEST_CASE("gen: sample") {
     logits.insert(logits.end(), r.begin(), r.begin() + 4);
     temperature.push_back(r[4]), topK.push_back(r[5]), topP.push_back(r[6]), minP.push_back(r[7]), uniform.push_back(r[8]);
   }
-  auto graph = [](int64_t rows, int64_t n) {
-    std::string r = "[" + std::to_string(rows) + "]";
-    return "graph g\ninput %x : f32[" + std::to_string(rows) + "," + std::to_string(n) + "]\ninput %t : f32" + r +
-           "\ninput %k : i32" + r + "\ninput %p : f32" + r + "\ninput %m : f32" + r + "\ninput %u : f32" + r +
-           "\n%s = Sample(%x, %t, %k, %p, %m, %u) : i32" + r + "\noutput %s\n";
-  };
+  auto graph = [](int64_t rows, int64_t n) { return sampleGraph(rows, n, 8); };
   std::map<std::string, Tensor> given = {{"x", tensorOf("f32[" + std::to_string(R) + ",4]", logits)},
                                          {"t", tensorOf("f32[" + std::to_string(R) + "]", temperature)},
                                          {"k", tensorOf("i32[" + std::to_string(R) + "]", topK)},
                                          {"p", tensorOf("f32[" + std::to_string(R) + "]", topP)},
                                          {"m", tensorOf("f32[" + std::to_string(R) + "]", minP)},
-                                         {"u", tensorOf("f32[" + std::to_string(R) + "]", uniform)}};
+                                         {"u", tensorOf("f32[" + std::to_string(R) + "]", uniform)},
+                                         {"rp", tensorOf("f32[" + std::to_string(R) + "]", std::vector<double>(size_t(R), 1))},
+                                         {"sn", tensorOf("i32[" + std::to_string(R) + ",8]", std::vector<double>(size_t(R * 8), -1))},
+                                         {"sa", tensorOf("f32[" + std::to_string(R) + ",8]", std::vector<double>(size_t(R * 8), 0))}};
   auto oracle = evaluate(testing::parse(graph(R, 4)), given);
   REQUIRE(bool(oracle));
   for (int64_t r = 0; r < R; ++r) CHECK_MESSAGE(oracle->outputs.at("s").get(r) == want[size_t(r)], "row " << r);
   check(graph(R, 4), kExact, given);
   // Fresh random logits over rows of 5000 and 1000 (past every workgroup's threads)
-  // and of 3, each filter on and off; the draws spread over [0, 1).
+  // and of 3, each filter on and off; the draws spread over [0, 1). The
+  // penalty inputs are the generator's: lists of ids in [0, 16), in any
+  // order, so each ends somewhere (oracle/sample.h, seenLength).
   std::mt19937 rng(uint32_t(testing::freshSeed()));
   std::vector<double> t, k, p, m, u;
   for (int r = 0; r < 12; ++r) {
@@ -570,6 +580,83 @@ TEST_CASE("gen: sample") {
     check(graph(12, n), kExact,
           {{"t", tensorOf("f32[12]", t)}, {"k", tensorOf("i32[12]", k)}, {"p", tensorOf("f32[12]", p)},
            {"m", tensorOf("f32[12]", m)}, {"u", tensorOf("f32[12]", u)}});
+  }
+}
+
+// The device against the host: the generated Sample kernel (KIR interpreter
+// and lavapipe) given each row's draw and penalty list as the engine makes
+// them (Sampler::draw, Sampler::penalties) picks what the host Sampler picks
+// for the same seed, on fresh random logits with ties, NaN and infinities,
+// at vocabularies that are no multiple of any workgroup, each penalty alone
+// and together, greedy and sampled, and a row without penalties beside them.
+TEST_CASE("gen: sample with penalties picks the host Sampler's tokens") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const uint64_t seed = testing::freshSeed();
+  CAPTURE(seed);
+  std::mt19937 rng{uint32_t(seed)};
+  const std::vector<SampleOptions> options = {
+      {.repetitionPenalty = 1.7},                                          // greedy
+      {.frequencyPenalty = 1.1, .presencePenalty = 0.6},                   // greedy
+      {.temperature = 0.8, .repetitionPenalty = 0.6, .seed = 5},           // below 1: seen tokens favoured
+      {.temperature = 1.2, .topK = 9, .frequencyPenalty = -0.4, .presencePenalty = 1.5, .seed = 6},
+      {.temperature = 0.5, .topP = 0.8, .minP = 0.02, .repetitionPenalty = 1.3, .frequencyPenalty = 0.3,
+       .presencePenalty = 0.2, .seed = 7},
+      {.temperature = 0.9, .seed = 8},                                     // no penalties
+  };
+  const int64_t R = int64_t(options.size()), width = 48, steps = 6;
+  for (int64_t n : {37, 1009, 3001}) {
+    CAPTURE(n);
+    // Each row's Sampler, after a random prompt (some tokens twice) and outputs.
+    std::vector<Sampler> host, planned;
+    for (int64_t r = 0; r < R; ++r) {
+      std::vector<int32_t> prompt(4 + rng() % 12);
+      for (int32_t& t : prompt) t = int32_t(rng() % uint32_t(std::min<int64_t>(n, 40)));
+      host.emplace_back(options[size_t(r)], r, prompt);
+      for (int i = 0; i < 5; ++i) host.back().took(int32_t(rng() % uint32_t(n)));
+      planned.push_back(host.back());
+    }
+    for (int64_t step = 0; step < steps; ++step) {
+      CAPTURE(step);
+      std::vector<double> x, t, k, p, m, u, rp, sn, sa;
+      std::vector<std::vector<float>> rows;
+      for (int64_t r = 0; r < R; ++r) {
+        std::vector<float> row(static_cast<size_t>(n));
+        for (float& v : row) {
+          uint32_t kind = rng() % 40;
+          v = kind == 0 ? nan : kind == 1 ? inf : kind == 2 ? -inf : float(int(rng() % 61) - 30) / 8.0f;  // ties
+        }
+        if (step % 2 == 0)  // rows whose largest is finite, so the sampled ones draw
+          for (float& v : row) v = std::isfinite(v) ? v : 0.0f;
+        rows.push_back(row);
+        x.insert(x.end(), row.begin(), row.end());
+        Sampler& d = planned[size_t(r)];
+        std::vector<int32_t> seen(static_cast<size_t>(width));
+        std::vector<float> amounts(static_cast<size_t>(width));
+        rp.push_back(*d.penalties(seen, amounts));
+        sn.insert(sn.end(), seen.begin(), seen.end());
+        sa.insert(sa.end(), amounts.begin(), amounts.end());
+        SampleParams q = d.draw();
+        t.push_back(q.temperature), k.push_back(q.topK), p.push_back(q.topP), m.push_back(q.minP), u.push_back(q.uniform);
+      }
+      const std::string rs = "[" + std::to_string(R) + "]", ls = "[" + std::to_string(R) + "," + std::to_string(width) + "]";
+      std::map<std::string, Tensor> params = {
+          {"x", tensorOf("f32[" + std::to_string(R) + "," + std::to_string(n) + "]", x)},
+          {"t", tensorOf("f32" + rs, t)}, {"k", tensorOf("i32" + rs, k)}, {"p", tensorOf("f32" + rs, p)},
+          {"m", tensorOf("f32" + rs, m)}, {"u", tensorOf("f32" + rs, u)}, {"rp", tensorOf("f32" + rs, rp)},
+          {"sn", tensorOf("i32" + ls, sn)}, {"sa", tensorOf("f32" + ls, sa)}};
+      Graph g = testing::parse(sampleGraph(R, n, width));
+      auto kir = testing::runOnKir(g, device(), params);
+      REQUIRE_MESSAGE(bool(kir), (kir ? "" : kir.error().str()));
+      auto vulkan = testing::runOnVulkan(g, device(), params);
+      REQUIRE_MESSAGE(bool(vulkan), (vulkan ? "" : vulkan.error().str()));
+      for (int64_t r = 0; r < R; ++r) {
+        CAPTURE(r);
+        int32_t want = host[size_t(r)].next(rows[size_t(r)]);
+        CHECK(int32_t(kir->outputs.at("s").get(r)) == want);
+        CHECK(int32_t(vulkan->outputs.at("s").get(r)) == want);
+        planned[size_t(r)].took(want);
+      }
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 // interface (outputs, state_out, validation witnesses) and declared types.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -394,18 +395,38 @@ TEST_CASE("MatMul: transpose_b reads b as [..., n, k]") {
         std::string::npos);
 }
 
-TEST_CASE("Sample: a token a row of logits, each parameter one a row") {
-  CHECK(typeOf(check(Op::Sample, {"f32[3,1,50]", "f32[3,1]", "i32[3,1]", "f32[3,1]", "f32[3,1]", "f32[3,1]"})) ==
-        "i32[3,1]");
-  CHECK(typeOf(check(Op::Sample, {"bf16[7]", "f32[]", "i32[]", "f32[]", "f32[]", "f32[]"})) == "i32[]");
-  CHECK(errorOf(check(Op::Sample, {"f32[3,50]", "f32[3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"})) ==
+TEST_CASE("Sample: a token a row of logits, each parameter one a row, a penalty list a run of rows") {
+  // The penalties: P lists of S entries, P dividing the rows.
+  using Rows = std::array<const char*, 6>;
+  auto with = [](Rows o, const char* rep, const char* seen, const char* amounts) {
+    return check(Op::Sample, {o[0], o[1], o[2], o[3], o[4], o[5], rep, seen, amounts});
+  };
+  const Rows three = {"f32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"};
+  CHECK(typeOf(with(Rows{"f32[3,1,50]", "f32[3,1]", "i32[3,1]", "f32[3,1]", "f32[3,1]", "f32[3,1]"}, "f32[3]", "i32[3,8]",
+                    "f32[3,8]")) == "i32[3,1]");
+  CHECK(typeOf(with(Rows{"f32[2,4,50]", "f32[2,4]", "i32[2,4]", "f32[2,4]", "f32[2,4]", "f32[2,4]"}, "f32[2]", "i32[2,1]",
+                    "f32[2,1]")) == "i32[2,4]");  // a list a sequence of 4 rows
+  CHECK(typeOf(with(Rows{"bf16[7]", "f32[]", "i32[]", "f32[]", "f32[]", "f32[]"}, "f32[1]", "i32[1,5]", "f32[1,5]")) == "i32[]");
+  CHECK(errorOf(with(Rows{"f32[3,50]", "f32[3]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"}, "f32[3]", "i32[3,4]", "f32[3,4]")) ==
         "operand 3 (f32[3]), the top_k, must be i32[3]: one a row of the logits");
-  CHECK(errorOf(check(Op::Sample, {"f32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[1,3]"})) ==
+  CHECK(errorOf(with(Rows{"f32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[1,3]"}, "f32[3]", "i32[3,4]", "f32[3,4]")) ==
         "operand 6 (f32[1,3]), the uniform, must be f32[3]: one a row of the logits");
-  CHECK(errorOf(check(Op::Sample, {"i32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"})) ==
+  CHECK(errorOf(with(Rows{"i32[3,50]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"}, "f32[3]", "i32[3,4]", "f32[3,4]")) ==
         "operand 1 (i32[3,50]) must be a float tensor of rank 1 or more with a last axis of at least 1");
-  CHECK(errorOf(check(Op::Sample, {"f32[3,0]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"})).find("at least 1") !=
-        std::string::npos);
+  CHECK(errorOf(with(Rows{"f32[3,0]", "f32[3]", "i32[3]", "f32[3]", "f32[3]", "f32[3]"}, "f32[3]", "i32[3,4]", "f32[3,4]"))
+            .find("at least 1") != std::string::npos);
+  CHECK(errorOf(with(three, "f32[2]", "i32[2,4]", "f32[2,4]")) ==
+        "operand 7 (f32[2]), the repetition_penalty, must be f32[P] with P dividing the 3 rows of the logits: one a run "
+        "of rows");
+  CHECK(errorOf(with(three, "f16[3]", "i32[3,4]", "f32[3,4]")).find("the repetition_penalty") != std::string::npos);
+  CHECK(errorOf(with(three, "f32[3]", "i32[1,4]", "f32[1,4]")) ==
+        "operand 8 (i32[1,4]), the seen tokens, must be i32[3, S] with S at least 1: a list a run of rows");
+  CHECK(errorOf(with(three, "f32[3]", "i32[3,0]", "f32[3,0]")).find("the seen tokens") != std::string::npos);
+  CHECK(errorOf(with(three, "f32[3]", "f32[3,4]", "f32[3,4]")).find("the seen tokens") != std::string::npos);
+  CHECK(errorOf(with(three, "f32[3]", "i32[3,4]", "f32[3,5]")) ==
+        "operand 9 (f32[3,5]), the seen_penalty, must be f32[3,4]: one a seen token");
+  CHECK(errorOf(check(Op::Sample, {three[0], three[1], three[2], three[3], three[4], three[5]})) ==
+        "Sample takes 9 operands, got 6");
 }
 
 TEST_CASE("TopK: two results") {

@@ -172,3 +172,71 @@ TEST_CASE("sample: penalties on the tokens seen, before the rule, greedy rows in
   CHECK(plain.next(x) == 0);
   CHECK(plain.next(x) == 0);
 }
+
+TEST_CASE("sample: penalties are f32 operations on the listed tokens, the list ascending up to its end") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Each operation rounds once in f32: 1/3 is f32 division, not double's.
+  CHECK(penalize(1.0f, 3.0f, 0.0f) == 1.0f / 3.0f);
+  CHECK(penalize(-1.0f, 3.0f, 0.5f) == -3.5f);
+  CHECK(penalize(0.0f, 3.0f, 0.0f) == 0.0f);  // 0 is multiplied
+  CHECK(std::signbit(penalize(-0.0f, 1.0f, 0.0f)));
+  CHECK(penalize(inf, 2.0f, 1.0f) == inf);
+  CHECK(penalize(-inf, 2.0f, -1.0f) == -inf);
+  CHECK(std::isnan(penalize(nan, 2.0f, 1.0f)));
+  // The list ends at its first entry outside [0, V) or not above the one before.
+  CHECK(seenLength(std::vector<int32_t>{1, 3, 4, -1, -1}, 5) == 3);
+  CHECK(seenLength(std::vector<int32_t>{-1, 3}, 5) == 0);
+  CHECK(seenLength(std::vector<int32_t>{0, 5, 1}, 5) == 1);  // 5 is outside a vocabulary of 5
+  CHECK(seenLength(std::vector<int32_t>{2, 2, 3}, 5) == 1);  // a repeat ends it
+  CHECK(seenLength(std::vector<int32_t>{3, 1}, 5) == 1);
+  CHECK(seenLength(std::vector<int32_t>{0, 1, 2, 3, 4}, 5) == 5);
+  std::vector<float> row = {1, 2, -3, 4, 5};
+  applyPenalties(row, 2.0f, std::vector<int32_t>{1, 2, 0, 4}, std::vector<float>{0.5f, 1.0f, 7.0f, 7.0f});
+  CHECK(row == std::vector<float>{1, 0.5f, -7, 4, 5});
+}
+
+TEST_CASE("sample: a Sampler's penalty list is what its own penalties apply") {
+  // Prompt {7, 2, 7}, then outputs; the list is ascending, prompt-only
+  // tokens at 0, output tokens at F * c + P, the rest -1 and 0.
+  SampleOptions o{.repetitionPenalty = 1.3, .frequencyPenalty = 0.7, .presencePenalty = -0.2};
+  Sampler s(o, 0, std::vector<int32_t>{7, 2, 7});
+  std::vector<int32_t> seen(6);
+  std::vector<float> amounts(6);
+  CHECK(*s.penalties(seen, amounts) == 1.3f);
+  CHECK(seen == std::vector<int32_t>{2, 7, -1, -1, -1, -1});
+  CHECK(amounts == std::vector<float>(6, 0.0f));
+  s.took(7);
+  s.took(4);
+  s.took(7);
+  REQUIRE(s.penalties(seen, amounts));
+  CHECK(seen == std::vector<int32_t>{2, 4, 7, -1, -1, -1});
+  CHECK(amounts == std::vector<float>{0, float(0.7 - 0.2), float(0.7 * 2 - 0.2), 0, 0, 0});
+  // A list too short is an error, not a cut.
+  std::vector<int32_t> two(2);
+  std::vector<float> twoAmounts(2);
+  auto short_ = s.penalties(two, twoAmounts);
+  REQUIRE_FALSE(short_);
+  CHECK(short_.error().kind == ErrorKind::Range);
+  CHECK(short_.error().message == "the request has seen 3 distinct tokens, more than a penalty list of 2 holds");
+  // Without penalties nothing is listed.
+  Sampler plain(SampleOptions{}, 0, std::vector<int32_t>{1, 2});
+  plain.took(3);
+  CHECK(*plain.penalties(seen, amounts) == 1.0f);
+  CHECK(seen == std::vector<int32_t>(6, -1));
+  // next() is the rule on the row as applyPenalties leaves it.
+  std::mt19937 rng(3);
+  std::vector<float> x(50);
+  for (float& v : x) v = float(int(rng() % 401) - 200) / 50.0f;
+  Sampler a(SampleOptions{.temperature = 0.7, .repetitionPenalty = 1.5, .frequencyPenalty = 0.4, .seed = 4}, 2,
+            std::vector<int32_t>{3, 9}),
+      b = a;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<int32_t> list(50);
+    std::vector<float> amount(50), row = x;
+    float r = *b.penalties(list, amount);
+    applyPenalties(row, r, list, amount);
+    int32_t want = sampleToken(row, b.draw());
+    b.took(want);
+    CHECK(a.next(x) == want);
+  }
+}

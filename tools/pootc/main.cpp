@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   trace->add_flag("--next-token", topts.nextToken,
                   "also output `next` (i32, a row of logits each): the token each row picks on the device under the "
                   "inputs temperature, top_k, top_p, min_p and uniform (one a row; temperature 0 is the first "
-                  "largest logit), so a step reads token ids instead of logits (poot generate and serve do)");
+                  "largest logit) after the penalties repetition_penalty, seen and seen_penalty (a list a sequence), "
+                  "so a step reads token ids instead of logits (poot generate and serve do)");
   // Set only when given, so that 0 is checked like any other count rather
   // than read as "the default".
   auto given = [](std::optional<int64_t>& to) { return [&to](const int64_t& v) { to = v; }; };

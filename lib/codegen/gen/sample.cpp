@@ -1,6 +1,12 @@
 // The Sample generator ("sample" schedule): one workgroup of T threads a row
 // of n logits, the rule of oracle/sample.h in f32.
 //
+// 0. The row's penalty list (the run of rows it belongs to): its length L,
+//    the entries that count (seenLength), read only when the first entry is
+//    a token; a row without penalties reads that one -1 and nothing more.
+//    With L above 0 each logit read below is penalized as it is read: a
+//    binary search of the list (ascending) for its token, log2(S) loads of
+//    entries that stay in cache, so the row needs no copy.
 // 1. The row's first largest logit m (NaN as -inf), by a strided scan and a
 //    fold in workgroup memory. Greedy rows (temperature not above 0, or m
 //    not finite) write its index and stop.
@@ -20,7 +26,8 @@
 //    token.
 // The counts and sums fold in a fixed order, so a row's result does not
 // depend on timing; it may differ from the oracle's double arithmetic where
-// r falls within rounding of a token's edge (docs/oracle.md, "Sample").
+// r falls within rounding of a token's edge (docs/oracle.md, "Sample"). The
+// penalties are the oracle's f32 operations, so they agree bit for bit.
 #include <cmath>
 
 #include "codegen/gen/index.h"
@@ -44,7 +51,10 @@ Expected<kir::Kernel> genSample(const GenInput& in) {
   const int64_t n = r.operands[0].shape.back(), rows = numel(r.operands[0].shape) / n;
   const int64_t T = r.schedule.workgroupSize;
   const int32_t sf = b.shared("partials", Scalar::F32, T), si = b.shared("partial_indices", Scalar::I32, T);
-  const int32_t x = f->in[0], out = f->out[0];
+  const int32_t x = f->in[0], out = f->out[0], seen = f->in[7], amounts = f->in[8];
+  const int64_t runs = r.operands[7].shape[0], width = r.operands[7].shape[1], perRun = rows / runs;
+  int64_t searchSteps = 0;  // halvings that empty any range of [0, width]
+  while ((int64_t(1) << searchSteps) <= width) ++searchSteps;
   V tid = b.local(), row = b.workgroupId();
 
   // The fold of every thread's `mine` into one value, which every thread
@@ -74,8 +84,47 @@ Expected<kir::Kernel> genSample(const GenInput& in) {
     V base = b.mul(row, b.i32(n));
     V temperature = b.load(f->in[1], row), topK = b.load(f->in[2], row), topP = b.load(f->in[3], row),
       minP = b.load(f->in[4], row), uniform = b.load(f->in[5], row);
+    V list = b.div(row, b.i32(perRun)), listBase = b.mul(list, b.i32(width));
+    V repetition = b.load(f->in[6], list);
+    auto token = [&](V j) { return b.load(seen, b.add(listBase, j)); };
+    auto isToken = [&](V id) { return b.binary(Opc::And, b.ge(id, b.i32(0)), b.lt(id, b.i32(n))); };
+    // 0. The list's length: the first entry j >= 1 that is no token or not
+    // above the one before ends it.
+    int32_t length = b.var(Scalar::I32, b.i32(0));
+    b.ifThen(isToken(token(b.i32(0))), [&] {
+      int32_t end = b.var(Scalar::I32, b.i32(width));
+      b.forRange(b.add(tid, b.i32(1)), b.i32(width), T, [&](V j) {
+        V id = token(j);
+        V ends = b.binary(Opc::Or, b.unary(Opc::Not, isToken(id)), b.le(id, token(b.sub(j, b.i32(1)))));
+        b.set(end, b.select(b.binary(Opc::And, ends, b.eq(b.get(end), b.i32(width))), j, b.get(end)));
+      });
+      b.set(length, fold(si, b.get(end), [&](V a, V c) { return b.min(a, c); }));
+    });
+    V listed = b.get(length), penalized = b.gt(listed, b.i32(0));
+    // Logit e as the rule reads it: penalized where the list holds e.
+    auto value = [&](V e) {
+      int32_t v = b.var(Scalar::F32, b.load(x, b.add(base, e)));
+      b.ifThen(penalized, [&] {
+        // The first entry not below e, in [0, L].
+        int32_t lo = b.var(Scalar::I32, b.i32(0)), hi = b.var(Scalar::I32, listed);
+        b.forRange(b.i32(0), b.i32(searchSteps), 1, [&](V) {
+          V l = b.get(lo), h = b.get(hi);
+          V open = b.lt(l, h), mid = b.add(l, b.div(b.sub(h, l), b.i32(2)));
+          V below = b.lt(token(b.min(mid, b.i32(width - 1))), e);
+          b.set(lo, b.select(b.binary(Opc::And, open, below), b.add(mid, b.i32(1)), l));
+          b.set(hi, b.select(b.binary(Opc::And, open, b.unary(Opc::Not, below)), mid, h));
+        });
+        V at = b.min(b.get(lo), b.i32(width - 1));
+        b.ifThen(b.binary(Opc::And, b.lt(b.get(lo), listed), b.eq(token(at), e)), [&] {
+          V y = b.get(v);
+          V scaled = b.select(b.gt(y, b.f32(0)), b.div(y, repetition), b.mul(y, repetition));
+          b.set(v, b.sub(scaled, b.load(amounts, b.add(listBase, at))));
+        });
+      });
+      return b.get(v);
+    };
     auto logit = [&](V e) {
-      V v = b.load(x, b.add(base, e));
+      V v = value(e);
       return b.select(b.isNan(v), b.f32(-INFINITY), v);
     };
 
@@ -101,7 +150,7 @@ Expected<kir::Kernel> genSample(const GenInput& in) {
           // 2. The weights and the first threshold.
           V inv = b.div(b.f32(1), temperature);
           auto weight = [&](V e) {
-            V v = b.load(x, b.add(base, e));
+            V v = value(e);
             return b.select(b.isNan(v), b.f32(0), b.exp(b.mul(b.sub(v, top), inv)));
           };
           int32_t t = b.var(Scalar::F32, b.select(b.gt(minP, b.f32(0)), b.min(minP, b.f32(1)), b.f32(0)));
