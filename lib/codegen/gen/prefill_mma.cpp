@@ -65,6 +65,17 @@
 // of a visible key makes its score NaN here (a remainder of inf - inf),
 // where f32 arithmetic gives +-inf; finite inputs score as f32 does, to the
 // bound above. Two-byte inputs have no remainder and score as f32 does.
+//
+// On a warpgroup's op (m64nNk16, schedule.h) the workgroup is two
+// warpgroups of 64 rows (warp w still owns rows 16w .. 16w + 15, and the
+// fragments above are the warpgroup product's accumulators as kir.h lays
+// them out), the tiles one swizzled array with two stages of keys and
+// values. Each tile: the tile's copies waited for, barrier, the next tile's
+// copies issued into the other stage; step 2 as one mma.shared chain (q as
+// A, the keys as B), the value runs read back for the flag while it runs;
+// step 4 as one mma.shared.b chain (the weights' remainders and heads as A
+// from registers, the value tile N-major as B). A tile every row sees whole
+// skips the per-key mask and bound (any schedule here).
 #include <algorithm>
 #include <array>
 #include <functional>
