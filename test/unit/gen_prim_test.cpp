@@ -604,7 +604,14 @@ TEST_CASE("gen: sample with penalties picks the host Sampler's tokens") {
       {.temperature = 0.9, .seed = 8},                                     // no penalties
   };
   const int64_t R = int64_t(options.size()), width = 48, steps = 6;
-  for (int64_t n : {37, 1009, 3001}) {
+  // Under the sanitizers the interpreter is slow: the two smaller
+  // vocabularies (both no multiple of a workgroup), not the third.
+#ifdef POOT_TEST_SANITIZED
+  const std::vector<int64_t> vocabularies = {37, 1009};
+#else
+  const std::vector<int64_t> vocabularies = {37, 1009, 3001};
+#endif
+  for (int64_t n : vocabularies) {
     CAPTURE(n);
     // Each row's Sampler, after a random prompt (some tokens twice) and outputs.
     std::vector<Sampler> host, planned;
