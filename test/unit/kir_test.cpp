@@ -574,6 +574,18 @@ Slot slotGroupD(size_t i, size_t j) {
   return {(i / 16) * 32 + (i % 8) * 4 + (j % 8) / 2, (j / 8) * 4 + ((i % 16) / 8) * 2 + j % 2};
 }
 
+// Elements 0 .. elems - 1 of buffer `in` (f32), converted to ot, into the
+// same elements of workgroup array `tiles`, by a workgroup of `threads`;
+// then a barrier.
+void stageTiles(Builder& bl, int32_t in, int32_t tiles, int64_t elems, int64_t threads, Scalar ot) {
+  V t = bl.local();
+  bl.forRange(bl.i32(0), bl.i32(elems), threads, [&](V e0) {
+    V e = bl.add(e0, t);
+    bl.ifThen(bl.lt(e, bl.i32(elems)), [&] { bl.sharedStore(tiles, e, bl.convert(bl.load(in, e), ot)); });
+  });
+  bl.barrier();
+}
+
 TEST_CASE("kir interpret: mma.shared multiplies each warpgroup's tiles from workgroup memory as kir.h lays them out") {
   uint64_t seed = freshSeed();
   CAPTURE(seed);
@@ -600,11 +612,7 @@ TEST_CASE("kir interpret: mma.shared multiplies each warpgroup's tiles from work
       Scalar ot = mmaOperand(op);
       int32_t tiles = bl.shared("tiles", ot, elems);
       V t = bl.local();
-      bl.forRange(bl.i32(0), bl.i32(elems), kThreads, [&](V e0) {
-        V e = bl.add(e0, t);
-        bl.ifThen(bl.lt(e, bl.i32(elems)), [&] { bl.sharedStore(tiles, e, bl.convert(bl.load(in, e), ot)); });
-      });
-      bl.barrier();
+      stageTiles(bl, in, tiles, elems, kThreads, ot);
       V base = bl.mul(bl.div(t, bl.i32(128)), bl.i32(perGroup));
       auto aTile = [&](int64_t ks) { return Builder::SharedTile{bl.add(base, bl.i32(16 + ks * 16)), bl.i32(1024)}; };
       auto bTile = [&](int64_t ks) { return Builder::SharedTile{bl.add(base, bl.i32(kA + 16 + ks * 16)), bl.i32(512)}; };
@@ -669,11 +677,7 @@ TEST_CASE("kir interpret: mma.shared.b multiplies A from the threads by an N-maj
       Scalar ot = mmaOperand(op);
       int32_t tiles = bl.shared("tiles", ot, elems);
       V t = bl.local();
-      bl.forRange(bl.i32(0), bl.i32(elems), kThreads, [&](V e0) {
-        V e = bl.add(e0, t);
-        bl.ifThen(bl.lt(e, bl.i32(elems)), [&] { bl.sharedStore(tiles, e, bl.convert(bl.load(in, e), ot)); });
-      });
-      bl.barrier();
+      stageTiles(bl, in, tiles, elems, kThreads, ot);
       auto arg = [&](int64_t e) { return bl.load(in, bl.add(bl.i32(elems + e), bl.mul(t, bl.i32(16 + c)))); };
       std::array<std::vector<V>, 2> a;
       for (int64_t e = 0; e < 16; ++e) a[size_t(e / 8)].push_back(bl.convert(arg(e), ot));

@@ -265,6 +265,19 @@ TEST_CASE("llvm: warp operations are mma.sync and shfl.sync on ptx, refused on a
 // operands; for all, the sums threaded through it); the descriptors carry
 // the 128-byte swizzle (bit 62); the workgroup memory is 1024-byte aligned;
 // sm_90a.
+// The kernel's PTX for sm_90a (the warpgroup ops'), and how often `what`
+// stands in a text.
+std::string sm90aPtx(const kir::Kernel& k) {
+  std::string ptx;
+  for (auto blob = compile(*lowering(Target::Ptx, "sm_90a"), k); uint8_t c : blob) ptx += char(c);
+  return ptx;
+}
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 TEST_CASE("llvm: a chain of mma.shared is wgmma on ptx sm_90a, refused on amdgpu") {
   kir::Builder b("group_ops", 128, 1);
   int32_t out = b.buffer("out", DType::F32, 128 * 8, true);
@@ -280,13 +293,8 @@ TEST_CASE("llvm: a chain of mma.shared is wgmma on ptx sm_90a, refused on amdgpu
   std::vector<V> r = b.mmaWait(0, acc);
   for (int64_t e = 0; e < 8; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(8)), b.i32(e)), r[size_t(e)]);
   kir::Kernel k = b.finish();
-  std::string ptx;
-  for (auto blob = compile(*lowering(Target::Ptx, "sm_90a"), k); uint8_t c : blob) ptx += char(c);
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
-    return n;
-  };
+  std::string ptx = sm90aPtx(k);
+  auto count = [&](const std::string& what) { return occurrences(ptx, what); };
   CHECK(count("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16") == 3);
   CHECK(count("fence.proxy.async.shared::cta") == 1);
   CHECK(count("wgmma.fence.sync.aligned") == 1);
@@ -321,13 +329,8 @@ TEST_CASE("llvm: a chain of mma.shared.b is wgmma with A in registers and B read
   std::vector<V> r = b.mmaWait(0, b.mmaResult(d));
   for (int64_t e = 0; e < 64; ++e) b.store(out, b.add(b.mul(b.local(), b.i32(64)), b.i32(e)), r[size_t(e)]);
   kir::Kernel k = b.finish();
-  std::string ptx;
-  for (auto blob = compile(*lowering(Target::Ptx, "sm_90a"), k); uint8_t c : blob) ptx += char(c);
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
-    return n;
-  };
+  std::string ptx = sm90aPtx(k);
+  auto count = [&](const std::string& what) { return occurrences(ptx, what); };
   CHECK(count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 2);
   CHECK(count(", p, 1, 1, 1;") == 2);  // imm-trans-b: B is N-major
   // Both links' A registers are packed before the fence: nothing writes a
