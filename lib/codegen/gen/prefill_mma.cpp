@@ -285,8 +285,9 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
             flagNonFinite(b.sharedLoadVec(vs, vPlace(run, col, stage), W), flagAt);
           });
     };
-    // Tile t0's keys (values false) or values (true) into their array; a
-    // value run with a non-finite element raises flag word `flagAt`.
+    // On a warp's op: tile t0's keys (values false) or values (true) into
+    // their array; a value run with a non-finite element raises flag word
+    // `flagAt`.
     auto stage = [&](V t0, bool values, V flagAt) {
       for (const Run& run : runs) {
         const TileSegment& sg = segs[run.seg];
@@ -294,7 +295,7 @@ kir::Kernel prefillMmaKernel(const GenInput& in, const Form& f) {
         b.ifThen(run.active, [&] {
           std::vector<V> x;
           V at;
-          if (k16 && values && !group) {
+          if (k16 && values) {
             V t = b.add(t0, b.mul(run.key, b.i32(2)));
             std::vector<V> even = loadRun(sg.buffer, b.add(segmentRow(b, f, sg, bi, g, b.min(t, last)), run.at), W);
             std::vector<V> odd =
