@@ -96,8 +96,11 @@ def workload_hints(traces):
     except ImportError:
         return None
     reqs = [q for t in traces for q in t]
-    return WorkloadHints(max_prompt_length=max(len(q["prompt"]) for q in reqs),
-                         max_generated_length=max(q["max_tokens"] for q in reqs))
+    hints = {"max_prompt_length": max(len(q["prompt"]) for q in reqs),
+             "max_generated_length": max(q["max_tokens"] for q in reqs),
+             "num_requests": max(len(t) for t in traces)}
+    fields = getattr(WorkloadHints, "__dataclass_fields__", hints)
+    return WorkloadHints(**{k: v for k, v in hints.items() if k in fields})
 
 
 def record(gen, created, t0):
@@ -114,8 +117,6 @@ def record(gen, created, t0):
 def serve_trace(manager, reqs, prefix, use_arrivals):
     """Submits each request at its arrival (or all at once), waits for them,
     returns replay.py's records in trace order."""
-    from transformers.generation.continuous_batching.requests import RequestStatus
-
     n = len(reqs)
     ids = [f"{prefix}-{i}" for i in range(n)]
     created = {}
@@ -146,10 +147,11 @@ def serve_trace(manager, reqs, prefix, use_arrivals):
     while len(done) < n and time.perf_counter() < deadline and not submit_error:
         gen = manager.get_result(timeout=0.2)
         if gen is None:
-            if not manager.is_running():
+            if not getattr(manager, "is_running", lambda: True)():
                 submit_error.append("the generation thread is not running")
             continue
-        if gen.request_id in created and (gen.is_finished() or gen.status == RequestStatus.FAILED):
+        status = getattr(gen.status, "name", str(gen.status))  # RequestStatus: FINISHED or FAILED end it
+        if gen.request_id in created and (gen.is_finished() or status in ("FINISHED", "FAILED")):
             done[gen.request_id] = gen
     thread.join(timeout=1)
     out = []

@@ -32,7 +32,8 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 phase() { echo "phase.$1_s $(elapsed "$2")"; }
 
 echo "run.date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/ /_/g; s/^/run.gpu /'
+command -v nvidia-smi >/dev/null &&
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/ /_/g; s/^/run.gpu /'
 echo "run.poot_version ${poot_version// /_}"
 # cpp-httplib's pool: poot serve answers at most this many requests at once.
 echo "run.nproc $(nproc)"
