@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <compare>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -158,96 +159,47 @@ class Machine {
       if (m[t]) r[t] = put(f(get<T>(a[t]), get<T>(b[t])));
   }
 
-  template <class T>
-  bool intBinary(const uint8_t* m, V v, const Inst& in) {
-    using U = std::make_unsigned_t<T>;
-    constexpr int bits = int(sizeof(T) * 8);
-    // The second operand's lanes, for the binary ops (unary ones have none).
-    const uint64_t* b = in.args.size() > 1 ? lanes(in.args[1]) : nullptr;
-    switch (in.op) {
-      case Opc::Add: map2<T>(m, v, in, [](T x, T y) { return T(U(x) + U(y)); }); return true;
-      case Opc::Sub: map2<T>(m, v, in, [](T x, T y) { return T(U(x) - U(y)); }); return true;
-      case Opc::Mul: map2<T>(m, v, in, [](T x, T y) { return T(U(x) * U(y)); }); return true;
-      case Opc::Div:
-      case Opc::Rem:
-        for (size_t t = 0; t < w_; ++t)
-          if (m[t] && get<T>(b[t]) == 0) return fail(v, int64_t(t), "division by zero");
-        if (in.op == Opc::Div)
-          map2<T>(m, v, in, [](T x, T y) { return y == -1 ? T(U(0) - U(x)) : T(x / y); });
-        else
-          map2<T>(m, v, in, [](T x, T y) { return y == -1 ? T(0) : T(x % y); });
-        return true;
-      case Opc::Min: map2<T>(m, v, in, [](T x, T y) { return std::min(x, y); }); return true;
-      case Opc::Max: map2<T>(m, v, in, [](T x, T y) { return std::max(x, y); }); return true;
-      case Opc::And: map2<T>(m, v, in, [](T x, T y) { return T(x & y); }); return true;
-      case Opc::Or: map2<T>(m, v, in, [](T x, T y) { return T(x | y); }); return true;
-      case Opc::Xor: map2<T>(m, v, in, [](T x, T y) { return T(x ^ y); }); return true;
-      case Opc::Shl:
-      case Opc::ShrA:
-      case Opc::ShrL:
-        for (size_t t = 0; t < w_; ++t)
-          if (m[t] && (get<T>(b[t]) < 0 || get<T>(b[t]) >= bits))
-            return fail(v, int64_t(t), "shift amount " + std::to_string(get<T>(b[t])) + " outside [0, " + std::to_string(bits) + ")");
-        if (in.op == Opc::Shl)
-          map2<T>(m, v, in, [](T x, T y) { return T(U(x) << y); });
-        else if (in.op == Opc::ShrL)
-          map2<T>(m, v, in, [](T x, T y) { return T(U(x) >> y); });
-        else  // arithmetic: C++20 defines >> on negative values as sign-extending
-          map2<T>(m, v, in, [](T x, T y) { return T(x >> y); });
-        return true;
-      case Opc::Neg: map1<T>(m, v, in, [](T x) { return T(U(0) - U(x)); }); return true;
-      case Opc::Not: map1<T>(m, v, in, [](T x) { return T(~x); }); return true;
-      case Opc::Abs: map1<T>(m, v, in, [](T x) { return x < 0 ? T(U(0) - U(x)) : x; }); return true;
-      default: return unsupported(v, in);
+  // A regular form (kir.h: Binary, Unary, Compare) by its row's meaning, on
+  // its operands' type.
+  bool regular(const uint8_t* m, V v, const Inst& in) {
+    const OpInfo& info = opInfo(in.op);
+    const Meaning& mean = info.meaning;
+    Scalar type = k_.insts[size_t(in.args[0])].type;
+    bool two = in.args.size() > 1;
+    if (type == Scalar::F32) {
+      if (info.form == Form::Compare)
+        map2<float>(m, v, in, [&](float x, float y) { return mean.holds(x <=> y); });
+      else if (!mean.f32)
+        return unsupported(v, in);
+      else if (two)
+        map2<float>(m, v, in, [&](float x, float y) { return mean.f32(x, y); });
+      else
+        map1<float>(m, v, in, [&](float x) { return mean.f32(x, 0.0f); });
+      return true;
     }
-  }
-
-  bool floatArith(const uint8_t* m, V v, const Inst& in) {
-    using F = float;
-    switch (in.op) {
-      case Opc::Add: map2<F>(m, v, in, [](F x, F y) { return x + y; }); return true;
-      case Opc::Sub: map2<F>(m, v, in, [](F x, F y) { return x - y; }); return true;
-      case Opc::Mul: map2<F>(m, v, in, [](F x, F y) { return x * y; }); return true;
-      case Opc::Div: map2<F>(m, v, in, [](F x, F y) { return x / y; }); return true;
-      case Opc::Rem: map2<F>(m, v, in, [](F x, F y) { return std::fmod(x, y); }); return true;
-      case Opc::Min: map2<F>(m, v, in, [](F x, F y) { return std::fmin(x, y); }); return true;
-      case Opc::Max: map2<F>(m, v, in, [](F x, F y) { return std::fmax(x, y); }); return true;
-      case Opc::Pow: map2<F>(m, v, in, [](F x, F y) { return std::pow(x, y); }); return true;
-      case Opc::Neg: map1<F>(m, v, in, [](F x) { return -x; }); return true;
-      case Opc::Abs: map1<F>(m, v, in, [](F x) { return std::fabs(x); }); return true;
-      case Opc::Exp: map1<F>(m, v, in, [](F x) { return std::exp(x); }); return true;
-      case Opc::Exp2: map1<F>(m, v, in, [](F x) { return std::exp2(x); }); return true;
-      case Opc::Log: map1<F>(m, v, in, [](F x) { return std::log(x); }); return true;
-      case Opc::Sqrt: map1<F>(m, v, in, [](F x) { return std::sqrt(x); }); return true;
-      case Opc::Rsqrt: map1<F>(m, v, in, [](F x) { return 1.0f / std::sqrt(x); }); return true;
-      case Opc::Tanh: map1<F>(m, v, in, [](F x) { return std::tanh(x); }); return true;
-      case Opc::Sin: map1<F>(m, v, in, [](F x) { return std::sin(x); }); return true;
-      case Opc::Cos: map1<F>(m, v, in, [](F x) { return std::cos(x); }); return true;
-      case Opc::Floor: map1<F>(m, v, in, [](F x) { return std::floor(x); }); return true;
-      default: return unsupported(v, in);
+    int bits = type == Scalar::I32 ? 32 : type == Scalar::I64 ? 64 : 1;
+    if (type != Scalar::I32 && type != Scalar::I64 && type != Scalar::Bool) return unsupported(v, in);
+    // Operands sign-extended from their width (bool as 0/1); results wrapped back.
+    auto read = [&](uint64_t x) -> int64_t { return bits == 32 ? int64_t(int32_t(uint32_t(x))) : int64_t(x); };
+    auto wrap = [&](int64_t r) -> uint64_t { return bits == 32 ? uint64_t(uint32_t(r)) : bits == 1 ? uint64_t(r & 1) : uint64_t(r); };
+    const uint64_t* a = lanes(in.args[0]);
+    const uint64_t* b = two ? lanes(in.args[1]) : nullptr;
+    uint64_t* r = lanes(v);
+    if (info.form == Form::Compare) {
+      for (size_t t = 0; t < w_; ++t)
+        if (m[t]) r[t] = put(mean.holds(std::partial_ordering(read(a[t]) <=> read(b[t]))));
+      return true;
     }
-  }
-
-  bool boolLogic(const uint8_t* m, V v, const Inst& in) {
-    switch (in.op) {
-      case Opc::And: map2<bool>(m, v, in, [](bool x, bool y) { return x && y; }); return true;
-      case Opc::Or: map2<bool>(m, v, in, [](bool x, bool y) { return x || y; }); return true;
-      case Opc::Xor: map2<bool>(m, v, in, [](bool x, bool y) { return x != y; }); return true;
-      case Opc::Not: map1<bool>(m, v, in, [](bool x) { return !x; }); return true;
-      default: return unsupported(v, in);
+    if (!mean.ints) return unsupported(v, in);
+    for (size_t t = 0; t < w_; ++t) {
+      if (!m[t]) continue;
+      int64_t y = two ? read(b[t]) : 0;
+      if (mean.guard == Guard::Divisor && y == 0) return fail(v, int64_t(t), "division by zero");
+      if (mean.guard == Guard::ShiftAmount && (y < 0 || y >= bits))
+        return fail(v, int64_t(t), "shift amount " + std::to_string(y) + " outside [0, " + std::to_string(bits) + ")");
+      r[t] = wrap(mean.ints(read(a[t]), y, bits));
     }
-  }
-
-  template <class T>
-  void compare(const uint8_t* m, V v, const Inst& in) {
-    switch (in.op) {
-      case Opc::Lt: map2<T>(m, v, in, [](T x, T y) { return x < y; }); break;
-      case Opc::Le: map2<T>(m, v, in, [](T x, T y) { return x <= y; }); break;
-      case Opc::Gt: map2<T>(m, v, in, [](T x, T y) { return x > y; }); break;
-      case Opc::Ge: map2<T>(m, v, in, [](T x, T y) { return x >= y; }); break;
-      case Opc::Eq: map2<T>(m, v, in, [](T x, T y) { return x == y; }); break;
-      default: map2<T>(m, v, in, [](T x, T y) { return x != y; }); break;
-    }
+    return true;
   }
 
   // f32 <-> f16 or bf16, the only conversions of two-byte values.
@@ -276,16 +228,6 @@ class Machine {
         else
           map1<From>(m, v, in, [](From x) { return int64_t(x); });
         break;
-    }
-  }
-
-  bool arith(const uint8_t* m, V v, const Inst& in) {
-    switch (in.type) {
-      case Scalar::I32: return intBinary<int32_t>(m, v, in);
-      case Scalar::I64: return intBinary<int64_t>(m, v, in);
-      case Scalar::F32: return floatArith(m, v, in);
-      case Scalar::Bool: return boolLogic(m, v, in);
-      default: return unsupported(v, in);
     }
   }
 
@@ -713,14 +655,6 @@ class Machine {
           for (size_t t = 0; t < w_; ++t)
             if (m[t]) r[t] = put(int32_t(t));
           break;
-        case Opc::Lt: case Opc::Le: case Opc::Gt: case Opc::Ge: case Opc::Eq: case Opc::Ne:
-          switch (k_.insts[size_t(in.args[0])].type) {
-            case Scalar::Bool: compare<bool>(m, v, in); break;
-            case Scalar::I32: compare<int32_t>(m, v, in); break;
-            case Scalar::I64: compare<int64_t>(m, v, in); break;
-            default: compare<float>(m, v, in); break;  // f32, the one float type compares take
-          }
-          break;
         case Opc::Select: {
           const uint64_t* c = lanes(in.args[0]);
           const uint64_t* x = lanes(in.args[1]);
@@ -827,8 +761,8 @@ class Machine {
             return fail(v, -1, "reached by " + std::to_string(n) + " of the workgroup's " + std::to_string(w_) + " threads");
           break;
         }
-        default:
-          if (!arith(m, v, in)) return false;
+        default:  // the regular forms
+          if (!regular(m, v, in)) return false;
           break;
       }
     }

@@ -3,6 +3,7 @@
 #include "codegen/kir/kir.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace poot::kir {
 
@@ -64,48 +65,78 @@ int scalarBytes(Scalar s) {
   }
 }
 
+namespace {
+
+using I = int64_t;
+using U = uint64_t;
+// Integer rows compute on the 64-bit two's-complement bits; the caller keeps
+// the low `bits` (kir.h: wrapping), so only the right shift needs `bits`.
+constexpr U lowMask(int bits) { return bits == 64 ? ~U(0) : (U(1) << bits) - 1; }
+
+OpInfo binary(const char* name, Types types, float (*f32)(float, float), I (*ints)(I, I, int),
+              Guard guard = Guard::None) {
+  return {name, Defines::Value, Scope::Thread, false, Form::Binary, types, {f32, ints, nullptr, guard}};
+}
+OpInfo unary(const char* name, Types types, float (*f32)(float, float), I (*ints)(I, I, int) = nullptr) {
+  return {name, Defines::Value, Scope::Thread, false, Form::Unary, types, {f32, ints, nullptr, Guard::None}};
+}
+OpInfo compare(const char* name, Types types, bool (*holds)(std::partial_ordering)) {
+  return {name, Defines::Value, Scope::Thread, false, Form::Compare, types, {nullptr, nullptr, holds, Guard::None}};
+}
+
+}  // namespace
+
 const OpInfo& opInfo(Opc o) {
   using D = Defines;
   using S = Scope;
   using F = Form;
+  using P = std::partial_ordering;
   constexpr Types f32 = typeBit(Scalar::F32), compared = kNumberTypes | typeBit(Scalar::Bool);
   static const OpInfo table[] = {
       {"const", D::Value, S::Thread, false},
       {"group.x", D::Value, S::Thread, false, F::Id, typeBit(Scalar::I32)},
       {"group.y", D::Value, S::Thread, false, F::Id, typeBit(Scalar::I32)},
       {"local", D::Value, S::Thread, false, F::Id, typeBit(Scalar::I32)},
-      {"add", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"sub", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"mul", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"div", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"rem", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"min", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"max", D::Value, S::Thread, false, F::Binary, kNumberTypes},
-      {"pow", D::Value, S::Thread, false, F::Binary, f32},
-      {"and", D::Value, S::Thread, false, F::Binary, kBitTypes},
-      {"or", D::Value, S::Thread, false, F::Binary, kBitTypes},
-      {"xor", D::Value, S::Thread, false, F::Binary, kBitTypes},
-      {"shl", D::Value, S::Thread, false, F::Binary, kIntTypes},
-      {"shr.a", D::Value, S::Thread, false, F::Binary, kIntTypes},
-      {"shr.l", D::Value, S::Thread, false, F::Binary, kIntTypes},
-      {"neg", D::Value, S::Thread, false, F::Unary, kNumberTypes},
-      {"not", D::Value, S::Thread, false, F::Unary, kBitTypes},
-      {"abs", D::Value, S::Thread, false, F::Unary, kNumberTypes},
-      {"exp", D::Value, S::Thread, false, F::Unary, f32},
-      {"exp2", D::Value, S::Thread, false, F::Unary, f32},
-      {"log", D::Value, S::Thread, false, F::Unary, f32},
-      {"sqrt", D::Value, S::Thread, false, F::Unary, f32},
-      {"rsqrt", D::Value, S::Thread, false, F::Unary, f32},
-      {"tanh", D::Value, S::Thread, false, F::Unary, f32},
-      {"sin", D::Value, S::Thread, false, F::Unary, f32},
-      {"cos", D::Value, S::Thread, false, F::Unary, f32},
-      {"floor", D::Value, S::Thread, false, F::Unary, f32},
-      {"lt", D::Value, S::Thread, false, F::Compare, kNumberTypes},
-      {"le", D::Value, S::Thread, false, F::Compare, kNumberTypes},
-      {"gt", D::Value, S::Thread, false, F::Compare, kNumberTypes},
-      {"ge", D::Value, S::Thread, false, F::Compare, kNumberTypes},
-      {"eq", D::Value, S::Thread, false, F::Compare, compared},
-      {"ne", D::Value, S::Thread, false, F::Compare, compared},
+      binary("add", kNumberTypes, [](float x, float y) { return x + y; }, [](I x, I y, int) { return I(U(x) + U(y)); }),
+      binary("sub", kNumberTypes, [](float x, float y) { return x - y; }, [](I x, I y, int) { return I(U(x) - U(y)); }),
+      binary("mul", kNumberTypes, [](float x, float y) { return x * y; }, [](I x, I y, int) { return I(U(x) * U(y)); }),
+      // x / -1 and x % -1 apart: the one quotient that overflows wraps.
+      binary("div", kNumberTypes, [](float x, float y) { return x / y; },
+             [](I x, I y, int) { return y == -1 ? I(U(0) - U(x)) : x / y; }, Guard::Divisor),
+      binary("rem", kNumberTypes, [](float x, float y) { return std::fmod(x, y); },
+             [](I x, I y, int) { return y == -1 ? I(0) : x % y; }, Guard::Divisor),
+      binary("min", kNumberTypes, [](float x, float y) { return std::fmin(x, y); },
+             [](I x, I y, int) { return std::min(x, y); }),
+      binary("max", kNumberTypes, [](float x, float y) { return std::fmax(x, y); },
+             [](I x, I y, int) { return std::max(x, y); }),
+      binary("pow", f32, [](float x, float y) { return std::pow(x, y); }, nullptr),
+      binary("and", kBitTypes, nullptr, [](I x, I y, int) { return x & y; }),
+      binary("or", kBitTypes, nullptr, [](I x, I y, int) { return x | y; }),
+      binary("xor", kBitTypes, nullptr, [](I x, I y, int) { return x ^ y; }),
+      binary("shl", kIntTypes, nullptr, [](I x, I y, int) { return I(U(x) << y); }, Guard::ShiftAmount),
+      // C++20 defines >> on a negative value as sign-extending.
+      binary("shr.a", kIntTypes, nullptr, [](I x, I y, int) { return x >> y; }, Guard::ShiftAmount),
+      binary("shr.l", kIntTypes, nullptr, [](I x, I y, int bits) { return I((U(x) & lowMask(bits)) >> y); },
+             Guard::ShiftAmount),
+      unary("neg", kNumberTypes, [](float x, float) { return -x; }, [](I x, I, int) { return I(U(0) - U(x)); }),
+      unary("not", kBitTypes, nullptr, [](I x, I, int) { return ~x; }),
+      unary("abs", kNumberTypes, [](float x, float) { return std::fabs(x); },
+            [](I x, I, int) { return x < 0 ? I(U(0) - U(x)) : x; }),
+      unary("exp", f32, [](float x, float) { return std::exp(x); }),
+      unary("exp2", f32, [](float x, float) { return std::exp2(x); }),
+      unary("log", f32, [](float x, float) { return std::log(x); }),
+      unary("sqrt", f32, [](float x, float) { return std::sqrt(x); }),
+      unary("rsqrt", f32, [](float x, float) { return 1.0f / std::sqrt(x); }),
+      unary("tanh", f32, [](float x, float) { return std::tanh(x); }),
+      unary("sin", f32, [](float x, float) { return std::sin(x); }),
+      unary("cos", f32, [](float x, float) { return std::cos(x); }),
+      unary("floor", f32, [](float x, float) { return std::floor(x); }),
+      compare("lt", kNumberTypes, [](P p) { return p < 0; }),
+      compare("le", kNumberTypes, [](P p) { return p <= 0; }),
+      compare("gt", kNumberTypes, [](P p) { return p > 0; }),
+      compare("ge", kNumberTypes, [](P p) { return p >= 0; }),
+      compare("eq", compared, [](P p) { return p == 0; }),
+      compare("ne", compared, [](P p) { return p != 0; }),
       {"select", D::Value, S::Thread, false},
       {"fma", D::Value, S::Thread, false},
       {"convert", D::Value, S::Thread, false},

@@ -166,6 +166,7 @@
 //    ends with copies unwaited.)
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -223,11 +224,12 @@ enum class Opc : uint8_t {
 };
 
 // The one row each opcode has here: its name, what it defines, who executes
-// it, which emitters lower it and, for the regular forms, its operand rule.
-// The verifier, the interpreter, the printer and the emitters read these
-// from here; the operand rules of the other forms (memory, warp and control
-// operations, conversions) and every opcode's meaning stay in their own
-// switches.
+// it, which emitters lower it and, for the regular forms, its operand rule
+// and its meaning. The verifier, the interpreter and the printer read the
+// regular forms from here alone, so a new arithmetic opcode is its row plus
+// its lowering in each emitter; the operand rules and meanings of the other
+// forms (memory, warp and control operations, conversions) stay in the
+// verifier's, the interpreter's and each emitter's switch.
 enum class Defines : uint8_t {
   Value,    // an SSA value (For: its induction value)
   Wide,     // several elements, read only through Lane
@@ -251,6 +253,25 @@ constexpr Types typeBit(Scalar s) { return Types(1u << unsigned(s)); }
 constexpr Types kIntTypes = typeBit(Scalar::I32) | typeBit(Scalar::I64);
 constexpr Types kNumberTypes = kIntTypes | typeBit(Scalar::F32);
 constexpr Types kBitTypes = kIntTypes | typeBit(Scalar::Bool);
+// Operand values a regular integer form refuses (the interpreter stops;
+// generated code never passes them): a zero divisor, a shift amount outside
+// [0, bits).
+enum class Guard : uint8_t { None, Divisor, ShiftAmount };
+// What a regular form computes, for each operand type it takes (a Unary's
+// functions ignore y):
+//  - f32(x, y): on f32, rounded as IEEE f32 (the host's libm for the
+//    transcendental ones, which the devices approximate within a few ulp);
+//  - ints(x, y, bits): on i32 (bits 32), i64 (64) and bool (1, as 0 or 1),
+//    given the operands sign-extended from `bits` (bool's read as 0/1) and
+//    giving a result whose low `bits` bits are the value (wrapping);
+//  - holds(order): a Compare's value given how x orders against y
+//    (unordered when either is NaN).
+struct Meaning {
+  float (*f32)(float x, float y) = nullptr;
+  int64_t (*ints)(int64_t x, int64_t y, int bits) = nullptr;
+  bool (*holds)(std::partial_ordering order) = nullptr;
+  Guard guard = Guard::None;
+};
 struct OpInfo {
   const char* name;
   Defines defines;
@@ -258,6 +279,7 @@ struct OpInfo {
   bool ptxOnly;  // only the NVPTX lowering has it (Mma: but a wave's op only AMDGPU's); SPIR-V's legalization and AMDGPU's refuse it
   Form form = Form::Other;
   Types types = 0;  // the operand types a regular form takes
+  Meaning meaning = {};  // a regular form's (Id's is the interpreter's: the thread's or workgroup's index)
 };
 const OpInfo& opInfo(Opc o);
 inline const char* opcName(Opc o) { return opInfo(o).name; }
