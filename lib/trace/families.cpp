@@ -10,7 +10,7 @@ namespace poot::trace {
 
 const std::vector<Family>& families() {
   static const std::vector<Family> table = {
-      {"llama", {"llama", "mistral", "qwen2"}, parseLlama, traceLlama},
+      {"llama", {"llama", "mistral", "qwen2", "qwen3"}, parseLlama, traceLlama},
       // EXTENSION POINT: one line per family, once its file lands:
       {"gemma2", {"gemma2"}, parseGemma2, traceGemma2},
       {"bloom", {"bloom"}, parseBloom, traceBloom},

@@ -1,8 +1,13 @@
-// The Llama family: model_type llama, mistral and qwen2. A pre-norm decoder:
-// embedding, then per layer RMSNorm -> q/k/v projections (biases per the
-// config; qwen2 always has q/k/v biases) -> rotate-half rope -> attention
-// over the layer's KV cache -> o_proj -> residual, RMSNorm -> SwiGLU MLP ->
-// residual; final RMSNorm and lm_head (or the tied embedding) give `logits`.
+// The Llama family: model_type llama, mistral, qwen2 and qwen3. A pre-norm
+// decoder: embedding, then per layer RMSNorm -> q/k/v projections (biases per
+// the config; qwen2 always has q/k/v biases) -> for qwen3 an RMSNorm over each
+// head of q and of k (q_norm, k_norm: weights [head_dim]) -> rotate-half rope
+// -> attention over the layer's KV cache -> o_proj -> residual, RMSNorm ->
+// SwiGLU MLP -> residual; final RMSNorm and lm_head (or the tied embedding)
+// give `logits`. A sliding window applies to every layer for llama and
+// mistral; for qwen2 and qwen3 to the layers layer_types marks
+// "sliding_attention", by default those from max_window_layers on, as
+// transformers' configs derive them (and to none unless use_sliding_window).
 // Weights carry the checkpoint's own names (model.layers.N.self_attn.q_proj.weight).
 #include <cmath>
 
@@ -20,6 +25,37 @@ Expected<ops::Activation> activationOf(const ConfigFields& f, const std::string&
                  "activation '" + act + "' is not supported (supported: silu, gelu, gelu_pytorch_tanh)");
 }
 
+bool qwenWindows(const ModelConfig& cfg) { return cfg.modelType == "qwen2" || cfg.modelType == "qwen3"; }
+
+// Which layers the sliding window reaches, for qwen2 and qwen3 (see the top):
+// layer_types as given, else the layers from max_window_layers on (28, the
+// configs' default). Checked at parse time, so the trace reads it unchecked.
+struct Windows {
+  std::vector<std::string> types;  // empty: by max_window_layers
+  int64_t from = 28;
+  bool slides(int64_t layer) const {
+    return types.empty() ? layer >= from : types[size_t(layer)] == "sliding_attention";
+  }
+};
+
+Expected<Windows> readWindows(const ModelConfig& cfg) {
+  const ConfigFields& f = cfg.fields;
+  Windows w;
+  auto types = f.strings("layer_types");
+  if (!types) return types.error();
+  auto from = f.nonNegativeInt("max_window_layers", w.from);
+  if (!from) return from.error();
+  w.types = std::move(*types);
+  w.from = *from;
+  if (!w.types.empty() && int64_t(w.types.size()) != cfg.numLayers)
+    return f.error("layer_types", "has " + std::to_string(w.types.size()) + " entries for " +
+                                      std::to_string(cfg.numLayers) + " layers");
+  for (const std::string& t : w.types)
+    if (t != "sliding_attention" && t != "full_attention")
+      return f.error("layer_types", "entry '" + t + "' is not sliding_attention or full_attention");
+  return w;
+}
+
 // Everything one layer needs besides its index.
 struct Ctx {
   const ModelConfig& cfg;
@@ -27,6 +63,7 @@ struct Ctx {
   ops::Step& step;
   ops::RopeTables rope;
   ops::Activation act;
+  Windows windows;
 };
 
 ValueId weight(Ctx& c, const std::string& name, Shape shape) { return ops::weight(c.b, c.step, name, std::move(shape)); }
@@ -46,14 +83,19 @@ ValueId selfAttention(Ctx& c, int64_t layer, ValueId h) {
     ValueId bias = optionalBias(c, m.qkvBias, p + name + ".bias", heads * D);
     return ops::split_heads(b, b.name(ops::linear(b, h, w, bias), name), heads, D);
   };
-  ValueId q = ops::rope(b, project("q_proj", hq), c.rope, ops::RopeStyle::Half);
-  ValueId k = ops::rope(b, project("k_proj", hkv), c.rope, ops::RopeStyle::Half);
+  // qwen3's q_norm and k_norm: each head's row normalized over head_dim.
+  auto headNorm = [&](ValueId x, const char* name) {
+    return m.modelType == "qwen3" ? ops::rms_norm(b, x, weight(c, p + name + ".weight", {D}), m.normEps) : x;
+  };
+  ValueId q = ops::rope(b, headNorm(project("q_proj", hq), "q_norm"), c.rope, ops::RopeStyle::Half);
+  ValueId k = ops::rope(b, headNorm(project("k_proj", hkv), "k_norm"), c.rope, ops::RopeStyle::Half);
   ValueId v = project("v_proj", hkv);
   ops::KvCache cache = ops::declare_kv(b, c.step, "layers." + std::to_string(layer) + ".", hkv, D, D);
   ops::AttentionSpec spec;
   spec.scale = 1.0 / std::sqrt(double(D));
   // A window at least the capacity never hides a key: leave it out.
-  if (m.slidingWindow && *m.slidingWindow < c.step.spec.capacity) spec.window = *m.slidingWindow;
+  bool slides = m.slidingWindow && (!qwenWindows(m) || c.windows.slides(layer));
+  if (slides && *m.slidingWindow < c.step.spec.capacity) spec.window = *m.slidingWindow;
   ValueId o = c.step.spec.live         ? ops::attention_live(b, c.step, q, k, v, cache, spec)
               : c.step.spec.tokens == 1 ? ops::attention_masked(b, c.step, q, k, v, cache, spec)
                                         : ops::attention_prefill(b, c.step, q, k, v, cache, spec);
@@ -101,6 +143,8 @@ Status parseLlama(const ConfigFields& f, ModelConfig& cfg) {
   if (cfg.headDim % 2 != 0) return f.error("head_dim", "the rotary head width " + std::to_string(cfg.headDim) + " must be even");
   if (auto inv = ropeInvFreq(cfg, cfg.headDim); !inv) return inv.error();
   if (auto a = activationOf(f, cfg.hiddenAct); !a) return a.error();
+  if (qwenWindows(cfg))
+    if (auto w = readWindows(cfg); !w) return w.error();
   if (cfg.mlpBias) return f.error("mlp_bias", "MLP biases are not supported for model_type " + cfg.modelType);
   return ok();
 }
@@ -129,7 +173,13 @@ Expected<Graph> traceLlama(const ModelConfig& cfg, const TraceOptions& opts) {
   Builder b(graphName(cfg, opts), cfg.file);
   ops::Step step = ops::begin_step(b, *spec);
   ValueId tokens = declareTokens(b, step);
-  Ctx c{cfg, b, step, ops::rope_tables(b, step, *inv), *act};
+  Windows windows;
+  if (qwenWindows(cfg)) {
+    auto w = readWindows(cfg);
+    if (!w) return w.error();
+    windows = std::move(*w);
+  }
+  Ctx c{cfg, b, step, ops::rope_tables(b, step, *inv), *act, std::move(windows)};
   ValueId embed = weight(c, "model.embed_tokens.weight", {cfg.vocabSize, cfg.hiddenSize});
   ValueId x = ops::embedding(b, embed, tokens, step.spec.dtype);
   b.layers(*layers, [&](int64_t l) { x = decoderLayer(c, l, x); });

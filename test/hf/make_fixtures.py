@@ -44,6 +44,7 @@ MODELS = os.path.join(ROOT, "examples", "models")
 FAMILIES = {
     "llama": "tiny-llama.json",
     "qwen2": "tiny-qwen2.json",
+    "qwen3": "tiny-qwen3.json",
     "mistral": "tiny-mistral.json",
     "gemma2": "tiny-gemma2.json",
     "bloom": "tiny-bloom.json",

@@ -335,6 +335,41 @@ TEST_CASE("trace: a sliding window narrower than the capacity is masked in the g
   CHECK(count(traced(*wide, options(Phase::Prefill, ops::KvLayout::Fixed, false)), Op::Gt) == 0);
 }
 
+TEST_CASE("trace: qwen2 and qwen3 slide only the layers layer_types or max_window_layers name") {
+  auto windowed = [](const std::string& members) {
+    auto cfg = parseConfig(tinyWith("\"model_type\": \"qwen3\", \"sliding_window\": 16, " + members), "q.json");
+    REQUIRE_MESSAGE(cfg, (cfg ? "" : cfg.error().str()));
+    return count(traced(*cfg, options(Phase::Prefill, ops::KvLayout::Fixed, false)), Op::Gt);
+  };
+  // The configs' default (28) leaves both layers of the tiny model full.
+  CHECK(windowed("\"use_sliding_window\": true") == 0);
+  CHECK(windowed("\"use_sliding_window\": true, \"max_window_layers\": 1") == 1);
+  CHECK(windowed("\"use_sliding_window\": true, \"max_window_layers\": 2") == 0);
+  CHECK(windowed("\"use_sliding_window\": false, \"max_window_layers\": 0") == 0);
+  CHECK(windowed("\"use_sliding_window\": true, \"layer_types\": [\"full_attention\", \"sliding_attention\"]") == 1);
+  // Which layer: the window mask is read by layer 1's attention only.
+  auto cfg = parseConfig(tinyWith("\"model_type\": \"qwen2\", \"sliding_window\": 16, \"use_sliding_window\": true, "
+                                  "\"max_window_layers\": 1"),
+                         "q.json");
+  REQUIRE(cfg);
+  Graph g = traced(*cfg, options(Phase::Prefill, ops::KvLayout::Fixed, false));
+  const Value* mask = find(g, "mask.window16");
+  REQUIRE(mask);
+  std::vector<std::string> readers;
+  for (const Eqn& e : g.eqns)
+    for (ValueId v : e.operands)
+      if (&g.value(v) == mask) readers.push_back(g.value(e.results[0]).name);
+  REQUIRE(readers.size() == 1);
+  CHECK(readers[0].rfind("layers.1.", 0) == 0);
+}
+
+TEST_CASE("trace: qwen3 config errors name layer_types") {
+  CHECK(configError(tinyWith("\"model_type\": \"qwen3\", \"layer_types\": [\"full_attention\"]")) ==
+        "config.json: error: field 'layer_types': has 1 entries for 2 layers");
+  CHECK(configError(tinyWith("\"model_type\": \"qwen3\", \"layer_types\": [\"full_attention\", \"local\"]")) ==
+        "config.json: error: field 'layer_types': entry 'local' is not sliding_attention or full_attention");
+}
+
 TEST_CASE("trace: config errors name the field") {
   CHECK(configError(tinyWith("\"num_attention_heads\": 0")) ==
         "config.json: error: field 'num_attention_heads': expected a positive integer");
@@ -619,6 +654,37 @@ void checkClose(const Tensor& a, const Tensor& b, double tol = 1e-5) {
     }
   }
   CHECK(bad == 0);
+}
+
+TEST_CASE("trace: qwen3 normalizes each head of q and k over head_dim before rope") {
+  ModelConfig cfg = testing::loadExampleConfig("tiny-qwen3.json");
+  Graph g = traced(cfg, options(Phase::Prefill, ops::KvLayout::Fixed, false));
+  const std::string p = "model.layers.0.self_attn.";
+  for (const char* w : {"q_norm.weight", "k_norm.weight"}) {
+    const Value* v = find(g, p + w);
+    REQUIRE(v);
+    CHECK(v->type.shape == Shape{32});  // head_dim, not hidden_size / heads (16)
+  }
+  REQUIRE(find(g, p + "q_proj.weight")->type.shape == Shape{128, 64});
+  auto params = completeParams(g, {}, kSeed);
+  Tensor base = run(g, params).outputs.at("logits");
+  // Scaling one head's rows of q_proj, and another's of k_proj, changes
+  // nothing when every head is normalized on its own (up to rms_norm_eps).
+  auto scaleRows = [&](const std::string& name, int64_t from, int64_t to, double by) {
+    Tensor& w = params.at(name);
+    int64_t cols = w.shape()[1];
+    for (int64_t i = from * cols; i < to * cols; ++i) w.set(i, w.get(i) * by);
+  };
+  scaleRows(p + "q_proj.weight", 32, 64, 3.0);
+  scaleRows(p + "k_proj.weight", 0, 32, 0.25);
+  checkClose(run(g, params).outputs.at("logits"), base, 1e-4);
+  // The gains are read: doubling q_norm's doubles every score of layer 0.
+  Tensor& gain = params.at(p + "q_norm.weight");
+  for (int64_t i = 0; i < gain.size(); ++i) gain.set(i, 2 * gain.get(i));
+  Tensor moved = run(g, params).outputs.at("logits");
+  double most = 0;
+  for (int64_t i = 0; i < base.size(); ++i) most = std::max(most, std::abs(moved.get(i) - base.get(i)));
+  CHECK(most > 1e-2);
 }
 
 // Rows [from, from + n) of axis 1 of a [B, L, ...] tensor.
