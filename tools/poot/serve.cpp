@@ -249,6 +249,13 @@ int runServe(const ServeOptions& o) {
   // The port is taken before the device opens, so a port in use costs
   // nothing; connections wait in the socket's backlog until the engine runs.
   httplib::Server http;
+  // A request holds its handler thread until its last token, queued or
+  // running, so the pool follows the decode rows, not the cores
+  // (cpp-httplib's default, max(8, cores - 1), would keep requests past it
+  // from the engine, and a batch wider than that from ever filling): every
+  // row's request twice over, and eight more.
+  const size_t handlers = size_t(2 * plans->decode().rows + 8);
+  http.new_task_queue = [handlers] { return new httplib::ThreadPool(handlers); };
   int port = o.port == 0 ? http.bind_to_any_port(o.host) : http.bind_to_port(o.host, o.port) ? o.port : -1;
   if (port < 0)
     return report(makeError(ErrorKind::Io, {}, "cannot listen on " + o.host + ":" + std::to_string(o.port) +
