@@ -66,7 +66,7 @@ done
 # Sample at Llama 3's vocabulary, for sample_check.sh: penalty lists of 2048.
 r=[32] l=[32,2048]
 printf 'graph sample_vocab\ninput %%x : f32[32,128256]\ninput %%t : f32%s\ninput %%k : i32%s\ninput %%p : f32%s\ninput %%m : f32%s\ninput %%u : f32%s\ninput %%rp : f32%s\ninput %%sn : i32%s\ninput %%sa : f32%s\n%%s = Sample(%%x, %%t, %%k, %%p, %%m, %%u, %%rp, %%sn, %%sa) : i32%s\noutput %%s\n' \
-  $r $r $r $r $r $r $r $l $l $r >"$work/sample-vocab.pg"
+  $r $r $r $r $r $r $l $l $r >"$work/sample-vocab.pg"
 compile "$work/sample-vocab.pg" sample-vocab
 compile examples/graphs/decode-attention.pg decode-attention
 [ "${DEVICE_MATMUL:-1}" = 0 ] && exit 0
