@@ -35,9 +35,9 @@ echo "run.date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 command -v nvidia-smi >/dev/null &&
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/ /_/g; s/^/run.gpu /'
 echo "run.poot_version ${poot_version// /_}"
-# cpp-httplib's pool: poot serve answers at most this many requests at once.
+# poot serve's handler threads (docs/runtime.md, 'Batching'): twice the decode rows, and eight.
 echo "run.nproc $(nproc)"
-echo "poot.http_threads $(($(nproc) - 1 > 8 ? $(nproc) - 1 : 8))"
+echo "poot.http_threads $((2 * batch + 8))"
 for k in device batch capacity tokens prefill_batch mixed_tokens count seed; do echo "kit.$k ${!k}"; done
 chmod +x "$kit/poot" "$kit/poot.bin"
 
