@@ -243,8 +243,21 @@ int runServe(const ServeOptions& o) {
                     plans->prefill(), *eos};
   if (!chat) log("chat completions are refused: " + model.noChat);
 
+  // Start-up takes a while on a large model (reading the checkpoint,
+  // building every kernel, uploading the weights, zeroing the pools): each
+  // stage says when it begins and what it took.
+  auto started = std::chrono::steady_clock::now();
+  auto took = [&started] {
+    auto now = std::chrono::steady_clock::now();
+    char text[32];
+    std::snprintf(text, sizeof text, " (%.1f s)", std::chrono::duration<double>(now - started).count());
+    started = now;
+    return std::string(text);
+  };
+  log(o.engine.weights.empty() ? "drawing seeded weights (no --weights)" : "reading the weights: " + o.engine.weights);
   auto weights = engine::ModelWeights::bind(plans->graph(), o.engine.weights);
   if (!weights) return report(weights.error());
+  log("weights ready" + took());
   for (const Error& n : bindNotices((*weights)->graph(), (*weights)->params())) notice(n);
   // The port is taken before the device opens, so a port in use costs
   // nothing; connections wait in the socket's backlog until the engine runs.
@@ -262,9 +275,11 @@ int runServe(const ServeOptions& o) {
                                                    " (in use, or not an address of this host)"));
   auto backend = rt::openBackend(o.engine.backend, o.engine.device);
   if (!backend) return report(backend.error());
+  log("device open" + took() + "; building the kernels, uploading the weights, zeroing the KV pools");
   auto loop = EngineLoop::create(plans.take(), backend.take(), weights.take(),
                                  {.allowOtherDevice = o.engine.allowOtherDevice, .prefixCache = !o.engine.noPrefixCache}, log);
   if (!loop) return report(loop.error());
+  log("engine ready" + took());
   Server server(model, **loop);
   server.routes(http);
   log("serving '" + model.name + "' on http://" + o.host + ":" + std::to_string(port) + "/v1");
