@@ -2,7 +2,7 @@
 # Here: the kit run_gpu.sh takes to the GPU host (NOTES.md, 'The kit').
 # OUT_DIR gets
 #   pkg/       `pootc package` of the model (config.json and a synthetic
-#              tokenizer of its vocabulary, vocab_tokenizer.py) for DEVICE:
+#              tokenizer of its vocabulary, examples/models/byte-tokenizer.py) for DEVICE:
 #              prefill, decode and mixed plans, activations and KV cache in
 #              the config's torch_dtype (bf16 for Llama-3-8B)
 #   poot, poot.bin, lib/   the poot binary with its libraries (carry_poot.sh)
@@ -45,7 +45,7 @@ model=$(mktemp -d)
 trap 'rm -rf "$model"' EXIT
 cp "$config" "$model/config.json"
 vocab=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$config")
-python3 "$here/vocab_tokenizer.py" "$model" "$vocab"
+python3 "$here/../../examples/models/byte-tokenizer.py" "$model" "$vocab"
 s=$(date +%s)
 "$pootc" package "$model" --device "$device" -o "$out/pkg" --batch "$batch" --capacity "$capacity" \
   --tokens "$tokens" --prefill-batch "$prefill_batch" --mixed-tokens "$mixed"
