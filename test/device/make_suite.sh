@@ -7,7 +7,8 @@
 # traces it (its tokens, capacity the next multiple of 16, weights in its config's dtype) and
 # compiled for both profiles (OUT_DIR/hf/NAME.plan and NAME.vk.plan, where
 # the profile takes it), beside a copy of the fixture (OUT_DIR/hf/NAME/);
-# and the stripped poot binary.
+# and the poot binary as bench/carry_poot.sh carries it (its libraries
+# beside it; `poot run` takes plans of the H200 profile on an H100 too).
 # Usage: test/device/make_suite.sh BUILD_DIR OUT_DIR
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 BUILD_DIR OUT_DIR" >&2; exit 2; }
@@ -36,4 +37,4 @@ for fixture in test/hf/fixtures/*/; do
   cp -r "$fixture" "$out/hf/$name"
 done
 echo "hf: $(ls "$out"/hf/*.plan | wc -l) plans of $(ls -d "$out"/hf/*/ | wc -l) fixtures"
-install -s "$build/tools/poot/poot" "$out/poot"
+bench/carry_poot.sh "$build" "$out"
