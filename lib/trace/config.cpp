@@ -283,6 +283,22 @@ Status readRopeFields(const ConfigFields& f, RopeConfig& rope) {
   return readRopeType(*params, rope);
 }
 
+Expected<std::vector<bool>> readLayerTypes(const ModelConfig& cfg) {
+  const ConfigFields& f = cfg.fields;
+  auto types = f.strings("layer_types");
+  if (!types) return types.error();
+  if (!types->empty() && int64_t(types->size()) != cfg.numLayers)
+    return f.error("layer_types", "has " + std::to_string(types->size()) + " entries for " +
+                                      std::to_string(cfg.numLayers) + " layers");
+  std::vector<bool> sliding;
+  for (const std::string& t : *types) {
+    if (t != "sliding_attention" && t != "full_attention")
+      return f.error("layer_types", "entry '" + t + "' is not sliding_attention or full_attention");
+    sliding.push_back(t == "sliding_attention");
+  }
+  return sliding;
+}
+
 Expected<std::vector<double>> ropeInvFreq(const ModelConfig& cfg, int64_t dim) {
   if (auto s = checkHostBytes(mulBytes(dim / 2, 8), "the rotary frequency table of head_dim " + std::to_string(dim),
                               Loc{cfg.file});

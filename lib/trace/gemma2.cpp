@@ -44,24 +44,13 @@ Expected<Gemma2Params> readGemma2(const ModelConfig& cfg) {
   if (p.finalSoftcap && !(*p.finalSoftcap > 0 && std::isfinite(*p.finalSoftcap)))
     return f.error("final_logit_softcapping", "expected a positive number or null");
   GEMMA2_TRY(p.window, f.positiveInt("sliding_window", 4096));
-  std::vector<std::string> types;
-  GEMMA2_TRY(types, f.strings("layer_types"));
-  if (!types.empty() && int64_t(types.size()) != cfg.numLayers)
-    return f.error("layer_types", "has " + std::to_string(types.size()) + " entries for " +
-                                      std::to_string(cfg.numLayers) + " layers");
-  if (auto s = checkHostBytes(cfg.numLayers / 8, "the sliding pattern of " + std::to_string(cfg.numLayers) + " layers",
-                              Loc{cfg.file});
-      !s)
-    return s.error();
-  for (int64_t i = 0; i < cfg.numLayers; ++i) {
-    if (types.empty()) {
-      p.sliding.push_back(i % 2 == 0);
-      continue;
-    }
-    const std::string& t = types[size_t(i)];
-    if (t != "sliding_attention" && t != "full_attention")
-      return f.error("layer_types", "entry '" + t + "' is not sliding_attention or full_attention");
-    p.sliding.push_back(t == "sliding_attention");
+  GEMMA2_TRY(p.sliding, readLayerTypes(cfg));
+  if (p.sliding.empty()) {  // transformers' default: the even layers
+    if (auto s = checkHostBytes(cfg.numLayers / 8, "the sliding pattern of " + std::to_string(cfg.numLayers) + " layers",
+                                Loc{cfg.file});
+        !s)
+      return s.error();
+    for (int64_t i = 0; i < cfg.numLayers; ++i) p.sliding.push_back(i % 2 == 0);
   }
   const std::string& act = cfg.hiddenAct;
   if (act == "gelu_pytorch_tanh" || act == "gelu_new") p.act = ops::Activation::GeluTanh;

@@ -31,28 +31,19 @@ bool qwenWindows(const ModelConfig& cfg) { return cfg.modelType == "qwen2" || cf
 // layer_types as given, else the layers from max_window_layers on (28, the
 // configs' default). Checked at parse time, so the trace reads it unchecked.
 struct Windows {
-  std::vector<std::string> types;  // empty: by max_window_layers
+  std::vector<bool> sliding;  // per layer; empty: by max_window_layers
   int64_t from = 28;
-  bool slides(int64_t layer) const {
-    return types.empty() ? layer >= from : types[size_t(layer)] == "sliding_attention";
-  }
+  bool slides(int64_t layer) const { return sliding.empty() ? layer >= from : bool(sliding[size_t(layer)]); }
 };
 
 Expected<Windows> readWindows(const ModelConfig& cfg) {
-  const ConfigFields& f = cfg.fields;
   Windows w;
-  auto types = f.strings("layer_types");
-  if (!types) return types.error();
-  auto from = f.nonNegativeInt("max_window_layers", w.from);
+  auto sliding = readLayerTypes(cfg);
+  if (!sliding) return sliding.error();
+  auto from = cfg.fields.nonNegativeInt("max_window_layers", w.from);
   if (!from) return from.error();
-  w.types = std::move(*types);
+  w.sliding = std::move(*sliding);
   w.from = *from;
-  if (!w.types.empty() && int64_t(w.types.size()) != cfg.numLayers)
-    return f.error("layer_types", "has " + std::to_string(w.types.size()) + " entries for " +
-                                      std::to_string(cfg.numLayers) + " layers");
-  for (const std::string& t : w.types)
-    if (t != "sliding_attention" && t != "full_attention")
-      return f.error("layer_types", "entry '" + t + "' is not sliding_attention or full_attention");
   return w;
 }
 

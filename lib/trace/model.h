@@ -115,6 +115,11 @@ Status readCommonFields(const ConfigFields& f, ModelConfig& cfg);
 // Reads rope_theta / rope_scaling or rope_parameters into cfg.rope, accepting
 // any rope type; a family checks the types it supports.
 Status readRopeFields(const ConfigFields& f, RopeConfig& rope);
+// layer_types as transformers' configs give it, per layer: whether it is
+// "sliding_attention" (else "full_attention"); empty when absent. Another
+// length than num_hidden_layers, or another entry, is refused naming the
+// field.
+Expected<std::vector<bool>> readLayerTypes(const ModelConfig& cfg);
 // inv_freq of the config's rope for a head of width dim: the default type,
 // or llama3 scaling computed on the host. Other types are a config error
 // naming the field and the supported types.
